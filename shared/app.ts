@@ -1,0 +1,254 @@
+/**
+ * The Hono app that serves `external.metrics.k8s.io/v1beta1`. Every entry
+ * point (Node server, Cloudflare Worker, AWS Lambda) builds this same app
+ * from `shared/` with its own runtime bindings.
+ *
+ * Routes (the paths kube-apiserver's aggregation layer proxies, see
+ * kube-aggregator `pkg/apiserver/handler_proxy.go`, and the paths the HPA's
+ * client calls, k8s.io/metrics `pkg/client/external_metrics/client.go`):
+ *
+ * | path | answer |
+ * |---|---|
+ * | `GET /apis/external.metrics.k8s.io/v1beta1` | `APIResourceList`, one resource per metric rule, never empty |
+ * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}?labelSelector=…` | `ExternalMetricValueList` |
+ * | `GET /apis`, `GET /apis/external.metrics.k8s.io` | `APIGroupList`, `APIGroup` (plain JSON, so aggregated discovery falls back) |
+ * | `GET /healthz`, `/livez`, `/readyz` | `ok` |
+ * | anything else | `metav1.Status` 404 (405 for other methods) |
+ */
+import { Hono, type Context } from "hono";
+import type { BridgeConfig } from "./config/config.ts";
+import { formatQuantity } from "./k8s/quantity.ts";
+import { parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";
+import {
+  badRequest,
+  notFound,
+  serviceUnavailable,
+  StatusError,
+  toStatusError,
+  EXTERNAL_METRICS_GROUP,
+} from "./k8s/status.ts";
+import {
+  apiGroupList,
+  apiResourceList,
+  externalMetricValueList,
+  formatTimestamp,
+  GROUP,
+  GROUP_VERSION,
+  VERSION,
+  type ExternalMetricValue,
+} from "./k8s/types.ts";
+import { decodeMetricName, discoveryName } from "./metric-name.ts";
+import type { MetricRule, Provider, RuntimeEnv } from "./providers/types.ts";
+
+/** Longest `labelSelector` accepted, characters. */
+export const MAX_SELECTOR_LENGTH = 4096;
+
+/** Whole-request deadline, ms: under the aggregator's 5 s. */
+export const REQUEST_DEADLINE_MS = 4500;
+
+/** One structured log record (JSON lines). */
+export type LogRecord = Record<string, unknown> & { level: "info" | "warn" | "error"; msg: string };
+
+/** What an entry point hands to {@link createApp}. */
+export interface BridgeOptions {
+  config: BridgeConfig;
+  /** provider instances by name (see `providers/registry.ts` `buildProviders`) */
+  providers: ReadonlyMap<string, Provider>;
+  runtime: RuntimeEnv;
+  /** structured log sink; default writes JSON lines to the console */
+  log?: (record: LogRecord) => void;
+  /** whole-request deadline, ms (default {@link REQUEST_DEADLINE_MS}) */
+  deadlineMs?: number;
+}
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const PREFIX = `/apis/${GROUP_VERSION}`;
+
+/**
+ * Build the bridge's Hono app.
+ *
+ * @throws Error when a metric rule names a provider that was not built
+ */
+export function createApp(options: BridgeOptions): Hono {
+  const { config, providers, runtime } = options;
+  const log = options.log ?? ((r: LogRecord) => console.log(JSON.stringify({ time: new Date(runtime.now()).toISOString(), ...r })));
+  const deadlineMs = options.deadlineMs ?? REQUEST_DEADLINE_MS;
+  const rules = new Map<string, MetricRule>();
+  for (const rule of config.metrics) {
+    if (!providers.has(rule.provider)) throw new Error(`metric ${rule.name}: provider ${rule.provider} was not built`);
+    rules.set(rule.key, rule);
+  }
+  const discovery = apiResourceList(config.metrics.map((r) => discoveryName(r.name)));
+
+  const app = new Hono();
+
+  app.use("*", async (c, next) => {
+    const started = runtime.now();
+    const requestId = c.req.header("x-request-id") ?? crypto.randomUUID();
+    c.header("X-Request-Id", requestId);
+    await next();
+    const status = c.res.status;
+    log({
+      level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
+      msg: "request",
+      requestId,
+      method: c.req.method,
+      path: c.req.path,
+      code: status,
+      durationMs: runtime.now() - started,
+      ...(c.get("metricName" as never) ? { metric: c.get("metricName" as never) } : {}),
+    });
+  });
+
+  app.onError((err, c) => {
+    const status = toStatusError(err);
+    if (!(err instanceof StatusError)) log({ level: "error", msg: "unhandled error", error: String(err) });
+    return statusResponse(c, status);
+  });
+
+  for (const path of ["/healthz", "/livez", "/readyz"]) {
+    app.get(path, (c) => c.text("ok"));
+  }
+  app.get("/apis", (c) => json(c, apiGroupList()));
+  app.get(`/apis/${GROUP}`, (c) => {
+    const gv = { groupVersion: GROUP_VERSION, version: VERSION };
+    return json(c, { kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv });
+  });
+  app.get(PREFIX, (c) => json(c, discovery));
+  app.get(`${PREFIX}/`, (c) => json(c, discovery));
+
+  app.get(`${PREFIX}/*`, async (c) => {
+    const segments = rawSegments(c.req.url).slice(3); // drop apis, group, version
+    if (segments.length !== 3 || segments[0] !== "namespaces") {
+      throw notFound(`the server could not find the requested resource (${c.req.path})`);
+    }
+    const namespace = decodeNamespace(segments[1]!);
+    const { requested, key } = decodeMetricName(segments[2]!);
+    c.set("metricName" as never, requested as never);
+    const selector = readSelector(c.req.url);
+    const rule = rules.get(key);
+    if (rule === undefined) {
+      throw notFound(`external metric "${requested}" is not defined by this bridge`, {
+        name: requested,
+        group: EXTERNAL_METRICS_GROUP,
+        kind: "externalmetrics",
+      });
+    }
+    const provider = providers.get(rule.provider)!;
+    const series = await withDeadline(provider.query({ rule, selector, namespace }), deadlineMs, rule);
+    if (series.length === 0) {
+      throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
+    }
+    const now = runtime.now();
+    const items: ExternalMetricValue[] = series.map((s) => {
+      const ageMs = now - s.timestamp;
+      if (ageMs > rule.maxAgeSeconds * 1000) {
+        throw serviceUnavailable(
+          `metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
+            `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
+        );
+      }
+      const item: ExternalMetricValue = {
+        metricName: requested,
+        metricLabels: { ...s.labels },
+        timestamp: formatTimestamp(s.timestamp),
+        value: formatQuantity(s.value),
+      };
+      if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
+      return item;
+    });
+    return json(c, externalMetricValueList(items));
+  });
+
+  app.all("*", (c) =>
+    statusResponse(
+      c,
+      c.req.method === "GET" || c.req.method === "HEAD"
+        ? notFound(`the server could not find the requested resource (${c.req.method} ${c.req.path})`)
+        : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`),
+    ),
+  );
+
+  return app;
+}
+
+/** A JSON response with the headers every answer carries. */
+function json(c: Context, body: unknown, code = 200): Response {
+  return c.body(JSON.stringify(body), code as 200, {
+    "Content-Type": "application/json",
+    "Cache-Control": "no-store",
+  });
+}
+
+/** The Status response for an error, with `Retry-After` where set. */
+function statusResponse(c: Context, err: StatusError): Response {
+  for (const [k, v] of Object.entries(err.headers())) c.header(k, v);
+  return json(c, err.toStatus(), err.code);
+}
+
+/** The URL path split into raw (still percent-encoded) segments. */
+function rawSegments(url: string): string[] {
+  return new URL(url).pathname.split("/").slice(1);
+}
+
+/** Validate the namespace segment (a DNS-1123 label, apimachinery `pkg/util/validation`). */
+function decodeNamespace(raw: string): string {
+  let ns: string;
+  try {
+    ns = decodeURIComponent(raw);
+  } catch {
+    throw badRequest(`namespace ${JSON.stringify(raw)} is not valid percent-encoded UTF-8`);
+  }
+  if (ns.length > 63 || !DNS1123_LABEL.test(ns)) {
+    throw badRequest(`namespace ${JSON.stringify(ns)} is not a valid namespace name (a DNS-1123 label)`);
+  }
+  return ns;
+}
+
+/**
+ * The request's `labelSelector` parsed (empty when absent). Query decoding
+ * follows Go's `url.ParseQuery` (`+` is a space), which is how client-go
+ * encodes it.
+ */
+function readSelector(url: string): Selector {
+  let values: string[];
+  try {
+    values = new URL(url).searchParams.getAll("labelSelector");
+  } catch {
+    throw badRequest("the query string is not valid");
+  }
+  if (values.length > 1) throw badRequest("labelSelector may be given only once");
+  const text = values[0] ?? "";
+  // apimachinery's lexer ends the string at a NUL byte and would silently
+  // drop what follows; no HPA sends control characters, so refuse them.
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(text)) {
+    throw badRequest("invalid labelSelector: it contains a control character");
+  }
+  try {
+    return parseSelector(text, { maxLength: MAX_SELECTOR_LENGTH });
+  } catch (err) {
+    if (err instanceof SelectorError) throw badRequest(`invalid labelSelector ${JSON.stringify(truncate(text, 200))}: ${err.message}`);
+    throw err;
+  }
+}
+
+function truncate(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/** Race a backend read against the request deadline; a timeout is 503 with Retry-After. */
+async function withDeadline<T>(promise: Promise<T>, ms: number, rule: MetricRule): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} did not answer within ${ms} ms`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

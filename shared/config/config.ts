@@ -1,0 +1,178 @@
+/**
+ * The bridge's configuration: one `BridgeConfig` YAML document naming
+ * provider instances and metric rules, validated with zod. Every error names
+ * the source, line, column and field path.
+ *
+ * ```yaml
+ * apiVersion: external-metrics-bridge.io/v1alpha1
+ * kind: BridgeConfig
+ * defaults: { maxAgeSeconds: 60, cacheTTLSeconds: 5 }
+ * providers:
+ *   sqs: { type: aws-sqs, region: us-east-1 }
+ * metrics:
+ *   - name: queue_messages_ready
+ *     provider: sqs
+ *     query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }
+ * ```
+ *
+ * A source may hold several YAML documents; documents of other kinds are
+ * returned to the caller untouched (`others`) so that later loaders (the
+ * policy loader) read them from the same source.
+ */
+import { z } from "zod";
+import { metricKey } from "../metric-name.ts";
+import { PROVIDER_MODULES, type ProviderInstanceConfig } from "../providers/registry.ts";
+import type { MetricRule } from "../providers/types.ts";
+import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "./yaml.ts";
+
+/** API group/version of the project's own objects. */
+export const CONFIG_API_VERSION = "external-metrics-bridge.io/v1alpha1";
+
+/** Longest `maxAgeSeconds` accepted (1 hour). */
+export const MAX_MAX_AGE_SECONDS = 3600;
+
+/**
+ * Metric rule names: letters, digits and `-_.:/|` (a `/` may be written as
+ * `|` in requests), at most 253 characters, not `.` or `..`.
+ */
+const metricNameSchema = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[A-Za-z0-9_.:/|-]+$/, "may contain only letters, digits and - _ . : / |")
+  .refine((n) => n !== "." && n !== "..", "may not be . or ..");
+
+const defaultsSchema = z.strictObject({
+  /** longest age of a served value, seconds */
+  maxAgeSeconds: z.number().positive().max(MAX_MAX_AGE_SECONDS).default(60),
+  /** how long a backend read is re-used, seconds */
+  cacheTTLSeconds: z.number().min(0).max(MAX_MAX_AGE_SECONDS).default(5),
+});
+
+const ruleSchema = z.strictObject({
+  name: metricNameSchema,
+  provider: z.string().min(1),
+  description: z.string().max(1024).optional(),
+  maxAgeSeconds: z.number().positive().max(MAX_MAX_AGE_SECONDS).optional(),
+  cacheTTLSeconds: z.number().min(0).max(MAX_MAX_AGE_SECONDS).optional(),
+  query: z.record(z.string(), z.unknown()).default({}),
+});
+
+const providerEntrySchema = z.looseObject({
+  type: z.string().min(1),
+});
+
+/** Schema of the BridgeConfig document before provider-specific validation. */
+export const bridgeConfigSchema = z.strictObject({
+  apiVersion: z.literal(CONFIG_API_VERSION),
+  kind: z.literal("BridgeConfig"),
+  metadata: z.looseObject({ name: z.string().optional() }).optional(),
+  defaults: defaultsSchema.default({ maxAgeSeconds: 60, cacheTTLSeconds: 5 }),
+  providers: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "provider names are DNS labels"), providerEntrySchema),
+  metrics: z.array(ruleSchema).min(1, "at least one metric rule is required"),
+});
+
+/** The validated configuration. */
+export interface BridgeConfig {
+  /** where it was read from */
+  source: string;
+  /** provider instances by name */
+  providers: Record<string, ProviderInstanceConfig>;
+  /** metric rules in file order */
+  metrics: MetricRule[];
+}
+
+/** A loaded source: the BridgeConfig and the documents of other kinds. */
+export interface LoadedSource {
+  config: BridgeConfig;
+  /** documents whose kind is not BridgeConfig, for other loaders */
+  others: SourceDocument[];
+}
+
+/**
+ * Parse and validate a config source.
+ *
+ * @param text YAML text with exactly one `kind: BridgeConfig` document
+ * @param source name used in error messages (file path or binding name)
+ * @throws ConfigError listing every problem with its line and field path
+ */
+export function loadConfig(text: string, source: string): LoadedSource {
+  const docs = parseYamlDocuments(text, source);
+  const isBridge = (d: SourceDocument) => (d.value as { kind?: unknown } | null)?.kind === "BridgeConfig";
+  const bridgeDocs = docs.filter(isBridge);
+  if (bridgeDocs.length !== 1) {
+    throw new ConfigError([
+      {
+        source,
+        line: 1,
+        column: 1,
+        path: "",
+        message: `expected exactly one document with kind: BridgeConfig, found ${bridgeDocs.length}`,
+      },
+    ]);
+  }
+  const config = validateBridgeConfig(bridgeDocs[0]!);
+  return { config, others: docs.filter((d) => !isBridge(d)) };
+}
+
+function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
+  const parsed = bridgeConfigSchema.safeParse(sd.value);
+  if (!parsed.success) throw new ConfigError(zodIssues(sd, parsed.error));
+  const raw = parsed.data;
+  const issues: ConfigIssue[] = [];
+
+  const providers: Record<string, ProviderInstanceConfig> = {};
+  for (const [name, entry] of Object.entries(raw.providers)) {
+    const module = PROVIDER_MODULES[entry.type];
+    if (module === undefined) {
+      issues.push(
+        issueAt(sd, ["providers", name, "type"], `unknown provider type "${entry.type}" (known: ${Object.keys(PROVIDER_MODULES).join(", ")})`),
+      );
+      continue;
+    }
+    const { type: _type, ...rest } = entry;
+    const result = module.providerSchema.safeParse(rest);
+    if (!result.success) issues.push(...zodIssues(sd, result.error, ["providers", name]));
+    else providers[name] = { type: entry.type, config: result.data };
+  }
+
+  const metrics: MetricRule[] = [];
+  const seen = new Map<string, number>();
+  raw.metrics.forEach((rule, i) => {
+    const key = metricKey(rule.name);
+    const earlier = seen.get(key);
+    if (earlier !== undefined) {
+      issues.push(issueAt(sd, ["metrics", i, "name"], `metric "${rule.name}" is already defined by metrics[${earlier}] (names are case-insensitive)`));
+    }
+    seen.set(key, i);
+    const entry = raw.providers[rule.provider];
+    if (entry === undefined) {
+      issues.push(issueAt(sd, ["metrics", i, "provider"], `no provider named "${rule.provider}" in providers`));
+      return;
+    }
+    const module = PROVIDER_MODULES[entry.type];
+    if (module === undefined) return; // already reported
+    const query = module.querySchema.safeParse(rule.query);
+    if (!query.success) {
+      issues.push(...zodIssues(sd, query.error, ["metrics", i, "query"]));
+      return;
+    }
+    const maxAgeSeconds = rule.maxAgeSeconds ?? raw.defaults.maxAgeSeconds;
+    const cacheTTLSeconds = rule.cacheTTLSeconds ?? Math.min(raw.defaults.cacheTTLSeconds, maxAgeSeconds);
+    if (cacheTTLSeconds > maxAgeSeconds) {
+      issues.push(issueAt(sd, ["metrics", i, "cacheTTLSeconds"], `must not exceed maxAgeSeconds (${maxAgeSeconds})`));
+    }
+    metrics.push({
+      name: rule.name,
+      key,
+      provider: rule.provider,
+      maxAgeSeconds,
+      cacheTTLSeconds,
+      ...(rule.description !== undefined ? { description: rule.description } : {}),
+      query: query.data,
+    });
+  });
+
+  if (issues.length > 0) throw new ConfigError(issues);
+  return { source: sd.source, providers, metrics };
+}

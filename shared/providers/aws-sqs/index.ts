@@ -1,0 +1,276 @@
+/**
+ * The `aws-sqs` provider: queue depth from Amazon SQS.
+ *
+ * A rule picks queues through one selector label (default `queue`) and
+ * reports one series per queue: the sum of the configured queue attributes
+ * read with `GetQueueAttributes`, after resolving the queue's URL with
+ * `GetQueueUrl` (Amazon SQS API Reference,
+ * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_GetQueueAttributes.html).
+ *
+ * SQS attributes are approximate and carry no timestamp of their own; the
+ * series timestamp is the moment the read completed, so a cached value shows
+ * its true age.
+ */
+import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
+import { z } from "zod";
+import { CoalescingCache } from "../../cache.ts";
+import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
+import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue } from "../../k8s/selector.ts";
+import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
+import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
+import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+
+/** The queue attributes a rule may read (and sum). */
+export const SQS_ATTRIBUTES = [
+  "ApproximateNumberOfMessages",
+  "ApproximateNumberOfMessagesNotVisible",
+  "ApproximateNumberOfMessagesDelayed",
+] as const;
+
+/** Most queues one request may name (bounded work per request). */
+export const MAX_QUEUES_PER_REQUEST = 100;
+
+/** How long a resolved queue URL is re-used, ms. */
+const QUEUE_URL_TTL_MS = 10 * 60_000;
+
+/** SQS queue names: 1–80 of `[A-Za-z0-9_-]`, FIFO queues end in `.fifo` (CreateQueue reference). */
+const SQS_QUEUE_NAME = /^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$/;
+
+const labelKey = z.string().superRefine((key, ctx) => {
+  const problem = validateLabelKey(key);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
+});
+const labelValue = z.string().superRefine((value, ctx) => {
+  const problem = validateLabelValue(value);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
+});
+
+/**
+ * A rule's `query:` section for `aws-sqs`:
+ * - `queueLabel`: the selector label naming the queue (default `queue`);
+ * - `queues`: optional allow-list of label values; when set, other queues are
+ *   404 and a selector that does not name queues reads all of them;
+ * - `queueNameTemplate`: SQS queue name built from the label value,
+ *   `{queue}` standing for it (default `{queue}`), e.g. `prod-{queue}`;
+ * - `queueOwnerAWSAccountId`: for queues of another account;
+ * - `attribute`: one attribute, or a list whose values are summed.
+ */
+export const sqsQuerySchema = z.strictObject({
+  queueLabel: labelKey.default("queue"),
+  queues: z.array(labelValue).min(1).optional(),
+  queueNameTemplate: z
+    .string()
+    .refine((t) => t.includes("{queue}"), "must contain {queue}")
+    .default("{queue}"),
+  queueOwnerAWSAccountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),
+  attribute: z
+    .union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).min(1)])
+    .default("ApproximateNumberOfMessages"),
+});
+
+/** Validated `query:` section of an SQS rule. */
+export type SqsQuery = z.infer<typeof sqsQuerySchema>;
+
+/** The attributes of a query as a sorted, de-duplicated list. */
+function attributesOf(query: SqsQuery): QueueAttributeName[] {
+  const list = typeof query.attribute === "string" ? [query.attribute] : query.attribute;
+  return [...new Set(list)].sort() as QueueAttributeName[];
+}
+
+/**
+ * Map the request selector to the exact, finite list of queue label values
+ * it identifies (sorted). The mapping is exact or refused, never widened
+ * (the prometheus-adapter habit, `pkg/naming/metrics_query.go`):
+ * - every requirement must be on `queueLabel`, else 400 naming it;
+ * - the candidates are the values of `=`, `==` and `in` requirements
+ *   (intersected), or the allow-list when there are none; without either
+ *   the selector does not name a finite set of queues: 400;
+ * - each candidate is kept only if the whole selector matches it, which
+ *   applies `!=`, `notin`, `!key`, `>`, `<` exactly;
+ * - an empty result is 400 (the selector matches no queue); a value outside
+ *   the allow-list is 404.
+ *
+ * @throws StatusError 400 or 404 as above
+ */
+export function resolveQueues(rule: MetricRule<SqsQuery>, request: QueryRequest<SqsQuery>): string[] {
+  const { queueLabel, queues: allowList } = rule.query;
+  const requirements = request.selector.requirements;
+  let candidates: Set<string> | undefined;
+  for (const r of requirements) {
+    if (r.key !== queueLabel) {
+      throw badRequest(
+        `metric ${rule.name}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ` +
+          `this rule understands only the label "${queueLabel}"`,
+      );
+    }
+    if (r.operator === "=" || r.operator === "==" || r.operator === "in") {
+      const values = new Set(r.values);
+      candidates = candidates === undefined ? values : new Set([...candidates].filter((v) => values.has(v)));
+    }
+  }
+  if (candidates === undefined) {
+    if (allowList === undefined) {
+      throw badRequest(
+        `metric ${rule.name}: the selector must name the queues with ${queueLabel}=NAME or ` +
+          `${queueLabel} in (A,B); this rule has no queues allow-list to choose from`,
+      );
+    }
+    candidates = new Set(allowList);
+  }
+  const chosen = [...candidates].filter((v) => matchesLabels(request.selector, { [queueLabel]: v })).sort();
+  if (chosen.length === 0) {
+    throw badRequest(
+      `metric ${rule.name}: selector "${selectorToString(request.selector)}" matches no queue`,
+    );
+  }
+  if (chosen.length > MAX_QUEUES_PER_REQUEST) {
+    throw badRequest(`metric ${rule.name}: selector names ${chosen.length} queues; at most ${MAX_QUEUES_PER_REQUEST} per request`);
+  }
+  if (allowList !== undefined) {
+    const allowed = new Set(allowList);
+    const outside = chosen.filter((v) => !allowed.has(v));
+    if (outside.length > 0) {
+      throw notFound(`metric ${rule.name}: queue ${outside.map((q) => JSON.stringify(q)).join(", ")} is not served by this rule`, {
+        name: outside[0],
+        kind: "queue",
+      });
+    }
+  }
+  return chosen;
+}
+
+/** The SQS queue name for a label value, or 400 when the template yields an invalid name. */
+export function queueName(rule: MetricRule<SqsQuery>, labelValue: string): string {
+  const name = rule.query.queueNameTemplate.replaceAll("{queue}", labelValue);
+  if (!SQS_QUEUE_NAME.test(name)) {
+    throw badRequest(
+      `metric ${rule.name}: "${name}" (from ${rule.query.queueLabel}="${labelValue}") is not a valid SQS queue name`,
+    );
+  }
+  return name;
+}
+
+/**
+ * An SQS provider instance. Queues of one request are read concurrently;
+ * identical reads in flight are coalesced and re-used for the rule's
+ * `cacheTTLSeconds` (never longer than `maxAgeSeconds`). Queue URLs are
+ * cached for 10 minutes and forgotten when SQS says the queue is gone.
+ */
+export class SqsProvider implements Provider<SqsQuery> {
+  readonly type = "aws-sqs";
+  readonly name: string;
+  readonly client: SQSClient;
+  readonly urls: CoalescingCache<string>;
+  readonly values: CoalescingCache<{ value: Decimal; timestamp: number }>;
+  private readonly timeoutMs: number;
+  private readonly runtime: RuntimeEnv;
+
+  constructor(name: string, config: AwsProviderConfig, runtime: RuntimeEnv) {
+    this.name = name;
+    this.runtime = runtime;
+    this.timeoutMs = config.timeoutSeconds * 1000;
+    this.client = new SQSClient(awsClientOptions(name, config, runtime));
+    this.urls = new CoalescingCache({ now: runtime.now });
+    this.values = new CoalescingCache({ now: runtime.now });
+  }
+
+  plan(request: QueryRequest<SqsQuery>): string {
+    const rule = request.rule;
+    const names = resolveQueues(rule, request).map((v) => queueName(rule, v));
+    return `SQS GetQueueAttributes ${attributesOf(rule.query).join("+")} on queue${names.length > 1 ? "s" : ""} ${names.join(", ")}`;
+  }
+
+  async query(request: QueryRequest<SqsQuery>): Promise<Series[]> {
+    const rule = request.rule;
+    const labels = resolveQueues(rule, request);
+    const names = labels.map((v) => queueName(rule, v));
+    const attributes = attributesOf(rule.query);
+    const reads = await Promise.all(names.map((name) => this.readQueue(rule, name, attributes)));
+    return reads.map((read, i) => ({
+      labels: { [rule.query.queueLabel]: labels[i]! },
+      value: read.value,
+      timestamp: read.timestamp,
+    }));
+  }
+
+  /** Resolve a queue URL (cached, coalesced). 404 when the queue does not exist. */
+  private async queueUrl(rule: MetricRule<SqsQuery>, name: string): Promise<string> {
+    const owner = rule.query.queueOwnerAWSAccountId;
+    return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async () => {
+      try {
+        const out = await this.client.send(
+          new GetQueueUrlCommand({ QueueName: name, ...(owner !== undefined ? { QueueOwnerAWSAccountId: owner } : {}) }),
+          { abortSignal: AbortSignal.timeout(this.timeoutMs) },
+        );
+        if (!out.QueueUrl) throw serviceUnavailable(`provider ${this.name}: GetQueueUrl returned no QueueUrl for "${name}"`);
+        return out.QueueUrl;
+      } catch (err) {
+        if (isQueueMissing(err)) throw queueNotFound(name);
+        throw awsErrorToStatus(this.name, `GetQueueUrl for queue "${name}"`, err);
+      }
+    });
+  }
+
+  /** Read and sum the attributes of one queue (cached for the rule's TTL, coalesced). */
+  private async readQueue(
+    rule: MetricRule<SqsQuery>,
+    name: string,
+    attributes: QueueAttributeName[],
+  ): Promise<{ value: Decimal; timestamp: number }> {
+    const url = await this.queueUrl(rule, name);
+    const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+    return this.values.get(`${url}|${attributes.join(",")}`, ttlMs, async () => {
+      let out;
+      try {
+        out = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes }), {
+          abortSignal: AbortSignal.timeout(this.timeoutMs),
+        });
+      } catch (err) {
+        if (isQueueMissing(err)) {
+          this.urls.delete(`${name}|${rule.query.queueOwnerAWSAccountId ?? ""}`);
+          throw queueNotFound(name);
+        }
+        throw awsErrorToStatus(this.name, `GetQueueAttributes for queue "${name}"`, err);
+      }
+      const timestamp = this.runtime.now();
+      let sum: Decimal = { mantissa: 0n, exponent: 0 };
+      for (const attribute of attributes) {
+        const text = out.Attributes?.[attribute];
+        if (text === undefined) {
+          throw serviceUnavailable(`provider ${this.name}: GetQueueAttributes returned no ${attribute} for queue "${name}"`);
+        }
+        let value: Decimal;
+        try {
+          value = parseDecimal(text);
+        } catch {
+          throw serviceUnavailable(
+            `provider ${this.name}: GetQueueAttributes returned ${attribute}=${JSON.stringify(text)} for queue "${name}", not a number`,
+          );
+        }
+        sum = addDecimals(sum, value);
+      }
+      return { value: sum, timestamp };
+    });
+  }
+}
+
+function isQueueMissing(err: unknown): boolean {
+  const e = err as { name?: string; Code?: string };
+  return (
+    e?.name === "QueueDoesNotExist" ||
+    e?.name === "AWS.SimpleQueueService.NonExistentQueue" ||
+    e?.Code === "AWS.SimpleQueueService.NonExistentQueue"
+  );
+}
+
+function queueNotFound(name: string) {
+  return notFound(`SQS queue "${name}" does not exist`, { name, kind: "queue" });
+}
+
+/** The `aws-sqs` provider module. */
+export const sqsModule: ProviderModule<AwsProviderConfig, SqsQuery> = {
+  type: "aws-sqs",
+  providerSchema: awsProviderSchema,
+  querySchema: sqsQuerySchema,
+  create: (name, config, runtime) => new SqsProvider(name, config, runtime),
+};

@@ -1,0 +1,161 @@
+/**
+ * Plumbing shared by the AWS providers: provider-instance schema,
+ * credentials, client options and the mapping of AWS SDK v3 errors to
+ * `metav1.Status` failures.
+ *
+ * Sources: AWS SDK for JavaScript v3 developer guide ("Setting credentials
+ * in Node.js", "Abort requests", "Retry strategy"); AWS common errors
+ * (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html).
+ */
+import { z } from "zod";
+import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
+import type { RuntimeEnv } from "../types.ts";
+
+/** Longest backend call allowed, seconds: well under the aggregator's 5 s discovery/proxy timeout. */
+export const MAX_BACKEND_TIMEOUT_SECONDS = 4;
+
+/**
+ * Where an AWS provider gets credentials:
+ * - `default`: the SDK's default chain (environment, shared files, IRSA web
+ *   identity, ECS/EC2 metadata). Node and Lambda only.
+ * - `environment`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and optional
+ *   `AWS_SESSION_TOKEN` from the runtime's environment bag (process.env, or
+ *   Worker secrets on Cloudflare), read at request time.
+ * - `static`: keys written in the config. Meant for local emulators only.
+ */
+export const awsCredentialsSchema = z.discriminatedUnion("source", [
+  z.strictObject({ source: z.literal("default") }),
+  z.strictObject({ source: z.literal("environment") }),
+  z.strictObject({
+    source: z.literal("static"),
+    accessKeyId: z.string().min(1),
+    secretAccessKey: z.string().min(1),
+    sessionToken: z.string().min(1).optional(),
+  }),
+]);
+
+/** Config of one AWS provider instance (the fields besides `type`). */
+export const awsProviderSchema = z.strictObject({
+  /** AWS region, e.g. `us-east-1` */
+  region: z.string().regex(/^[a-z]{2}(-[a-z0-9]+)+-\d+$/, "must be an AWS region such as us-east-1"),
+  /** endpoint override, e.g. `http://127.0.0.1:4566` for an emulator */
+  endpoint: z.url({ protocol: /^https?$/ }).optional(),
+  credentials: awsCredentialsSchema.default({ source: "default" }),
+  /** per-call timeout, seconds (default 2, at most 4) */
+  timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(2),
+  /** SDK attempts per call, including the first (default 2) */
+  maxAttempts: z.number().int().min(1).max(5).default(2),
+});
+
+/** Validated AWS provider instance config. */
+export type AwsProviderConfig = z.infer<typeof awsProviderSchema>;
+
+/** Credentials object the SDK accepts, or a provider function. */
+type AwsCredentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+
+/**
+ * Options for an AWS SDK v3 client built from a provider config.
+ *
+ * @param providerName used in error messages
+ * @throws never at build time; a missing environment credential surfaces as a
+ *   500 StatusError on the first call (credential provider rejects)
+ */
+export function awsClientOptions(providerName: string, config: AwsProviderConfig, runtime: RuntimeEnv) {
+  const options: {
+    region: string;
+    endpoint?: string;
+    maxAttempts: number;
+    credentials?: AwsCredentials | (() => Promise<AwsCredentials>);
+  } = { region: config.region, maxAttempts: config.maxAttempts };
+  if (config.endpoint !== undefined) options.endpoint = config.endpoint;
+  const creds = config.credentials;
+  if (creds.source === "static") {
+    options.credentials = {
+      accessKeyId: creds.accessKeyId,
+      secretAccessKey: creds.secretAccessKey,
+      ...(creds.sessionToken !== undefined ? { sessionToken: creds.sessionToken } : {}),
+    };
+  } else if (creds.source === "environment") {
+    options.credentials = async () => {
+      const accessKeyId = runtime.env["AWS_ACCESS_KEY_ID"];
+      const secretAccessKey = runtime.env["AWS_SECRET_ACCESS_KEY"];
+      const sessionToken = runtime.env["AWS_SESSION_TOKEN"];
+      if (!accessKeyId || !secretAccessKey) {
+        throw new CredentialsMissingError(
+          `provider ${providerName}: credentials.source is "environment" but AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is not set`,
+        );
+      }
+      return { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) };
+    };
+  }
+  return options;
+}
+
+/** Raised by the `environment` credential source when a variable is missing. */
+export class CredentialsMissingError extends Error {
+  override name = "CredentialsMissingError";
+}
+
+/** Error codes that mean "the bridge's identity is wrong or not allowed": no retry helps. */
+const CREDENTIAL_CODES = new Set([
+  "AccessDenied",
+  "AccessDeniedException",
+  "InvalidClientTokenId",
+  "UnrecognizedClientException",
+  "SignatureDoesNotMatch",
+  "ExpiredToken",
+  "ExpiredTokenException",
+  "InvalidAccessKeyId",
+  "MissingAuthenticationToken",
+  "IncompleteSignature",
+  "CredentialsProviderError",
+  "CredentialsMissingError",
+  "KMS.AccessDeniedException",
+]);
+
+/** Error codes that mean "slow down". */
+const THROTTLING_CODES = new Set([
+  "Throttling",
+  "ThrottlingException",
+  "RequestThrottled",
+  "RequestThrottledException",
+  "TooManyRequestsException",
+  "LimitExceededException",
+  "OverLimit",
+]);
+
+/**
+ * Classify an AWS SDK v3 error as a Status failure.
+ * - timeout/abort, network errors, throttling, 5xx → 503 with Retry-After
+ * - credential or permission errors → 500 naming the provider and code
+ * - anything else → 503 with the AWS code and message
+ *
+ * @param what a short description of the call, e.g. `GetQueueAttributes for queue "a"`
+ */
+export function awsErrorToStatus(providerName: string, what: string, err: unknown): StatusError {
+  const e = (err ?? {}) as {
+    name?: string;
+    code?: string;
+    message?: string;
+    $metadata?: { httpStatusCode?: number; requestId?: string };
+    $retryable?: { throttling?: boolean };
+  };
+  const name = e.name ?? "Error";
+  const message = e.message ?? String(err);
+  const status = e.$metadata?.httpStatusCode;
+  const where = `provider ${providerName}: ${what}`;
+  if (name === "TimeoutError" || name === "AbortError") {
+    return serviceUnavailable(`${where} timed out`, 5, undefined, err);
+  }
+  if (CREDENTIAL_CODES.has(name) || CREDENTIAL_CODES.has(e.code ?? "")) {
+    return internalError(`${where} failed: AWS refused the bridge's credentials (${name}): ${message}`, undefined, err);
+  }
+  if (THROTTLING_CODES.has(name) || e.$retryable?.throttling === true || status === 429) {
+    return serviceUnavailable(`${where} was throttled by AWS (${name}): ${message}`, 10, undefined, err);
+  }
+  if (status === undefined) {
+    const code = e.code !== undefined ? ` ${e.code}` : "";
+    return serviceUnavailable(`${where} failed: backend unreachable (${name}${code}): ${message}`, 5, undefined, err);
+  }
+  return serviceUnavailable(`${where} failed with HTTP ${status} (${name}): ${message}`, 5, undefined, err);
+}

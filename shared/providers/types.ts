@@ -1,0 +1,101 @@
+/**
+ * The provider contract: how a metric rule becomes backend reads.
+ *
+ * The whole extension point, in the manner of custom-metrics-apiserver's
+ * `pkg/provider/interfaces.go`: a provider module declares the schema of its
+ * provider instances and of its rules' `query` section, and builds a
+ * {@link Provider} that answers one resolved rule plus one parsed selector
+ * with a list of series. New providers are added to `registry.ts` without
+ * touching the others.
+ */
+import type { z } from "zod";
+import type { Decimal } from "../k8s/quantity.ts";
+import type { Selector } from "../k8s/selector.ts";
+
+/**
+ * One time series as a backend reported it.
+ * - `labels`: the complete label set identifying the series (becomes
+ *   `metricLabels`).
+ * - `value`: the exact decimal value (never a float rounded by us).
+ * - `timestamp`: ms since epoch at which the backend observed the value.
+ * - `windowSeconds`: set when the value aggregates `[timestamp − window, timestamp]`.
+ */
+export interface Series {
+  labels: Record<string, string>;
+  value: Decimal;
+  timestamp: number;
+  windowSeconds?: number;
+}
+
+/** A metric rule after config validation, with its provider-specific query. */
+export interface MetricRule<Q = unknown> {
+  /** the configured name (as written in the config) */
+  name: string;
+  /** lowercased lookup key, `|` and `\|` already turned into `/` */
+  key: string;
+  /** name of the provider instance in `providers:` */
+  provider: string;
+  /** longest age of a served value, seconds; cached values older are never served */
+  maxAgeSeconds: number;
+  /** how long a read is re-used, seconds (≤ maxAgeSeconds) */
+  cacheTTLSeconds: number;
+  /** human description for discovery and CLI output */
+  description?: string;
+  /** the provider-specific query, validated by the provider module's schema */
+  query: Q;
+}
+
+/** What a provider receives for one request. */
+export interface QueryRequest<Q = unknown> {
+  rule: MetricRule<Q>;
+  /** the parsed `labelSelector` (empty when the request sent none) */
+  selector: Selector;
+  /** the request namespace */
+  namespace: string;
+}
+
+/**
+ * A configured provider instance.
+ *
+ * `query` resolves to at least one series, or throws a StatusError:
+ * 400 when the selector cannot be mapped exactly (naming the requirement),
+ * 404 when the series' object does not exist (e.g. a queue), 503 with
+ * `Retry-After` when the backend failed or timed out, 500 for credential or
+ * permission faults. It never resolves to an empty list and never invents a
+ * value (no 0 for a failed read).
+ */
+export interface Provider<Q = unknown> {
+  /** instance name from the config */
+  readonly name: string;
+  /** module type, e.g. `aws-sqs` */
+  readonly type: string;
+  /**
+   * Check that `selector` can be mapped exactly for `rule`, without any
+   * backend call. Throws StatusError 400 naming the unmappable requirement.
+   * Returns a human description of the backend query (for CLI `check-hpa`).
+   */
+  plan(request: QueryRequest<Q>): string;
+  /** Read the series the request identifies. See the interface doc for errors. */
+  query(request: QueryRequest<Q>): Promise<Series[]>;
+}
+
+/**
+ * Runtime bindings a provider may use: an environment bag (process.env on
+ * Node and Lambda, Worker vars and secrets on Cloudflare) and a clock.
+ */
+export interface RuntimeEnv {
+  env: Readonly<Record<string, string | undefined>>;
+  now: () => number;
+}
+
+/** A provider implementation: schemas plus a factory. */
+export interface ProviderModule<P = unknown, Q = unknown> {
+  /** the `type:` value that selects this module in `providers:` */
+  readonly type: string;
+  /** schema of a provider instance (without `type`) */
+  readonly providerSchema: z.ZodType<P>;
+  /** schema of a rule's `query:` section for this provider type */
+  readonly querySchema: z.ZodType<Q>;
+  /** build an instance; must not do network I/O */
+  create(name: string, config: P, runtime: RuntimeEnv): Provider<Q>;
+}

@@ -1,0 +1,118 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { loadConfig } from "../shared/config/config.ts";
+import { ConfigError } from "../shared/config/yaml.ts";
+
+const HEAD = `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+`;
+
+function issuesOf(text: string) {
+  try {
+    loadConfig(text, "bridge.yaml");
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).issues;
+  }
+  throw new Error("config was accepted");
+}
+
+describe("config loading", () => {
+  it("loads the shipped examples", () => {
+    for (const file of ["infra/examples/demo.yaml", "infra/examples/aws-sqs.yaml"]) {
+      const { config } = loadConfig(readFileSync(file, "utf8"), file);
+      expect(config.metrics.length).toBeGreaterThan(0);
+    }
+  });
+
+  it("fills defaults and keeps cacheTTLSeconds within maxAgeSeconds", () => {
+    const { config } = loadConfig(
+      `${HEAD}defaults: { maxAgeSeconds: 3, cacheTTLSeconds: 5 }
+providers: { sqs: { type: aws-sqs, region: eu-west-1 } }
+metrics:
+  - { name: Depth, provider: sqs }
+`,
+      "x.yaml",
+    );
+    const rule = config.metrics[0]!;
+    expect(rule).toMatchObject({ name: "Depth", key: "depth", maxAgeSeconds: 3, cacheTTLSeconds: 3 });
+    expect(rule.query).toEqual({ queueLabel: "queue", queueNameTemplate: "{queue}", attribute: "ApproximateNumberOfMessages" });
+    expect(config.providers["sqs"]).toEqual({
+      type: "aws-sqs",
+      config: { region: "eu-west-1", credentials: { source: "default" }, timeoutSeconds: 2, maxAttempts: 2 },
+    });
+  });
+
+  it("names file, line, column and field path of each problem", () => {
+    const issues = issuesOf(`${HEAD}providers:
+  sqs:
+    type: aws-sqs
+    region: mars
+    timeoutSeconds: 30
+metrics:
+  - name: depth
+    provider: sqs
+    query:
+      queueLabel: queue
+      attribute: NumberOfCats
+      extra: 1
+`);
+    const text = issues.map((i) => `${i.line}:${i.column} ${i.path}: ${i.message}`);
+    expect(text).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^6:13 providers\.sqs\.region: must be an AWS region/),
+        expect.stringMatching(/^7:21 providers\.sqs\.timeoutSeconds: /),
+        expect.stringMatching(/^13:18 metrics\[0\]\.query\.attribute: /),
+        expect.stringMatching(/^14:7 metrics\[0\]\.query\.extra: unknown field/),
+      ]),
+    );
+    expect(issues.every((i) => i.source === "bridge.yaml")).toBe(true);
+  });
+
+  it("refuses unknown providers, unknown types, duplicate names and TTL above maxAge", () => {
+    const issues = issuesOf(`${HEAD}providers:
+  sqs: { type: aws-sqs, region: us-east-1 }
+  odd: { type: carrier-pigeon }
+metrics:
+  - { name: depth, provider: sqs }
+  - { name: DEPTH, provider: sqs }
+  - { name: other, provider: nope }
+  - { name: stale, provider: sqs, maxAgeSeconds: 5, cacheTTLSeconds: 10 }
+`);
+    const messages = issues.map((i) => `${i.line} ${i.path}: ${i.message}`);
+    expect(messages).toEqual([
+      expect.stringMatching(/^5 providers\.odd\.type: unknown provider type "carrier-pigeon"/),
+      expect.stringMatching(/^8 metrics\[1\]\.name: metric "DEPTH" is already defined by metrics\[0\]/),
+      expect.stringMatching(/^9 metrics\[2\]\.provider: no provider named "nope"/),
+      expect.stringMatching(/^10 metrics\[3\]\.cacheTTLSeconds: must not exceed maxAgeSeconds/),
+    ]);
+  });
+
+  it("reports YAML syntax errors with their line", () => {
+    const issues = issuesOf(`${HEAD}providers:\n  sqs: { type: aws-sqs\nmetrics: []\n`);
+    expect(issues[0]!.message).toMatch(/^YAML: /);
+    expect(issues[0]!.line).toBeGreaterThanOrEqual(4);
+  });
+
+  it("refuses a source without exactly one BridgeConfig, and bad metric names", () => {
+    expect(issuesOf("kind: Other\n")[0]!.message).toMatch(/exactly one document with kind: BridgeConfig/);
+    const issues = issuesOf(`${HEAD}providers: { sqs: { type: aws-sqs, region: us-east-1 } }
+metrics:
+  - { name: "has space", provider: sqs }
+  - { name: "..", provider: sqs }
+`);
+    expect(issues.map((i) => i.path)).toEqual(["metrics[0].name", "metrics[1].name"]);
+  });
+
+  it("keeps documents of other kinds for other loaders", () => {
+    const { others } = loadConfig(
+      `${HEAD}providers: { sqs: { type: aws-sqs, region: us-east-1 } }
+metrics: [{ name: depth, provider: sqs }]
+---
+kind: ExternalMetricPolicy
+`,
+      "x.yaml",
+    );
+    expect(others.map((d) => (d.value as { kind: string }).kind)).toEqual(["ExternalMetricPolicy"]);
+  });
+});
