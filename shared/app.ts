@@ -38,6 +38,7 @@ import {
   type ExternalMetricValue,
 } from "./k8s/types.ts";
 import { decodeMetricName, discoveryName } from "./metric-name.ts";
+import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, Provider, RuntimeEnv } from "./providers/types.ts";
 
 /** Longest `labelSelector` accepted, characters. */
@@ -59,6 +60,28 @@ export interface BridgeOptions {
   log?: (record: LogRecord) => void;
   /** whole-request deadline, ms (default {@link REQUEST_DEADLINE_MS}) */
   deadlineMs?: number;
+  /**
+   * Establish the caller of an `/apis/…` request (e.g. by verifying the
+   * in-cluster proxy's signature). Throws StatusError 401 to refuse it.
+   * Default: every caller is {@link ANONYMOUS}.
+   */
+  authenticate?: (request: Request) => Caller | Promise<Caller>;
+  /**
+   * Decide whether the caller may read the series a request identifies,
+   * before any backend call. Throws StatusError 403 to deny.
+   * Default: everything is allowed.
+   */
+  authorize?: (request: AuthorizationRequest) => void | Promise<void>;
+}
+
+/** What {@link BridgeOptions.authorize} decides on. */
+export interface AuthorizationRequest {
+  caller: Caller;
+  namespace: string;
+  /** the metric name's lookup key (lowercased, `/` for `|`) */
+  metric: string;
+  rule: MetricRule;
+  selector: Selector;
 }
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -109,6 +132,14 @@ export function createApp(options: BridgeOptions): Hono {
   for (const path of ["/healthz", "/livez", "/readyz"]) {
     app.get(path, (c) => c.text("ok"));
   }
+  const authenticate = options.authenticate ?? (() => ANONYMOUS);
+  const callers = new WeakMap<Request, Caller>();
+  // `/apis/*` also matches `/apis` itself (Hono wildcard semantics).
+  app.use("/apis/*", async (c, next) => {
+    callers.set(c.req.raw, await authenticate(c.req.raw));
+    await next();
+  });
+
   app.get("/apis", (c) => json(c, apiGroupList()));
   app.get(`/apis/${GROUP}`, (c) => {
     const gv = { groupVersion: GROUP_VERSION, version: VERSION };
@@ -133,6 +164,10 @@ export function createApp(options: BridgeOptions): Hono {
         group: EXTERNAL_METRICS_GROUP,
         kind: "externalmetrics",
       });
+    }
+    if (options.authorize !== undefined) {
+      const caller = callers.get(c.req.raw) ?? ANONYMOUS;
+      await options.authorize({ caller, namespace, metric: key, rule, selector });
     }
     const provider = providers.get(rule.provider)!;
     const series = await withDeadline(provider.query({ rule, selector, namespace }), deadlineMs, rule);
