@@ -689,6 +689,7 @@ class Parser {
  * bridge, not of apimachinery. Runs in time linear in `text`.
  */
 export function parseSelector(text: string, opts?: { maxLength?: number }): Selector {
+  if (typeof text !== "string") throw new SelectorError("selector must be a string");
   const maxLength = opts?.maxLength ?? DEFAULT_MAX_SELECTOR_LENGTH;
   if (text.length > maxLength) {
     throw new SelectorError(`selector is longer than ${maxLength} characters`, maxLength);
@@ -697,7 +698,7 @@ export function parseSelector(text: string, opts?: { maxLength?: number }): Sele
   const wellFormed = text.replace(/\p{Cs}/gu, "\ufffd");
   const requirements = new Parser(tokenize(wellFormed)).parse();
   goSortByKey(requirements);
-  return { requirements };
+  return { requirements: Object.freeze(requirements) };
 }
 
 // ---------------------------------------------------------------------------
@@ -1182,5 +1183,5 @@ export function fromLabelSelector(ls: LabelSelector | null | undefined): Selecto
     requirements.push(checkedRequirement(expr.key, operator, values.length === 0 ? null : values));
   });
   goSortByKey(requirements);
-  return { requirements };
+  return { requirements: Object.freeze(requirements) };
 }
