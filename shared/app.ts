@@ -17,10 +17,11 @@
  */
 import { Hono, type Context } from "hono";
 import type { BridgeConfig } from "./config/config.ts";
-import { formatQuantity } from "./k8s/quantity.ts";
+import { fitsMilliValue, formatDecimal, formatQuantity } from "./k8s/quantity.ts";
 import { parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";
 import {
   badRequest,
+  internalError,
   notFound,
   serviceUnavailable,
   StatusError,
@@ -181,6 +182,12 @@ export function createApp(options: BridgeOptions): Hono {
         throw serviceUnavailable(
           `metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
             `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
+        );
+      }
+      if (!fitsMilliValue(s.value)) {
+        throw internalError(
+          `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} is too large for the HPA ` +
+            `(its MilliValue overflows int64 past about 9.22e15); scale it down in the metric rule`,
         );
       }
       const item: ExternalMetricValue = {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   addDecimals,
+  fitsMilliValue,
   decimalFromNumber,
   formatDecimal,
   formatQuantity,
@@ -134,5 +135,16 @@ describe("formatDecimal", () => {
   ])("%o → %s", (d, text) => {
     expect(formatDecimal(d)).toBe(text);
     expect(parseDecimal(formatDecimal(d))).toEqual(parseDecimal(text));
+  });
+});
+
+describe("fitsMilliValue (what the HPA can read)", () => {
+  it("accepts values whose milli value fits int64 and refuses larger ones", () => {
+    expect(fitsMilliValue("9223372036854775.807")).toBe(true);
+    expect(fitsMilliValue("9223372036854775.8071")).toBe(false); // rounds up past 2^63-1 milli
+    expect(fitsMilliValue("-9223372036854775.807")).toBe(true);
+    expect(fitsMilliValue("1e16")).toBe(false);
+    expect(fitsMilliValue(0)).toBe(true);
+    expect(fitsMilliValue("1e-12")).toBe(true);
   });
 });

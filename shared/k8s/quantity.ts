@@ -371,3 +371,25 @@ export function milliValue(value: QuantityInput): bigint {
   const quotient = BigInt.asIntN(64, unscaled / MILLI_DIVISOR);
   return BigInt.asIntN(64, unscaled % MILLI_DIVISOR !== 0n ? quotient + 1n : quotient);
 }
+
+/**
+ * Whether the HPA reads `value` faithfully: `Quantity.MilliValue()` is an
+ * int64, so |value| × 1000 (rounded away from zero) must be ≤ 2^63−1, i.e.
+ * |value| below about 9.22e15. Past that {@link milliValue} wraps or gives 0
+ * (apimachinery math.go), and an HPA would act on a wrong number.
+ *
+ * @throws {QuantityError} as for {@link formatQuantity}
+ */
+export function fitsMilliValue(value: QuantityInput): boolean {
+  const { mantissa, exponent } = canonicalAmount(toDecimal(value));
+  const magnitude = abs(mantissa);
+  const shift = exponent + 3;
+  let milli: bigint;
+  if (shift >= 0) {
+    milli = magnitude * pow10(shift);
+  } else {
+    const divisor = pow10(-shift);
+    milli = magnitude / divisor + (magnitude % divisor === 0n ? 0n : 1n);
+  }
+  return milli <= INT64_MAX;
+}
