@@ -1,0 +1,107 @@
+/**
+ * Cloudflare Workers entry point: the bridge's Hono app in workerd.
+ *
+ * Config is YAML text, from (first found):
+ * 1. the `BRIDGE_CONFIG` binding — a secret (`wrangler secret put BRIDGE_CONFIG`)
+ *    or a `[vars]` entry in `wrangler.toml`;
+ * 2. text bundled at build time — `infra/worker/bridge.yaml`, imported as a
+ *    Text module (wrangler.toml `[[rules]] type = "Text"`). The shipped file
+ *    is a placeholder holding no YAML document, which counts as "nothing
+ *    bundled"; put a BridgeConfig there before `wrangler deploy` to bundle it.
+ *
+ * The app is built lazily on the first request and cached in module scope
+ * for the life of the isolate (provider caches live as long as it); it is
+ * rebuilt when the config text changes. Every string binding (vars,
+ * secrets) becomes `RuntimeEnv.env`, so an AWS provider with
+ * `credentials: { source: environment }` reads the `AWS_ACCESS_KEY_ID`,
+ * `AWS_SECRET_ACCESS_KEY` and optional `AWS_SESSION_TOKEN` secrets. Workers
+ * have no filesystem: `BRIDGE_CONFIG_FILE` and the SDK's default credential
+ * chain do not apply here.
+ *
+ * A missing or invalid config is answered with a `metav1.Status` 500 naming
+ * every problem (source:line:column), never an opaque isolate crash.
+ *
+ * Only the default export may be exported: workerd treats every export of
+ * the main module as an entrypoint.
+ */
+import type { Hono } from "hono";
+import { parseAllDocuments } from "yaml";
+import bundledText from "../infra/worker/bridge.yaml";
+import { buildBridge } from "../shared/bridge.ts";
+import { ConfigError } from "../shared/config/yaml.ts";
+import { internalError, type StatusError } from "../shared/k8s/status.ts";
+import type { RuntimeEnv } from "../shared/providers/types.ts";
+
+/** The Workers `ExecutionContext` as the handler sees it. */
+interface WorkerContext {
+  waitUntil(promise: Promise<unknown>): void;
+  passThroughOnException(): void;
+}
+
+/** Worker bindings: vars and secrets are strings; other bindings are not used. */
+type WorkerEnv = Record<string, unknown>;
+
+/** The binding holding the config YAML. */
+const CONFIG_BINDING = "BRIDGE_CONFIG";
+const BUNDLED_SOURCE = "infra/worker/bridge.yaml (bundled)";
+
+/** The bundled text, or undefined when it holds no YAML document (the placeholder). */
+const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== null) ? bundledText : undefined;
+
+/**
+ * One isolate's runtime bag: `env` is refreshed from the bindings on every
+ * request. Workers-specific choices (e.g. a provider's fetch-based REST
+ * transport where a Node-only client cannot run) belong here or in the
+ * options passed to `buildBridge` below.
+ */
+const runtime: { env: Record<string, string | undefined>; now: () => number } = { env: {}, now: () => Date.now() };
+
+/** The bridge built for one config text, or the Status its config failed with. */
+let built: { text: string; app?: Hono; error?: StatusError } | undefined;
+
+/** The string-valued bindings (vars and secrets) of a Worker `env`. */
+function stringBindings(env: WorkerEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env ?? {})) if (typeof value === "string") out[key] = value;
+  return out;
+}
+
+/** Build (or re-use) the bridge for `text`; a failure is remembered for that text. */
+function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusError } {
+  if (built?.text === text) return built;
+  try {
+    built = { text, app: buildBridge(text, source, runtime satisfies RuntimeEnv).app };
+  } catch (err) {
+    const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);
+    built = { text, error: internalError(`the bridge's config is invalid:\n${detail}`, undefined, err) };
+    console.error(JSON.stringify({ level: "error", msg: "invalid config", source, error: detail }));
+  }
+  return built;
+}
+
+/** A bare `metav1.Status` response (for when there is no app to build it). */
+function statusResponse(err: StatusError): Response {
+  return new Response(JSON.stringify(err.toStatus()), {
+    status: err.code,
+    headers: { "Content-Type": "application/json", "Cache-Control": "no-store" },
+  });
+}
+
+export default {
+  async fetch(request: Request, env: WorkerEnv, ctx: WorkerContext): Promise<Response> {
+    runtime.env = stringBindings(env);
+    const bound = runtime.env[CONFIG_BINDING];
+    let found: { app?: Hono; error?: StatusError };
+    if (bound !== undefined && bound.trim() !== "") found = bridgeFor(bound, `<binding:${CONFIG_BINDING}>`);
+    else if (bundledConfig !== undefined) found = bridgeFor(bundledConfig, BUNDLED_SOURCE);
+    else {
+      found = {
+        error: internalError(
+          `no config: set the ${CONFIG_BINDING} secret or var to the bridge's YAML config, or bundle one at build time (infra/worker/bridge.yaml)`,
+        ),
+      };
+    }
+    if (found.app === undefined) return statusResponse(found.error!);
+    return found.app.fetch(request, env, ctx as never);
+  },
+};

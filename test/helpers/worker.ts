@@ -1,0 +1,200 @@
+/**
+ * Run the bridge's Cloudflare Worker in workerd for tests.
+ *
+ * The Worker is built exactly as a deploy builds it — `wrangler deploy
+ * --dry-run --outdir …` with the repository's `wrangler.toml` (telemetry off,
+ * wrangler state inside the work tree) — once per test process, and run
+ * through the Miniflare API with the toml's compatibility date and flags.
+ * The config text is the `BRIDGE_CONFIG` binding, as a deployed Worker gets
+ * it from a secret; extra bindings (e.g. `AWS_ACCESS_KEY_ID`) are string
+ * bindings like Worker secrets. Outbound fetches (the AWS SDK calling a
+ * fauxqs emulator on 127.0.0.1) leave workerd for real.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Miniflare } from "miniflare";
+
+const exec = promisify(execFile);
+
+/** Repository root. */
+export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** Environment for wrangler child processes: state in the tree, no telemetry, no network lookups. */
+export function wranglerEnv(): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    PATH: `${join(ROOT, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+    XDG_CONFIG_HOME: join(ROOT, ".xdg/config"),
+    XDG_DATA_HOME: join(ROOT, ".xdg/data"),
+    XDG_CACHE_HOME: join(ROOT, ".xdg/cache"),
+    WRANGLER_SEND_METRICS: "false",
+    CLOUDFLARE_CF_FETCH_ENABLED: "false",
+    DO_NOT_TRACK: "1",
+    CI: "true",
+  };
+}
+
+/** Output of one wrangler build. */
+export interface WorkerBuild {
+  /** directory holding `worker.js` (and its source map) */
+  outdir: string;
+  /** the entry module's path */
+  script: string;
+  compatibilityDate: string;
+  compatibilityFlags: string[];
+  /** the toml's `[[rules]]` as Miniflare module rules (text modules such as the bundled config) */
+  modulesRules: { type: "ESModule" | "CommonJS" | "Text" | "Data" | "CompiledWasm"; include: string[]; fallthrough?: boolean }[];
+  /** wrangler's own summary lines (e.g. `Total Upload: … / gzip: …`) */
+  output: string;
+}
+
+let sharedBuild: Promise<WorkerBuild> | undefined;
+
+/** Directories made by {@link buildWorker}, removed after the test file (or when a script exits). */
+const builds = new Set<string>();
+function removeBuilds(): void {
+  for (const dir of builds) rmSync(dir, { recursive: true, force: true });
+  builds.clear();
+  sharedBuild = undefined;
+}
+process.once("exit", removeBuilds);
+if (process.env["VITEST"]) {
+  // vitest ends its worker processes without an `exit` event: clean up after the importing file
+  const { afterAll } = await import("vitest");
+  afterAll(removeBuilds);
+}
+
+/** Remove build directories an earlier, killed test process left behind (older than an hour). */
+function sweepStaleBuilds(): void {
+  const cache = join(ROOT, ".cache");
+  if (!existsSync(cache)) return;
+  for (const name of readdirSync(cache)) {
+    if (!/^worker-(build|bundled)-/.test(name)) continue;
+    const dir = join(cache, name);
+    if (Date.now() - statSync(dir).mtimeMs > 3600_000) rmSync(dir, { recursive: true, force: true });
+  }
+}
+sweepStaleBuilds();
+
+/** Options of {@link buildWorker}. */
+export interface BuildOptions {
+  /** project directory holding `wrangler.toml` (default: the repository); must lie inside the repository so `node_modules` resolves */
+  root?: string;
+  /** more `wrangler deploy` flags */
+  args?: string[];
+}
+
+/**
+ * Build the Worker with wrangler (`deploy --dry-run --outdir`) into a fresh
+ * directory under `.cache/`, and read the toml's compatibility settings and
+ * module rules with wrangler's own config reader.
+ *
+ * @throws Error with wrangler's output when the build fails
+ */
+export async function buildWorker(options: BuildOptions = {}): Promise<WorkerBuild> {
+  const root = options.root ?? ROOT;
+  mkdirSync(join(ROOT, ".cache"), { recursive: true });
+  const outdir = mkdtempSync(join(ROOT, ".cache/worker-build-"));
+  builds.add(outdir);
+  const args = ["deploy", "--dry-run", "--outdir", outdir, ...(options.args ?? [])];
+  let output: string;
+  try {
+    const r = await exec(join(ROOT, "node_modules/.bin/wrangler"), args, { cwd: root, env: wranglerEnv(), maxBuffer: 16 << 20 });
+    output = `${r.stdout}${r.stderr}`;
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`wrangler ${args.join(" ")} failed:\n${e.stdout ?? ""}${e.stderr ?? e.message}`);
+  }
+  // wrangler's own config reader, so the run uses exactly what the deploy would
+  const { experimental_readRawConfig } = await import("wrangler");
+  const toml = experimental_readRawConfig({ config: join(root, "wrangler.toml") }).rawConfig as {
+    compatibility_date: string;
+    compatibility_flags?: string[];
+    rules?: { type: WorkerBuild["modulesRules"][number]["type"]; globs: string[]; fallthrough?: boolean }[];
+  };
+  return {
+    outdir,
+    script: join(outdir, "worker.js"),
+    compatibilityDate: toml.compatibility_date,
+    compatibilityFlags: toml.compatibility_flags ?? [],
+    modulesRules: (toml.rules ?? []).map((r) => ({ type: r.type, include: r.globs, ...(r.fallthrough !== undefined ? { fallthrough: r.fallthrough } : {}) })),
+    output,
+  };
+}
+
+/** The default build, made once per test process. */
+function defaultBuild(): Promise<WorkerBuild> {
+  sharedBuild ??= buildWorker();
+  return sharedBuild;
+}
+
+/** A Worker running in workerd. */
+export interface RunningWorker {
+  /** base URL of the Worker on 127.0.0.1, e.g. `http://127.0.0.1:40123` (no trailing slash) */
+  url: string;
+  /** send `path` (with query) to the Worker over real HTTP */
+  request(path: string, init?: RequestInit): Promise<Response>;
+  /** Miniflare's in-process dispatch (no socket); `input` is a path or absolute URL */
+  dispatchFetch(input: string, init?: RequestInit): Promise<Response>;
+  /** what workerd wrote to stdout/stderr so far (the Worker's console output) */
+  logs(): string;
+  /** stop workerd */
+  close(): Promise<void>;
+  /** the underlying instance, for advanced use */
+  miniflare: Miniflare;
+}
+
+/**
+ * Start the Worker in workerd with `configText` as its `BRIDGE_CONFIG`
+ * binding (omitted when `undefined`) and `extraBindings` as more string
+ * bindings (vars/secrets).
+ *
+ * @param options.build a build from {@link buildWorker} (default: the repository's Worker, built once per process)
+ */
+export async function startWorker(
+  configText: string | undefined,
+  extraBindings: Record<string, string> = {},
+  options: { build?: WorkerBuild } = {},
+): Promise<RunningWorker> {
+  const build = options.build ?? (await defaultBuild());
+  const bindings: Record<string, string> = { ...extraBindings };
+  if (configText !== undefined) bindings["BRIDGE_CONFIG"] = configText;
+  let captured = "";
+  const capture = (stream: Readable) => {
+    stream.setEncoding("utf8");
+    stream.on("data", (chunk: string) => {
+      captured += chunk;
+      if (captured.length > 1 << 20) captured = captured.slice(-(1 << 19));
+    });
+  };
+  const miniflare = new Miniflare({
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    modules: true,
+    scriptPath: build.script,
+    modulesRoot: build.outdir,
+    compatibilityDate: build.compatibilityDate,
+    compatibilityFlags: build.compatibilityFlags,
+    modulesRules: build.modulesRules,
+    bindings,
+    handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+      capture(stdout);
+      capture(stderr);
+    },
+  });
+  const url = (await miniflare.ready).origin;
+  return {
+    url,
+    request: (path, init) => fetch(`${url}${path}`, init),
+    dispatchFetch: (input, init) =>
+      miniflare.dispatchFetch(input.startsWith("/") ? `${url}${input}` : input, init as never) as unknown as Promise<Response>,
+    logs: () => captured,
+    close: () => miniflare.dispose(),
+    miniflare,
+  };
+}
