@@ -121,7 +121,10 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
   const load = async (): Promise<LambdaHandler> => {
     try {
       const { text, source } = await readConfigText(env);
-      const bridge = buildBridge(text, source, { env, now: () => Date.now() }, options.log ? { log: options.log } : {});
+      // Cloud Monitoring over REST here too: the official client does not
+      // survive esbuild bundling (google-gax loads protos from disk).
+      const runtime = { env, now: () => Date.now() };
+      const bridge = buildBridge(text, source, runtime, options.log ? { log: options.log } : {});
       return handle(bridge.app);
     } catch (err) {
       if (err instanceof StatusError && err.code === 503) {

@@ -13,6 +13,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
 import { fromConfig, type Bridge } from "../shared/bridge.ts";
+import { nodeTransports } from "../shared/providers/gcp-monitoring/grpc.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
@@ -43,7 +44,8 @@ export interface NodeServerOptions {
  * @throws Error when the port cannot be bound
  */
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
-  const runtime = { env: options.env ?? process.env, now: Date.now };
+  // Node reaches Cloud Monitoring with the official client (gRPC); the Worker uses REST.
+  const runtime = { env: options.env ?? process.env, now: Date.now, transports: nodeTransports };
   const bridge = fromConfig(options.config, runtime, options.log ? { log: options.log } : {});
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
@@ -70,9 +72,9 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
 /** Read the config named by flags or environment. @throws ConfigError, or Error when none is given */
 export function readConfigFromEnvironment(file: string | undefined): BridgeConfig {
   const path = file ?? process.env["BRIDGE_CONFIG_FILE"];
-  if (path) return loadConfig(readFileSync(path, "utf8"), path).config;
+  if (path) return loadConfig(readFileSync(path, "utf8"), path, { readFile: (p) => readFileSync(p, "utf8") }).config;
   const inline = process.env["BRIDGE_CONFIG"];
-  if (inline) return loadConfig(inline, "<env:BRIDGE_CONFIG>").config;
+  if (inline) return loadConfig(inline, "<env:BRIDGE_CONFIG>", { readFile: (p) => readFileSync(p, "utf8") }).config;
   throw new Error("no config: pass --config FILE, or set BRIDGE_CONFIG_FILE or BRIDGE_CONFIG");
 }
 

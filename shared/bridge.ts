@@ -6,6 +6,7 @@ import type { Hono } from "hono";
 import { createApp, type BridgeOptions } from "./app.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
 import { buildProviders } from "./providers/registry.ts";
+import { policyHooks } from "./policy/authorize.ts";
 import type { Provider, RuntimeEnv } from "./providers/types.ts";
 
 /** A built bridge: its Hono app plus what it was built from (for tests and tools). */
@@ -41,6 +42,9 @@ export function fromConfig(
   options: Omit<BridgeOptions, "config" | "providers" | "runtime"> = {},
 ): Bridge {
   const providers = buildProviders(config.providers, runtime);
-  const app = createApp({ config, providers, runtime, ...options });
+  // Policy: the local identity as caller and the ExternalMetricPolicy
+  // authorizer; an `authenticate` in options wins.
+  const hooks = policyHooks(config);
+  const app = createApp({ config, providers, runtime, ...hooks, ...options });
   return { app, config, providers };
 }

@@ -109,10 +109,10 @@ metrics:
       `${HEAD}providers: { sqs: { type: aws-sqs, region: us-east-1 } }
 metrics: [{ name: depth, provider: sqs }]
 ---
-kind: ExternalMetricPolicy
+kind: SomethingElse
 `,
       "x.yaml",
     );
-    expect(others.map((d) => (d.value as { kind: string }).kind)).toEqual(["ExternalMetricPolicy"]);
+    expect(others.map((d) => (d.value as { kind: string }).kind)).toEqual(["SomethingElse"]);
   });
 });

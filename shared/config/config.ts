@@ -23,6 +23,8 @@ import { z } from "zod";
 import { metricKey } from "../metric-name.ts";
 import { PROVIDER_MODULES, type ProviderInstanceConfig } from "../providers/registry.ts";
 import type { MetricRule } from "../providers/types.ts";
+import { loadPolicyConfig, type PolicyConfig, type PolicyLoadOptions } from "../policy/load.ts";
+import { policySettingsSchema } from "../policy/schema.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "./yaml.ts";
 
 /** API group/version of the project's own objects. */
@@ -70,6 +72,8 @@ export const bridgeConfigSchema = z.strictObject({
   defaults: defaultsSchema.default({ maxAgeSeconds: 60, cacheTTLSeconds: 5 }),
   providers: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "provider names are DNS labels"), providerEntrySchema),
   metrics: z.array(ruleSchema).min(1, "at least one metric rule is required"),
+  /** ExternalMetricPolicy settings (`shared/policy/schema.ts`, `docs/policy.md`) */
+  policy: policySettingsSchema.optional(),
 });
 
 /** The validated configuration. */
@@ -80,6 +84,11 @@ export interface BridgeConfig {
   providers: Record<string, ProviderInstanceConfig>;
   /** metric rules in file order */
   metrics: MetricRule[];
+  /**
+   * compiled policies, default action and local identity; undefined when the
+   * source has no `policy:` section and no policies (nothing is authorized)
+   */
+  policy?: PolicyConfig;
 }
 
 /** A loaded source: the BridgeConfig and the documents of other kinds. */
@@ -94,9 +103,11 @@ export interface LoadedSource {
  *
  * @param text YAML text with exactly one `kind: BridgeConfig` document
  * @param source name used in error messages (file path or binding name)
+ * @param options `readFile` for the policy files of `policy.files` (Node)
  * @throws ConfigError listing every problem with its line and field path
+ *   (ExternalMetricPolicy documents included, see `shared/policy/load.ts`)
  */
-export function loadConfig(text: string, source: string): LoadedSource {
+export function loadConfig(text: string, source: string, options: PolicyLoadOptions = {}): LoadedSource {
   const docs = parseYamlDocuments(text, source);
   const isBridge = (d: SourceDocument) => (d.value as { kind?: unknown } | null)?.kind === "BridgeConfig";
   const bridgeDocs = docs.filter(isBridge);
@@ -112,7 +123,10 @@ export function loadConfig(text: string, source: string): LoadedSource {
     ]);
   }
   const config = validateBridgeConfig(bridgeDocs[0]!);
-  return { config, others: docs.filter((d) => !isBridge(d)) };
+  const others = docs.filter((d) => !isBridge(d));
+  const policy = loadPolicyConfig(bridgeDocs[0]!, others, options);
+  if (policy !== undefined) config.policy = policy;
+  return { config, others };
 }
 
 function validateBridgeConfig(sd: SourceDocument): BridgeConfig {

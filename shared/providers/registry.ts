@@ -2,12 +2,16 @@
  * The provider modules the bridge knows, by `type:`. Adding a provider means
  * adding its module here; nothing else changes.
  */
+import { cloudWatchModule } from "./aws-cloudwatch/index.ts";
 import { sqsModule } from "./aws-sqs/index.ts";
+import { monitoringModule } from "./gcp-monitoring/index.ts";
 import type { Provider, ProviderModule, RuntimeEnv } from "./types.ts";
 
 /** Every provider module, keyed by its `type`. */
 export const PROVIDER_MODULES: Readonly<Record<string, ProviderModule<any, any>>> = {
   [sqsModule.type]: sqsModule,
+  [cloudWatchModule.type]: cloudWatchModule,
+  [monitoringModule.type]: monitoringModule,
 };
 
 /** A validated provider instance from the config: its module type and config. */

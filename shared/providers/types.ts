@@ -86,6 +86,16 @@ export interface Provider<Q = unknown> {
 export interface RuntimeEnv {
   env: Readonly<Record<string, string | undefined>>;
   now: () => number;
+  /**
+   * Optional per-provider-type choice of how a provider reaches its backend,
+   * made by the entry point, keyed by module `type`; each module documents
+   * the value it accepts and uses its own default when absent. E.g. Node and
+   * Lambda pass the official Cloud Monitoring client as
+   * `{"gcp-monitoring": grpcTransportFactory}`, while the Worker passes
+   * nothing and gets REST over fetch — so the Worker bundle never contains
+   * a client that cannot run there.
+   */
+  transports?: Readonly<Record<string, unknown>>;
 }
 
 /** A provider implementation: schemas plus a factory. */

@@ -1,0 +1,53 @@
+/**
+ * `check-hpa FILE… --config FILE`: for each External metric of each
+ * autoscaling/v2 HPA, the metric rule, the backend query (provider `plan`,
+ * no network) and the policy decision for the HPA controller. See
+ * `shared/policy/check-hpa.ts`.
+ */
+import { HPA_CONTROLLER } from "../../shared/identity.ts";
+import { showSelector } from "../../shared/policy/evaluate.ts";
+import { checkHpaDocuments } from "../../shared/policy/check-hpa.ts";
+import { buildProviders } from "../../shared/providers/registry.ts";
+import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
+import { loadWorkspace, policySetOf } from "./workspace.ts";
+
+/** Options of {@link checkHpa}. */
+export interface CheckHpaOptions {
+  config?: string | undefined;
+  /** overrides the HPAs' namespace */
+  namespace?: string | undefined;
+  output: OutputFormat;
+}
+
+/** Run `check-hpa`; returns the exit code. */
+export function checkHpa(files: readonly string[], options: CheckHpaOptions, io: Io): number {
+  const ws = loadWorkspace(files, { config: options.config, kinds: ["HorizontalPodAutoscaler", "List"] });
+  if (ws.issues.length === 0 && ws.config === undefined) {
+    ws.issues.push({ source: files[0] ?? "", line: 1, column: 1, path: "", message: "check-hpa needs the bridge config: --config FILE" });
+  }
+  if (ws.issues.length > 0 || ws.config === undefined) return failOnIssues(io, options.output, ws.issues);
+  const config = ws.config;
+  const providers = buildProviders(config.providers, { env: {}, now: Date.now });
+  const { policies, note } = policySetOf(ws);
+  const docs = [...(ws.documents.get("HorizontalPodAutoscaler") ?? []), ...(ws.documents.get("List") ?? [])];
+  const { checks, issues } = checkHpaDocuments(docs, { config, providers, policies }, options.namespace);
+  if (issues.length > 0) return failOnIssues(io, options.output, issues);
+  const failed = checks.filter((c) => !c.ok).length;
+  if (options.output === "json") {
+    printJson(io, { caller: HPA_CONTROLLER.user, checks, failed, ...(note !== undefined ? { note } : {}) });
+  } else {
+    if (checks.length === 0) io.out("no External metrics in autoscaling/v2 HorizontalPodAutoscalers");
+    for (const c of checks) {
+      io.out(`${c.hpa} ${c.path} (${c.source}:${c.line})`);
+      io.out(`  request: GET …/namespaces/${c.namespace}/${c.metric} labelSelector ${showSelector(c.selector)}`);
+      io.out(`  rule:    ${c.rule !== undefined ? `${c.rule.name} (provider ${c.rule.provider})` : "none"}`);
+      if (c.query !== undefined) io.out(`  query:   ${c.query}`);
+      if (c.decision !== undefined) io.out(`  policy:  ${c.decision.decision}: ${c.decision.message}`);
+      else if (note !== undefined) io.out(`  policy:  ${note}`);
+      for (const p of c.problems) io.out(`  problem: ${p}`);
+      io.out(`  ${c.ok ? "OK" : "FAIL"}`);
+    }
+    io.out(`${checks.length} external metrics, ${checks.length - failed} ok, ${failed} failing (caller ${HPA_CONTROLLER.user})`);
+  }
+  return failed > 0 ? EXIT.FINDINGS : EXIT.OK;
+}

@@ -1,0 +1,175 @@
+/**
+ * `check-hpa`: for each External metric of an `autoscaling/v2`
+ * HorizontalPodAutoscaler, what the bridge would do with the HPA
+ * controller's request — without any network call:
+ *
+ * 1. the request: `GET …/namespaces/{hpa namespace}/{metric.name}` with
+ *    `labelSelector = LabelSelectorAsSelector(metric.selector).String()`
+ *    (kubernetes `pkg/controller/podautoscaler/replica_calculator.go`,
+ *    `GetExternalMetricReplicas`; k8s.io/metrics
+ *    `pkg/client/external_metrics/client.go`);
+ * 2. the metric rule it resolves to (by lookup key, as the app does);
+ * 3. the backend query it would send: the provider's `plan(request)`
+ *    (`shared/providers/types.ts`), which also refuses unmappable selectors;
+ * 4. the policy decision for the HPA controller's identity
+ *    (`shared/identity.ts` `HPA_CONTROLLER`).
+ *
+ * Manifests may hold other kinds (skipped) and `kind: List` (`kubectl get
+ * -o yaml`), whose items are checked.
+ */
+import { z } from "zod";
+import { issueAt, locate, formatPath, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
+import type { BridgeConfig } from "../config/config.ts";
+import { HPA_CONTROLLER } from "../identity.ts";
+import { SelectorError, selectorToString, type Selector } from "../k8s/selector.ts";
+import { StatusError } from "../k8s/status.ts";
+import { metricKey } from "../metric-name.ts";
+import type { Provider } from "../providers/types.ts";
+import type { Decision, PolicySet } from "./evaluate.ts";
+import { requestSelector } from "./explain.ts";
+import { labelSelectorObjectSchema } from "./schema.ts";
+
+const hpaSchema = z.looseObject({
+  apiVersion: z.literal("autoscaling/v2"),
+  kind: z.literal("HorizontalPodAutoscaler"),
+  metadata: z.looseObject({ name: z.string().min(1), namespace: z.string().min(1).optional() }),
+  spec: z.looseObject({
+    metrics: z
+      .array(
+        z.looseObject({
+          type: z.string(),
+          external: z
+            .looseObject({
+              metric: z.looseObject({ name: z.string().min(1), selector: labelSelectorObjectSchema.nullish() }),
+            })
+            .optional(),
+        }),
+      )
+      .default([]),
+  }),
+});
+
+/** The outcome for one External metric of one HPA. */
+export interface HpaMetricCheck {
+  /** `namespace/name` of the HPA */
+  hpa: string;
+  source: string;
+  line: number;
+  /** field path of the metric, e.g. `spec.metrics[0]` or `items[1].spec.metrics[0]` */
+  path: string;
+  namespace: string;
+  /** the metric name as written */
+  metric: string;
+  /** the labelSelector as the HPA controller sends it */
+  selector: string;
+  /** the metric rule it resolves to */
+  rule?: { name: string; provider: string };
+  /** the backend query the provider would send */
+  query?: string;
+  /** the policy decision for the HPA controller (absent when the bridge authorizes nothing) */
+  decision?: Decision;
+  /** everything that would make the HPA's read fail */
+  problems: string[];
+  ok: boolean;
+}
+
+/** What {@link checkHpaDocuments} needs from the bridge. */
+export interface BridgeView {
+  config: BridgeConfig;
+  providers: ReadonlyMap<string, Provider>;
+  /** the policies to evaluate; undefined when the config has no policy section */
+  policies: PolicySet | undefined;
+}
+
+/**
+ * Check every External metric of every HPA in `docs`.
+ *
+ * @param namespace overrides the HPAs' `metadata.namespace` (default `default`, as kubectl)
+ * @returns checks, plus issues for HPA documents that are malformed or not `autoscaling/v2`
+ */
+export function checkHpaDocuments(
+  docs: readonly SourceDocument[],
+  bridge: BridgeView,
+  namespace?: string,
+): { checks: HpaMetricCheck[]; issues: ConfigIssue[] } {
+  const checks: HpaMetricCheck[] = [];
+  const issues: ConfigIssue[] = [];
+  const rules = new Map(bridge.config.metrics.map((r) => [r.key, r]));
+  const visit = (sd: SourceDocument, value: unknown, prefix: PropertyKey[]) => {
+    const kind = (value as { kind?: unknown } | null)?.kind;
+    if (kind === "List") {
+      const items = (value as { items?: unknown }).items;
+      if (Array.isArray(items)) items.forEach((item, i) => visit(sd, item, [...prefix, "items", i]));
+      return;
+    }
+    if (kind !== "HorizontalPodAutoscaler") return;
+    const parsed = hpaSchema.safeParse(value);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        issues.push(issueAt(sd, [...prefix, ...(issue.path as PropertyKey[])], issue.message));
+      }
+      return;
+    }
+    const hpa = parsed.data;
+    const ns = namespace ?? hpa.metadata.namespace ?? "default";
+    hpa.spec.metrics.forEach((m, i) => {
+      if (m.type !== "External" || m.external === undefined) return;
+      const path = [...prefix, "spec", "metrics", i];
+      checks.push(checkOne(bridge, rules, {
+        hpa: `${ns}/${hpa.metadata.name}`,
+        source: sd.source,
+        line: locate(sd, path).line,
+        path: formatPath(path),
+        namespace: ns,
+        metric: m.external.metric.name,
+        selectorInput: m.external.metric.selector,
+      }));
+    });
+  };
+  for (const sd of docs) visit(sd, sd.value, []);
+  return { checks, issues };
+}
+
+function checkOne(
+  bridge: BridgeView,
+  rules: Map<string, BridgeConfig["metrics"][number]>,
+  at: Omit<HpaMetricCheck, "selector" | "problems" | "ok"> & { selectorInput: unknown },
+): HpaMetricCheck {
+  const { selectorInput, ...base } = at;
+  const problems: string[] = [];
+  let selector: Selector | undefined;
+  try {
+    selector = requestSelector(selectorInput as Parameters<typeof requestSelector>[0]);
+  } catch (err) {
+    if (!(err instanceof SelectorError)) throw err;
+    problems.push(`invalid metric.selector: ${err.message}`);
+  }
+  const out: HpaMetricCheck = { ...base, selector: selector !== undefined ? selectorToString(selector) : "", problems, ok: false };
+  const key = metricKey(at.metric);
+  const rule = rules.get(key);
+  if (rule === undefined) {
+    problems.push(`404: external metric "${at.metric}" is not defined by this bridge`);
+  } else {
+    out.rule = { name: rule.name, provider: rule.provider };
+    const provider = bridge.providers.get(rule.provider);
+    if (selector !== undefined && provider !== undefined) {
+      // The app authorizes before it queries; plan() only maps the selector.
+      if (bridge.policies !== undefined) {
+        out.decision = bridge.policies.evaluate({ caller: HPA_CONTROLLER, namespace: at.namespace, metric: key, selector });
+        const d = out.decision;
+        if (d.decision === "Deny") {
+          const by = d.deniedBy === undefined ? "the bridge's policy.defaultAction" : `${d.deniedBy.policy}${d.deniedBy.rule !== undefined ? ` rules[${d.deniedBy.rule}]` : " (defaultAction)"}`;
+          problems.push(`403 Forbidden: denied by ${by}`);
+        }
+      }
+      try {
+        out.query = provider.plan({ rule, selector, namespace: at.namespace });
+      } catch (err) {
+        if (!(err instanceof StatusError)) throw err;
+        problems.push(`${err.code}: ${err.message}`);
+      }
+    }
+  }
+  out.ok = problems.length === 0;
+  return out;
+}

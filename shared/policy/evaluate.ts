@@ -1,0 +1,260 @@
+/**
+ * ExternalMetricPolicy evaluation (`../shared/POLICY.md`, "Evaluation"):
+ *
+ * 1. applicable policies: the cluster-scoped ones whose subjects match the
+ *    caller, then the request namespace's ones whose subjects match (each
+ *    group in load order);
+ * 2. each gives Allow or Deny: the first rule whose `metric` pattern matches
+ *    the whole lowercased metric name decides — `deny: true` → Deny;
+ *    `selector: S` → Allow only if the request selector is a subset of S;
+ *    no rule matches → the policy's `defaultAction`;
+ * 3. the request is allowed only if every applicable policy allows it; with
+ *    none applicable, the bridge's `policy.defaultAction` decides.
+ *
+ * A {@link PolicySet} is built once per config load; a request then costs
+ * the subject checks of the policies in scope, a memoised first-rule lookup
+ * per policy and metric name, and one selector containment check per policy
+ * whose deciding rule has a selector.
+ */
+import { requirementToString, selectorToString, type Selector } from "../k8s/selector.ts";
+import type { Caller } from "../identity.ts";
+import type { MetricPattern } from "./regex.ts";
+import type { Action } from "./schema.ts";
+import { PreparedSelector, selectorSubset } from "./subset.ts";
+
+/** One compiled rule of a policy. */
+export interface CompiledRule {
+  /** position in `spec.rules`, 0-based */
+  index: number;
+  pattern: MetricPattern;
+  /** the selector the rule allows; undefined for a `deny: true` rule */
+  selector: Selector | undefined;
+  /** `selector` in selector syntax (`""`: every series) */
+  selectorText: string;
+  /** 1-based line of the rule in its file */
+  line: number;
+}
+
+/** A compiled ExternalMetricPolicy. */
+export interface CompiledPolicy {
+  name: string;
+  /** undefined for a cluster-scoped policy */
+  namespace: string | undefined;
+  /** `namespace/name`, or `name` for a cluster-scoped policy */
+  id: string;
+  /** undefined: applies to every caller; else users (service accounts as their user names) and groups */
+  subjects: { users: ReadonlySet<string>; groups: ReadonlySet<string> } | undefined;
+  rules: CompiledRule[];
+  defaultAction: Action;
+  /** file and 1-based line the policy was loaded from */
+  source: string;
+  line: number;
+}
+
+/** What a policy decision is asked about. */
+export interface PolicyRequest {
+  caller: Caller;
+  namespace: string;
+  /** the metric name's lookup key: lowercased, `/` for `|` (`shared/metric-name.ts`) */
+  metric: string;
+  /** the request's parsed `labelSelector` */
+  selector: Selector;
+}
+
+/** Why a policy decided as it did. */
+export type VerdictReason = "deny-rule" | "selector-subset" | "selector-not-subset" | "default-action";
+
+/** One applicable policy's answer. */
+export interface PolicyVerdict {
+  /** policy id: `namespace/name` or `name` */
+  policy: string;
+  source: string;
+  line: number;
+  decision: Action;
+  reason: VerdictReason;
+  /** index of the deciding rule (absent for `default-action`) */
+  rule?: number;
+  /** the deciding rule's `metric` pattern */
+  pattern?: string;
+  /** the deciding rule's allowed selector, in selector syntax (`""` = every series) */
+  allowedSelector?: string;
+  /** for `selector-not-subset`: the requirement of the allowed selector the request does not imply */
+  missing?: string;
+  /** one sentence: policy, rule and why */
+  explanation: string;
+}
+
+/** The outcome of {@link PolicySet.evaluate}. */
+export interface Decision {
+  decision: Action;
+  /**
+   * verdicts of the applicable policies in evaluation order; a request-path
+   * evaluation stops at the first Deny, a `complete` one lists them all
+   */
+  verdicts: PolicyVerdict[];
+  /** the first Deny verdict */
+  deniedBy?: PolicyVerdict;
+  /** true when no policy applied and the bridge's defaultAction decided */
+  byDefault: boolean;
+  /** one sentence stating the decision and what made it */
+  message: string;
+}
+
+/** Most memoised metric names per policy (a request's name is always a configured one). */
+const MEMO_LIMIT = 4096;
+
+/** The user name of a service account (`pkg/serviceaccount/util.go` `MakeUsername`). */
+export function serviceAccountUser(namespace: string, name: string): string {
+  return `system:serviceaccount:${namespace}:${name}`;
+}
+
+/** A selector for messages: `"queue=a"`, or `"" (every series)`. */
+export function showSelector(text: string): string {
+  return text === "" ? `"" (every series)` : JSON.stringify(text);
+}
+
+/** Compiled policies plus the bridge's default: evaluates requests. */
+export class PolicySet {
+  readonly policies: readonly CompiledPolicy[];
+  /** the decision when no policy applies */
+  readonly defaultAction: Action;
+  readonly #cluster: CompiledPolicy[] = [];
+  readonly #byNamespace = new Map<string, CompiledPolicy[]>();
+  readonly #memo = new Map<CompiledPolicy, Map<string, number>>();
+
+  /**
+   * @param policies in load order (ids must be unique; the loader checks)
+   * @param defaultAction the bridge's `policy.defaultAction`
+   */
+  constructor(policies: readonly CompiledPolicy[], defaultAction: Action) {
+    this.policies = policies;
+    this.defaultAction = defaultAction;
+    for (const p of policies) {
+      if (p.namespace === undefined) this.#cluster.push(p);
+      else {
+        const list = this.#byNamespace.get(p.namespace);
+        if (list === undefined) this.#byNamespace.set(p.namespace, [p]);
+        else list.push(p);
+      }
+      this.#memo.set(p, new Map());
+    }
+  }
+
+  /** The policies that apply to `caller` in `namespace`, in evaluation order. */
+  applicable(caller: Caller, namespace: string): CompiledPolicy[] {
+    const out: CompiledPolicy[] = [];
+    for (const p of this.#cluster) if (subjectsMatch(p, caller)) out.push(p);
+    for (const p of this.#byNamespace.get(namespace) ?? []) if (subjectsMatch(p, caller)) out.push(p);
+    return out;
+  }
+
+  /** The first rule of `policy` whose pattern matches `metric` (a lookup key), memoised. */
+  firstRule(policy: CompiledPolicy, metric: string): CompiledRule | undefined {
+    let memo = this.#memo.get(policy);
+    if (memo === undefined) {
+      memo = new Map();
+      this.#memo.set(policy, memo);
+    }
+    const known = memo.get(metric);
+    if (known !== undefined) return known < 0 ? undefined : policy.rules[known];
+    const rule = policy.rules.find((r) => r.pattern.matches(metric));
+    if (memo.size >= MEMO_LIMIT) memo.clear();
+    memo.set(metric, rule?.index ?? -1);
+    return rule;
+  }
+
+  /** One policy's verdict on a request. */
+  verdict(policy: CompiledPolicy, request: PolicyRequest, prepared?: PreparedSelector, requestedText?: string): PolicyVerdict {
+    const base = { policy: policy.id, source: policy.source, line: policy.line };
+    const rule = this.firstRule(policy, request.metric);
+    if (rule === undefined) {
+      return {
+        ...base,
+        decision: policy.defaultAction,
+        reason: "default-action",
+        explanation: `policy ${policy.id} has no rule for metric "${request.metric}" and its defaultAction is ${policy.defaultAction}`,
+      };
+    }
+    const at = `policy ${policy.id} rules[${rule.index}] (metric "${rule.pattern.source}")`;
+    const ruleInfo = { rule: rule.index, pattern: rule.pattern.source };
+    if (rule.selector === undefined) {
+      return { ...base, ...ruleInfo, decision: "Deny", reason: "deny-rule", explanation: `${at} is a deny rule` };
+    }
+    const allowedSelector = rule.selectorText;
+    const q = prepared ?? new PreparedSelector(request.selector);
+    const result = selectorSubset(q, rule.selector);
+    const requested = requestedText ?? selectorToString(request.selector);
+    if (result.subset) {
+      return {
+        ...base,
+        ...ruleInfo,
+        allowedSelector,
+        decision: "Allow",
+        reason: "selector-subset",
+        explanation: `${at} allows selector ${showSelector(allowedSelector)}, which contains the request's selector ${showSelector(requested)}`,
+      };
+    }
+    const missing = result.missing === undefined ? undefined : requirementToString(result.missing);
+    return {
+      ...base,
+      ...ruleInfo,
+      allowedSelector,
+      ...(missing !== undefined ? { missing } : {}),
+      decision: "Deny",
+      reason: "selector-not-subset",
+      explanation:
+        missing === undefined
+          ? `${at} allows a selector that matches no series`
+          : `${at} allows only selector ${showSelector(allowedSelector)}, and the request's selector ` +
+            `${showSelector(requested)} does not imply "${missing}"`,
+    };
+  }
+
+  /**
+   * Decide a request.
+   *
+   * @param options.complete evaluate every applicable policy (for `explain`)
+   *   instead of stopping at the first Deny
+   * @returns the decision; never throws
+   */
+  evaluate(request: PolicyRequest, options: { complete?: boolean } = {}): Decision {
+    const applicable = this.applicable(request.caller, request.namespace);
+    const who = `user ${JSON.stringify(request.caller.user)}`;
+    if (applicable.length === 0) {
+      return {
+        decision: this.defaultAction,
+        verdicts: [],
+        byDefault: true,
+        message:
+          `no ExternalMetricPolicy applies to ${who} in namespace "${request.namespace}", ` +
+          `and the bridge's policy.defaultAction is ${this.defaultAction}`,
+      };
+    }
+    const prepared = new PreparedSelector(request.selector);
+    const requestedText = selectorToString(request.selector);
+    const verdicts: PolicyVerdict[] = [];
+    let deniedBy: PolicyVerdict | undefined;
+    for (const policy of applicable) {
+      const v = this.verdict(policy, request, prepared, requestedText);
+      verdicts.push(v);
+      if (v.decision === "Deny" && deniedBy === undefined) {
+        deniedBy = v;
+        if (options.complete !== true) break;
+      }
+    }
+    if (deniedBy !== undefined) {
+      return { decision: "Deny", verdicts, deniedBy, byDefault: false, message: deniedBy.explanation };
+    }
+    const by = verdicts.map((v) => (v.rule !== undefined ? `${v.policy} rules[${v.rule}]` : `${v.policy} (defaultAction)`));
+    return { decision: "Allow", verdicts, byDefault: false, message: `allowed by every applicable policy: ${by.join(", ")}` };
+  }
+}
+
+/** Whether a policy's subjects include the caller (no subjects: everyone). */
+function subjectsMatch(policy: CompiledPolicy, caller: Caller): boolean {
+  const s = policy.subjects;
+  if (s === undefined) return true;
+  if (s.users.has(caller.user)) return true;
+  for (const g of caller.groups) if (s.groups.has(g)) return true;
+  return false;
+}

@@ -1,0 +1,170 @@
+/**
+ * Schemas of the policy objects (zod; the TypeScript types are inferred):
+ *
+ * - `ExternalMetricPolicy` — who may read which metrics and series
+ *   (semantics: `../shared/POLICY.md`, guide: `docs/policy.md`);
+ * - the `policy:` section of `BridgeConfig` — the default when no policy
+ *   applies, the local caller identity, extra policy files;
+ * - the label selector a rule allows, written as a `metav1.LabelSelector`
+ *   (`k8s.io/apimachinery/pkg/apis/meta/v1/types.go`) or as a selector
+ *   string (`labels.Parse` syntax, which also has `k>n`, `k<n`, `k!=v`).
+ *
+ * ```yaml
+ * apiVersion: external-metrics-bridge.io/v1alpha1
+ * kind: ExternalMetricPolicy
+ * metadata: { name: team-a, namespace: team-a }   # no namespace: cluster scope
+ * spec:
+ *   subjects: { users: [jane], groups: [team-a], serviceAccounts: [kube-system/horizontal-pod-autoscaler] }
+ *   rules:
+ *     - metric: "queue_messages_(ready|delayed)"
+ *       selector: { matchExpressions: [{ key: queue, operator: In, values: [team-a-jobs] }] }
+ *     - { metric: ".*", deny: true }
+ *   defaultAction: Deny
+ * ```
+ */
+import { z } from "zod";
+import { MAX_PATTERN_LENGTH } from "./regex.ts";
+
+/**
+ * API group/version of ExternalMetricPolicy: the project's own group, equal
+ * to `CONFIG_API_VERSION` of `shared/config/config.ts` (kept as its own
+ * constant because config.ts imports this module; a test checks they agree).
+ */
+export const POLICY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
+
+/** The kind of policy objects. */
+export const POLICY_KIND = "ExternalMetricPolicy";
+
+/** A decision. */
+export const actionSchema = z.enum(["Allow", "Deny"]);
+/** `Allow` or `Deny`. */
+export type Action = z.infer<typeof actionSchema>;
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** A namespace name (DNS-1123 label, apimachinery `pkg/util/validation`). */
+export const namespaceSchema = z.string().max(63).regex(DNS1123_LABEL, "must be a DNS-1123 label (a namespace name)");
+
+/** `NAMESPACE/NAME` of a ServiceAccount. */
+export const serviceAccountRefSchema = z
+  .string()
+  .max(63 + 1 + 253)
+  .refine((s) => {
+    const [ns, name, ...rest] = s.split("/");
+    return rest.length === 0 && ns !== undefined && name !== undefined && DNS1123_LABEL.test(ns) && DNS1123_SUBDOMAIN.test(name);
+  }, "must be NAMESPACE/NAME of a service account");
+
+/** `metav1.LabelSelector` as written in YAML. */
+export const labelSelectorObjectSchema = z.strictObject({
+  matchLabels: z.record(z.string(), z.string()).optional(),
+  matchExpressions: z
+    .array(
+      z.strictObject({
+        key: z.string(),
+        operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+        values: z.array(z.string()).optional(),
+      }),
+    )
+    .optional(),
+});
+
+/** A selector as written. */
+export type SelectorInput = string | z.infer<typeof labelSelectorObjectSchema>;
+
+/**
+ * A selector: a string in `labels.Parse` syntax, or a `metav1.LabelSelector`
+ * object. (Not a `z.union`: its errors would only say "Invalid input"; an
+ * object is checked against the LabelSelector schema so the message names
+ * the bad field.)
+ */
+export const selectorInputSchema: z.ZodType<SelectorInput> = z.unknown().transform((value, ctx): SelectorInput => {
+  if (typeof value === "string") return value;
+  const parsed = labelSelectorObjectSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, path: issue.path } as never);
+  return z.NEVER;
+});
+
+/** `spec.subjects`: omitted → the policy applies to every caller. */
+export const subjectsSchema = z
+  .strictObject({
+    /** user names as Kubernetes authentication reports them */
+    users: z.array(z.string().min(1)).optional(),
+    /** group names; a caller in any of them matches */
+    groups: z.array(z.string().min(1)).optional(),
+    /** `NAMESPACE/NAME`: the user `system:serviceaccount:NAMESPACE:NAME` */
+    serviceAccounts: z.array(serviceAccountRefSchema).optional(),
+  })
+  .refine(
+    (s) => (s.users?.length ?? 0) + (s.groups?.length ?? 0) + (s.serviceAccounts?.length ?? 0) > 0,
+    "list at least one user, group or service account (omit subjects to apply the policy to every caller)",
+  );
+
+/** One rule: a metric pattern and either the selector it allows or `deny: true`. */
+export const policyRuleSchema = z
+  .strictObject({
+    /** RE2 pattern matched against the whole lowercased metric name */
+    metric: z.string().min(1).max(MAX_PATTERN_LENGTH),
+    /** the request's selector must be a subset of this one */
+    selector: selectorInputSchema.optional(),
+    deny: z.literal(true).optional(),
+    description: z.string().max(1024).optional(),
+  })
+  .superRefine((rule, ctx) => {
+    if ((rule.selector === undefined) === (rule.deny === undefined)) {
+      ctx.addIssue({
+        code: "custom",
+        message: "a rule has exactly one of selector (what it allows; {} allows every series) or deny: true",
+      });
+    }
+  });
+
+/** An ExternalMetricPolicy object. */
+export const policySchema = z.strictObject({
+  apiVersion: z.literal(POLICY_API_VERSION),
+  kind: z.literal(POLICY_KIND),
+  metadata: z.looseObject({
+    name: z.string().max(253).regex(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain"),
+    /** omitted → the policy is cluster-scoped and applies in every namespace */
+    namespace: namespaceSchema.optional(),
+  }),
+  spec: z.strictObject({
+    subjects: subjectsSchema.optional(),
+    /** top to bottom; the first rule whose metric matches decides */
+    rules: z.array(policyRuleSchema).default([]),
+    /** when no rule's metric matches (default Deny) */
+    defaultAction: actionSchema.default("Deny"),
+  }),
+});
+/** A validated ExternalMetricPolicy object. */
+export type PolicyObject = z.infer<typeof policySchema>;
+
+/** A Kubernetes user (see `shared/identity.ts` `Caller`). */
+export const callerSchema = z.strictObject({
+  user: z.string().min(1),
+  uid: z.string().optional(),
+  groups: z.array(z.string().min(1)).default([]),
+  extra: z.record(z.string(), z.array(z.string())).default({}),
+});
+
+/**
+ * The `policy:` section of BridgeConfig.
+ *
+ * ```yaml
+ * policy:
+ *   defaultAction: Deny              # when no ExternalMetricPolicy applies
+ *   localIdentity:                   # the caller when no proxy signs requests
+ *     user: system:serviceaccount:kube-system:horizontal-pod-autoscaler
+ *     groups: [system:serviceaccounts, system:authenticated]
+ *   files: [policies/teams.yaml]     # Node only; relative to the config file
+ * ```
+ */
+export const policySettingsSchema = z.strictObject({
+  defaultAction: actionSchema,
+  /** default: the anonymous user (`system:anonymous`, group `system:unauthenticated`) */
+  localIdentity: callerSchema.optional(),
+  files: z.array(z.string().min(1)).default([]),
+});
+/** The validated `policy:` section. */
+export type PolicySettings = z.infer<typeof policySettingsSchema>;

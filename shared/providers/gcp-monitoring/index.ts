@@ -1,0 +1,303 @@
+/**
+ * The `gcp-monitoring` provider: any Google Cloud Monitoring time series —
+ * most often a Pub/Sub subscription's backlog — read with `ListTimeSeries`
+ * (Cloud Monitoring API, `projects.timeSeries.list`,
+ * https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.timeSeries/list).
+ *
+ * A request's selector is mapped exactly onto label sets (one series per
+ * set, `../label-mapping.ts`), each becoming `metric.labels.*` /
+ * `resource.labels.*` comparisons in a filter whose values are always quoted
+ * (`../gcp/filter.ts`). Reads of series that differ only in those values and
+ * arrive together share one `ListTimeSeries` call (`shared/batch.ts`): the
+ * filter ORs their comparisons and the answer is split back by label value.
+ * Identical reads share one in-flight load and are re-used for the rule's
+ * `cacheTTLSeconds` (`shared/cache.ts`). Pages are followed
+ * (`nextPageToken`).
+ *
+ * The newest point inside the look-back window is reported with its own
+ * `interval.endTime`; `window` is the alignment period when the rule aligns,
+ * else the point's own interval (DELTA metrics). No point is the rule's
+ * `onEmpty`; several time series for one selector series is an error asking
+ * for a reducer or more labels, never a guess.
+ *
+ * The transport is the entry point's choice (`transport.ts`): REST over fetch
+ * by default, the official gRPC client where the entry point injects it.
+ */
+import { Batcher, type Outcome } from "../../batch.ts";
+import { CoalescingCache } from "../../cache.ts";
+import { parseDecimal, type Decimal } from "../../k8s/quantity.ts";
+import { badRequest, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
+import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
+import { FilterError, timeSeriesFilter } from "../gcp/filter.ts";
+import { resolveLabelSets, type MappedLabel } from "../label-mapping.ts";
+import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import { restTransportFactory } from "./rest.ts";
+import {
+  alignmentPeriodOf,
+  monitoringProviderSchema,
+  monitoringQuerySchema,
+  type MonitoringProviderConfig,
+  type MonitoringQuery,
+} from "./schema.ts";
+import {
+  TRANSPORT_KEY,
+  type AggregationSpec,
+  type MonitoringTransport,
+  type MonitoringTransportFactory,
+  type TimeSeriesData,
+} from "./transport.ts";
+
+/** Most `nextPageToken` pages followed for one call. */
+const MAX_PAGES = 20;
+
+/** One value read from Cloud Monitoring for one series. */
+export interface Reading {
+  value: Decimal;
+  /** ms since epoch: the point's `interval.endTime` (or the read time for an `onEmpty` value) */
+  timestamp: number;
+  windowSeconds?: number;
+}
+
+/** What one ListTimeSeries call shares: everything but the selector-mapped label values. */
+interface CallShape {
+  project: string;
+  metricType: string;
+  resourceType?: string;
+  fixed: [string, string][];
+  /** the fields the selector maps, in rule order */
+  fields: string[];
+  aggregation?: AggregationSpec;
+  lookbackSeconds: number;
+}
+
+/** One series to read: what the batcher collects. */
+interface ReadItem {
+  key: string;
+  group: string;
+  shape: CallShape;
+  /** `[field, value]` of each mapped field for this series */
+  alternative: [string, string][];
+  what: string;
+  alignmentPeriod: number | undefined;
+  onEmpty: MonitoringQuery["onEmpty"];
+}
+
+function fieldOf(mapping: MonitoringQuery["selectorLabels"][string]): string {
+  return typeof mapping === "string" ? mapping : mapping.field;
+}
+
+function mappedLabels(query: MonitoringQuery): MappedLabel[] {
+  return Object.entries(query.selectorLabels).map(([label, m]) =>
+    typeof m === "string" || m.values === undefined ? { label } : { label, values: Object.keys(m.values) },
+  );
+}
+
+/** The value of `field` (`metric.labels.K` / `resource.labels.K`) in a returned series. */
+function fieldValue(series: TimeSeriesData, field: string): string | undefined {
+  const [scope, , key] = field.split(".", 3) as [string, string, string];
+  return scope === "metric" ? series.metricLabels[key] : series.resourceLabels[key];
+}
+
+/**
+ * Build the read of one series (one label set) of a rule.
+ * @throws StatusError 400 when a value cannot be written into a filter
+ */
+function readItem(rule: MetricRule<MonitoringQuery>, labels: Record<string, string>, defaultProject: string): ReadItem {
+  const q = rule.query;
+  const fields = Object.values(q.selectorLabels).map(fieldOf);
+  const alternative = Object.entries(q.selectorLabels).map(([label, m]): [string, string] => {
+    const value = labels[label]!;
+    return [fieldOf(m), typeof m === "string" ? value : (m.values?.[value] ?? value)];
+  });
+  const fixed: [string, string][] = [
+    ...Object.entries(q.metricLabels).map(([k, v]): [string, string] => [`metric.labels.${k}`, v]),
+    ...Object.entries(q.resourceLabels).map(([k, v]): [string, string] => [`resource.labels.${k}`, v]),
+  ];
+  const alignmentPeriod = alignmentPeriodOf(q);
+  let aggregation: AggregationSpec | undefined;
+  if (alignmentPeriod !== undefined) {
+    aggregation = { alignmentPeriodSeconds: alignmentPeriod, perSeriesAligner: q.aligner! };
+    if (q.reducer !== undefined && q.reducer !== "REDUCE_NONE") {
+      aggregation.crossSeriesReducer = q.reducer;
+      // the mapped fields must survive the reduction so the answer can be split per series
+      aggregation.groupByFields = [...new Set([...(q.groupByFields ?? []), ...fields])];
+    }
+  }
+  const shape: CallShape = {
+    project: q.project ?? defaultProject,
+    metricType: q.metricType,
+    ...(q.resourceType !== undefined ? { resourceType: q.resourceType } : {}),
+    fixed,
+    fields,
+    ...(aggregation !== undefined ? { aggregation } : {}),
+    lookbackSeconds: q.lookbackSeconds,
+  };
+  let filter: string;
+  try {
+    filter = timeSeriesFilter({ metricType: shape.metricType, resourceType: shape.resourceType, fixed, alternatives: [alternative] });
+  } catch (err) {
+    if (err instanceof FilterError) throw badRequest(`metric ${rule.name}: ${err.message}`);
+    throw err;
+  }
+  const group = JSON.stringify(shape);
+  return {
+    key: JSON.stringify([group, alternative]),
+    group,
+    shape,
+    alternative,
+    what: `metric ${rule.name} (projects/${shape.project} ${filter})`,
+    alignmentPeriod,
+    onEmpty: q.onEmpty,
+  };
+}
+
+/** A `gcp-monitoring` provider instance. */
+export class MonitoringProvider implements Provider<MonitoringQuery> {
+  readonly type = "gcp-monitoring";
+  readonly name: string;
+  readonly transport: MonitoringTransport;
+  readonly cache: CoalescingCache<Reading>;
+  readonly batcher: Batcher<ReadItem, Reading>;
+  private readonly config: MonitoringProviderConfig;
+  private readonly runtime: RuntimeEnv;
+
+  constructor(name: string, config: MonitoringProviderConfig, runtime: RuntimeEnv, factory: MonitoringTransportFactory) {
+    this.name = name;
+    this.config = config;
+    this.runtime = runtime;
+    this.transport = factory({ providerName: name, config, runtime });
+    this.cache = new CoalescingCache({ now: runtime.now });
+    this.batcher = new Batcher<ReadItem, Reading>({
+      maxBatchSize: config.maxSeriesPerCall,
+      windowMs: config.batchWindowSeconds * 1000,
+      group: (item) => item.group,
+      execute: (items) => this.listTimeSeries(items),
+      splitOnError: (err) => err instanceof GoogleApiError && err.code === "INVALID_ARGUMENT",
+    });
+  }
+
+  plan(request: QueryRequest<MonitoringQuery>): string {
+    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query));
+    const items = sets.map((labels) => readItem(request.rule, labels, this.config.project));
+    return `Cloud Monitoring ListTimeSeries, newest point in the last ${request.rule.query.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
+  }
+
+  async query(request: QueryRequest<MonitoringQuery>): Promise<Series[]> {
+    const rule = request.rule;
+    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query));
+    const items = sets.map((labels) => readItem(rule, labels, this.config.project));
+    const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+    // Every series must be read; the HPA sums them, so one failure fails the request.
+    const readings = await Promise.all(items.map((item) => this.cache.get(item.key, ttlMs, () => this.load(item))));
+    return readings.map((r, i) => ({
+      labels: { ...sets[i]! },
+      value: r.value,
+      timestamp: r.timestamp,
+      ...(r.windowSeconds !== undefined ? { windowSeconds: r.windowSeconds } : {}),
+    }));
+  }
+
+  private async load(item: ReadItem): Promise<Reading> {
+    try {
+      return await this.batcher.load(item);
+    } catch (err) {
+      if (err instanceof StatusError) throw err;
+      throw googleErrorToStatus(this.name, `ListTimeSeries for ${item.what}`, err);
+    }
+  }
+
+  /** One ListTimeSeries call (all pages) for a batch of one shape; one outcome per item. */
+  private async listTimeSeries(items: readonly ReadItem[]): Promise<Outcome<Reading>[]> {
+    const shape = items[0]!.shape;
+    const now = this.runtime.now();
+    const filter = timeSeriesFilter({
+      metricType: shape.metricType,
+      resourceType: shape.resourceType,
+      fixed: shape.fixed,
+      alternatives: items.map((i) => i.alternative),
+    });
+    const byKey = new Map<string, TimeSeriesData[]>();
+    const keyOf = (values: (string | undefined)[]) => JSON.stringify(values);
+    for (const item of items) byKey.set(keyOf(item.alternative.map(([, v]) => v)), []);
+    const signal = AbortSignal.timeout(this.config.timeoutSeconds * 1000);
+    let pageToken = "";
+    let pages = 0;
+    do {
+      const page = await this.transport.listTimeSeries(
+        {
+          project: shape.project,
+          filter,
+          startTime: now - shape.lookbackSeconds * 1000,
+          endTime: now,
+          ...(shape.aggregation !== undefined ? { aggregation: shape.aggregation } : {}),
+          ...(this.config.pageSize !== undefined ? { pageSize: this.config.pageSize } : {}),
+          ...(pageToken ? { pageToken } : {}),
+        },
+        signal,
+      );
+      for (const series of page.timeSeries) {
+        byKey.get(keyOf(shape.fields.map((f) => fieldValue(series, f))))?.push(series);
+      }
+      pageToken = page.nextPageToken;
+      pages++;
+    } while (pageToken !== "" && pages < MAX_PAGES);
+    return items.map((item) => this.outcome(item, byKey.get(keyOf(item.alternative.map(([, v]) => v))) ?? [], now));
+  }
+
+  /** The reading of one item from the time series that matched it, or the error its reads fail with. */
+  private outcome(item: ReadItem, matched: TimeSeriesData[], now: number): Outcome<Reading> {
+    const where = `provider ${this.name}: ListTimeSeries for ${item.what}`;
+    const fail = (error: StatusError): Outcome<Reading> => ({ ok: false, error });
+    const from = now - item.shape.lookbackSeconds * 1000;
+    const withPoints = matched.filter((s) => s.points.some((p) => p.endTime > from && p.endTime <= now));
+    if (withPoints.length > 1) {
+      return fail(
+        serviceUnavailable(
+          `${where}: ${withPoints.length} time series match one series of the selector; ` +
+            `map more labels in selectorLabels or set a reducer so that exactly one remains`,
+        ),
+      );
+    }
+    const series = withPoints[0];
+    if (series !== undefined) {
+      const inWindow = series.points.filter((p) => p.endTime > from && p.endTime <= now);
+      let newest = inWindow[0]!;
+      for (const p of inWindow) if (p.endTime > newest.endTime) newest = p;
+      if (newest.value === undefined) {
+        return fail(
+          serviceUnavailable(
+            `${where}: the newest point holds a ${newest.valueField || "missing"} value, not a number; use an aligner that yields one (e.g. ALIGN_PERCENTILE_99 or ALIGN_MEAN)`,
+          ),
+        );
+      }
+      const span = (newest.endTime - newest.startTime) / 1000;
+      const windowSeconds = item.alignmentPeriod ?? (span > 0 ? span : undefined);
+      return { ok: true, value: { value: newest.value, timestamp: newest.endTime, ...(windowSeconds !== undefined ? { windowSeconds } : {}) } };
+    }
+    const empty = `${where}: no point in the last ${item.shape.lookbackSeconds} s; no value is reported`;
+    if (item.onEmpty === "notFound") return fail(notFound(empty, { kind: "timeseries" }));
+    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty, 30));
+    return { ok: true, value: { value: parseDecimal(item.onEmpty.value), timestamp: now } };
+  }
+}
+
+/**
+ * The transport the entry point chose (`RuntimeEnv.transports["gcp-monitoring"]`,
+ * a {@link MonitoringTransportFactory}), else REST over fetch.
+ *
+ * @throws Error when the entry point passed something that is not a factory (a wiring bug)
+ */
+export function transportFactoryOf(runtime: RuntimeEnv): MonitoringTransportFactory {
+  const chosen = runtime.transports?.[TRANSPORT_KEY];
+  if (chosen === undefined) return restTransportFactory();
+  if (typeof chosen !== "function") throw new Error(`RuntimeEnv.transports["${TRANSPORT_KEY}"] must be a transport factory`);
+  return chosen as MonitoringTransportFactory;
+}
+
+/** The `gcp-monitoring` provider module. */
+export const monitoringModule: ProviderModule<MonitoringProviderConfig, MonitoringQuery> = {
+  type: "gcp-monitoring",
+  providerSchema: monitoringProviderSchema,
+  querySchema: monitoringQuerySchema,
+  create: (name, config, runtime) => new MonitoringProvider(name, config, runtime, transportFactoryOf(runtime)),
+};

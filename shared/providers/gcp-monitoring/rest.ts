@@ -1,0 +1,167 @@
+/**
+ * The REST transport of `gcp-monitoring`: `projects.timeSeries.list`
+ * (`GET https://monitoring.googleapis.com/v3/projects/{project}/timeSeries`,
+ * Cloud Monitoring API reference) over `fetch`, authorized with a
+ * service-account access token (`../gcp/token.ts`). Query parameters use the
+ * REST mapping of `ListTimeSeriesRequest` (`filter`, `interval.startTime`,
+ * `aggregation.alignmentPeriod=60s`, `aggregation.groupByFields` repeated,
+ * `view`, `pageSize`, `pageToken`); the answer is the proto3 JSON form of
+ * `ListTimeSeriesResponse`.
+ *
+ * Runs on every runtime (Workers included) and imports nothing but `jose`
+ * and `zod`.
+ */
+import { z } from "zod";
+import { internalError } from "../../k8s/status.ts";
+import { readServiceAccountKey } from "../gcp/credentials.ts";
+import { codeForHttpStatus, GoogleApiError } from "../gcp/errors.ts";
+import { ServiceAccountTokenSource } from "../gcp/token.ts";
+import {
+  formatRfc3339,
+  parseRfc3339,
+  typedValue,
+  type ListTimeSeriesPage,
+  type ListTimeSeriesRequest,
+  type MonitoringTransport,
+  type MonitoringTransportFactory,
+  type PointData,
+  type TransportContext,
+} from "./transport.ts";
+
+/** The public Cloud Monitoring endpoint. */
+export const MONITORING_REST_ENDPOINT = "https://monitoring.googleapis.com";
+
+const labels = z.record(z.string(), z.string()).default({});
+const pointSchema = z.looseObject({
+  interval: z.looseObject({ startTime: z.string().optional(), endTime: z.string() }),
+  value: z.record(z.string(), z.unknown()),
+});
+const timeSeriesSchema = z.looseObject({
+  metric: z.looseObject({ type: z.string(), labels }),
+  resource: z.looseObject({ type: z.string(), labels }).default({ type: "", labels: {} }),
+  points: z.array(pointSchema).default([]),
+});
+/** `ListTimeSeriesResponse` in proto3 JSON (fields the bridge reads). */
+const responseSchema = z.looseObject({
+  timeSeries: z.array(timeSeriesSchema).default([]),
+  nextPageToken: z.string().default(""),
+});
+const errorSchema = z.looseObject({
+  error: z.looseObject({ code: z.number().optional(), message: z.string().default(""), status: z.string().optional() }),
+});
+
+/** The REST query string of a request. */
+export function restQuery(request: ListTimeSeriesRequest): URLSearchParams {
+  const q = new URLSearchParams();
+  q.set("filter", request.filter);
+  q.set("interval.startTime", formatRfc3339(request.startTime));
+  q.set("interval.endTime", formatRfc3339(request.endTime));
+  const a = request.aggregation;
+  if (a !== undefined) {
+    q.set("aggregation.alignmentPeriod", `${a.alignmentPeriodSeconds}s`);
+    q.set("aggregation.perSeriesAligner", a.perSeriesAligner);
+    if (a.crossSeriesReducer !== undefined) q.set("aggregation.crossSeriesReducer", a.crossSeriesReducer);
+    for (const f of a.groupByFields ?? []) q.append("aggregation.groupByFields", f);
+  }
+  q.set("view", "FULL");
+  if (request.pageSize !== undefined) q.set("pageSize", String(request.pageSize));
+  if (request.pageToken) q.set("pageToken", request.pageToken);
+  return q;
+}
+
+/** Options of the REST transport. */
+export interface RestTransportOptions {
+  /** `fetch` to use (default the global one) */
+  fetch?: typeof fetch;
+}
+
+class RestTransport implements MonitoringTransport {
+  readonly kind = "rest";
+  private readonly context: TransportContext;
+  private readonly fetch: typeof fetch;
+  private tokens: { keyText: string; source: ServiceAccountTokenSource } | undefined;
+
+  constructor(context: TransportContext, options: RestTransportOptions) {
+    this.context = context;
+    this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  /** The token source of the key currently in the environment (re-read per call, so a rotated secret is picked up). */
+  private tokenSource(): ServiceAccountTokenSource {
+    const { providerName, config, runtime } = this.context;
+    const creds = config.credentials;
+    if (creds.source !== "environment") {
+      throw internalError(
+        `provider ${providerName}: credentials.source "default" (Application Default Credentials) needs the official ` +
+          `Cloud Monitoring client, which this runtime does not use; give a service-account key with ` +
+          `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON }`,
+      );
+    }
+    const keyText = runtime.env[creds.variable] ?? "";
+    if (this.tokens?.keyText !== keyText) {
+      const key = readServiceAccountKey(providerName, creds, runtime);
+      this.tokens = { keyText, source: new ServiceAccountTokenSource({ providerName, key, now: runtime.now, fetch: this.fetch }) };
+    }
+    return this.tokens.source;
+  }
+
+  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage> {
+    const source = this.tokenSource();
+    const base = (this.context.config.endpoint ?? MONITORING_REST_ENDPOINT).replace(/\/+$/, "");
+    const url = `${base}/v3/projects/${encodeURIComponent(request.project)}/timeSeries?${restQuery(request).toString()}`;
+    let response: Response;
+    for (let attempt = 0; ; attempt++) {
+      const exchanges = source.exchanges;
+      const token = await source.token(signal);
+      response = await this.fetch(url, { headers: { authorization: `Bearer ${token}`, accept: "application/json" }, signal });
+      // A cached token the API no longer accepts (revoked, clock skew): exchange a new one, once.
+      if (response.status !== 401 || source.exchanges !== exchanges || attempt > 0) break;
+      await response.body?.cancel();
+      source.invalidate();
+    }
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    if (!response.ok) {
+      if (response.status === 401) source.invalidate();
+      const parsed = errorSchema.safeParse(body);
+      if (parsed.success) {
+        throw new GoogleApiError(parsed.data.error.status ?? codeForHttpStatus(response.status), parsed.data.error.message, response.status);
+      }
+      throw new GoogleApiError(codeForHttpStatus(response.status), text.slice(0, 200), response.status);
+    }
+    const parsed = responseSchema.safeParse(body);
+    if (!parsed.success) {
+      throw new GoogleApiError("UNKNOWN", `the ListTimeSeries answer is not a ListTimeSeriesResponse (${parsed.error.issues[0]?.message ?? "unreadable"})`, response.status);
+    }
+    return {
+      nextPageToken: parsed.data.nextPageToken,
+      timeSeries: parsed.data.timeSeries.map((ts) => ({
+        metricType: ts.metric.type,
+        metricLabels: ts.metric.labels,
+        resourceType: ts.resource.type,
+        resourceLabels: ts.resource.labels,
+        points: ts.points.map((p): PointData => {
+          const endTime = parseRfc3339(p.interval.endTime);
+          const field = Object.keys(p.value)[0] ?? "";
+          const value = typedValue(field, p.value[field]);
+          return {
+            endTime,
+            startTime: p.interval.startTime !== undefined ? parseRfc3339(p.interval.startTime) : endTime,
+            valueField: field,
+            ...(value !== undefined ? { value } : {}),
+          };
+        }),
+      })),
+    };
+  }
+}
+
+/** A factory of REST transports (the `gcp-monitoring` default). */
+export function restTransportFactory(options: RestTransportOptions = {}): MonitoringTransportFactory {
+  return (context) => new RestTransport(context, options);
+}

@@ -1,0 +1,128 @@
+/**
+ * How the `gcp-monitoring` provider reaches `ListTimeSeries`: one contract,
+ * two transports.
+ *
+ * - `rest.ts`: the REST API (`GET /v3/projects/{p}/timeSeries`) over
+ *   `fetch`, with a service-account token from `../gcp/token.ts`. Runs
+ *   everywhere, including Cloudflare Workers; the module's default.
+ * - `grpc.ts`: the official `@google-cloud/monitoring` client (gRPC,
+ *   Application Default Credentials). Node and Lambda only — it does not run
+ *   in workerd — so only those entry points import it and hand it to the
+ *   provider through `RuntimeEnv.transports["gcp-monitoring"]`. The Worker
+ *   never imports it, so its bundle never contains it.
+ *
+ * Both turn their wire format into the normalized shapes below, so the
+ * provider behaves identically over either (the contract suite
+ * `test/gcp.transports.test.ts` proves it on the same fixtures).
+ */
+import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
+import type { RuntimeEnv } from "../types.ts";
+import type { MonitoringProviderConfig } from "./schema.ts";
+
+/** `Aggregation` of a request (seconds, enum names as in the API). */
+export interface AggregationSpec {
+  alignmentPeriodSeconds: number;
+  perSeriesAligner: string;
+  crossSeriesReducer?: string;
+  groupByFields?: string[];
+}
+
+/** One `ListTimeSeries` page request (`view` is always `FULL`). */
+export interface ListTimeSeriesRequest {
+  /** project id or number; the request's `name` is `projects/{project}` */
+  project: string;
+  filter: string;
+  /** `interval.startTime`, ms since epoch (exclusive) */
+  startTime: number;
+  /** `interval.endTime`, ms since epoch (inclusive) */
+  endTime: number;
+  aggregation?: AggregationSpec;
+  pageSize?: number;
+  pageToken?: string;
+}
+
+/** One point: its interval and its value as an exact decimal (or why it has none). */
+export interface PointData {
+  /** `interval.startTime`, ms since epoch (equals `endTime` for a GAUGE point) */
+  startTime: number;
+  /** `interval.endTime`, ms since epoch */
+  endTime: number;
+  /** the value; absent for a value the bridge cannot report (distribution, string, non-finite) */
+  value?: Decimal;
+  /** the `TypedValue` field that was set, e.g. `int64Value` */
+  valueField: string;
+}
+
+/** One time series, labels flattened. */
+export interface TimeSeriesData {
+  metricType: string;
+  metricLabels: Record<string, string>;
+  resourceType: string;
+  resourceLabels: Record<string, string>;
+  points: PointData[];
+}
+
+/** One page of results. */
+export interface ListTimeSeriesPage {
+  timeSeries: TimeSeriesData[];
+  /** empty when this was the last page */
+  nextPageToken: string;
+}
+
+/**
+ * A way to call `ListTimeSeries`. Failures reject with `GoogleApiError`
+ * (`../gcp/errors.ts`) or a `StatusError` (credentials), or the fetch/gRPC
+ * abort error when `signal` fired.
+ */
+export interface MonitoringTransport {
+  /** short name for messages and tests, e.g. `rest` or `grpc` */
+  readonly kind: string;
+  listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage>;
+}
+
+/** What a transport is built from. Building must not do network I/O. */
+export interface TransportContext {
+  providerName: string;
+  config: MonitoringProviderConfig;
+  runtime: RuntimeEnv;
+}
+
+/** Builds a transport for one provider instance. */
+export type MonitoringTransportFactory = (context: TransportContext) => MonitoringTransport;
+
+/** Key of the transport override in `RuntimeEnv.transports`. */
+export const TRANSPORT_KEY = "gcp-monitoring";
+
+/** Parse an RFC 3339 timestamp (`2024-05-01T10:00:00.123456789Z`) to ms since epoch; NaN when invalid. */
+export function parseRfc3339(text: string): number {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})$/.exec(text);
+  if (!m) return Number.NaN;
+  const ms = (m[2] ?? "").padEnd(3, "0").slice(0, 3);
+  return Date.parse(`${m[1]}.${ms}${m[3]}`);
+}
+
+/** ms since epoch as RFC 3339 with millisecond precision. */
+export function formatRfc3339(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/**
+ * The exact decimal of a `TypedValue` field, the same for both wire forms:
+ * `int64Value` (a decimal string in JSON and in the gRPC client's `longs:
+ * String` objects) exactly; `doubleValue` from its shortest round-trip text;
+ * `boolValue` as 1 or 0. Distributions, strings and non-finite doubles have
+ * no value the HPA could use: `undefined`.
+ */
+export function typedValue(field: string, raw: unknown): Decimal | undefined {
+  try {
+    if (field === "int64Value" && (typeof raw === "string" || typeof raw === "number")) {
+      const text = String(raw);
+      return /^-?\d+$/.test(text) ? parseDecimal(text) : undefined;
+    }
+    if (field === "doubleValue" && typeof raw === "number") return Number.isFinite(raw) ? decimalFromNumber(raw) : undefined;
+    if (field === "boolValue" && typeof raw === "boolean") return parseDecimal(raw ? "1" : "0");
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}

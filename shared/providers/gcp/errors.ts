@@ -1,0 +1,95 @@
+/**
+ * Google API failures as `metav1.Status`, the same for the gRPC client and
+ * the REST transport: both report a {@link GoogleApiError} carrying the
+ * canonical code name (google.rpc.Code, `google/rpc/code.proto`), which REST
+ * returns as `error.status` and gRPC as the numeric status code.
+ */
+import { internalError, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
+
+/** google.rpc.Code names by number (`google/rpc/code.proto`). */
+export const RPC_CODES = [
+  "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+  "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+] as const;
+
+/** A failed Google API call, normalized over transports. */
+export class GoogleApiError extends Error {
+  override name = "GoogleApiError";
+  /** canonical code name, e.g. `PERMISSION_DENIED` */
+  readonly code: string;
+  /** HTTP status when the call went over REST */
+  readonly httpStatus: number | undefined;
+
+  constructor(code: string, message: string, httpStatus?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.httpStatus = httpStatus;
+  }
+}
+
+/** The canonical code of an HTTP status without a JSON error body (google.rpc.Code mapping table). */
+export function codeForHttpStatus(status: number): string {
+  switch (status) {
+    case 400:
+      return "INVALID_ARGUMENT";
+    case 401:
+      return "UNAUTHENTICATED";
+    case 403:
+      return "PERMISSION_DENIED";
+    case 404:
+      return "NOT_FOUND";
+    case 409:
+      return "ABORTED";
+    case 429:
+      return "RESOURCE_EXHAUSTED";
+    case 499:
+      return "CANCELLED";
+    case 501:
+      return "UNIMPLEMENTED";
+    case 503:
+      return "UNAVAILABLE";
+    case 504:
+      return "DEADLINE_EXCEEDED";
+    default:
+      return status >= 500 ? "INTERNAL" : "UNKNOWN";
+  }
+}
+
+/**
+ * Classify a Google API failure:
+ * - `UNAUTHENTICATED`, `PERMISSION_DENIED` → 500 naming the provider (no retry helps)
+ * - `INVALID_ARGUMENT`, `FAILED_PRECONDITION` → 500: the rule's query is wrong
+ * - `NOT_FOUND` → 404 (project or metric type unknown to Cloud Monitoring)
+ * - `RESOURCE_EXHAUSTED` → 503 with Retry-After 30 (read quota)
+ * - timeouts, aborts, network errors, everything else → 503 with Retry-After
+ *
+ * @param what a short description of the call, e.g. `ListTimeSeries for metric pubsub_backlog`
+ */
+export function googleErrorToStatus(providerName: string, what: string, err: unknown): StatusError {
+  const where = `provider ${providerName}: ${what}`;
+  if (err instanceof GoogleApiError) {
+    // The canonical code only (not the HTTP status): the same failure reads the same over gRPC and REST.
+    const detail = `(${err.code}): ${err.message}`;
+    switch (err.code) {
+      case "UNAUTHENTICATED":
+      case "PERMISSION_DENIED":
+        return internalError(`${where} failed: Google refused the bridge's credentials ${detail}`, undefined, err);
+      case "INVALID_ARGUMENT":
+      case "FAILED_PRECONDITION":
+        return internalError(`${where} failed: Cloud Monitoring says the query is invalid ${detail}`, undefined, err);
+      case "NOT_FOUND":
+        return notFound(`${where} failed: not found ${detail}`, { kind: "timeseries" });
+      case "RESOURCE_EXHAUSTED":
+        return serviceUnavailable(`${where} was throttled by Google ${detail}`, 30, undefined, err);
+      case "DEADLINE_EXCEEDED":
+      case "CANCELLED":
+        return serviceUnavailable(`${where} timed out ${detail}`, 5, undefined, err);
+      default:
+        return serviceUnavailable(`${where} failed ${detail}`, 5, undefined, err);
+    }
+  }
+  const e = (err ?? {}) as { name?: string; message?: string };
+  if (e.name === "TimeoutError" || e.name === "AbortError") return serviceUnavailable(`${where} timed out`, 5, undefined, err);
+  return serviceUnavailable(`${where} failed: backend unreachable (${e.name ?? "Error"}): ${e.message ?? String(err)}`, 5, undefined, err);
+}

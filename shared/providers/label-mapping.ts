@@ -1,0 +1,106 @@
+/**
+ * Exact mapping of a request's label selector onto the finite set of series
+ * a metric rule reads, shared by providers whose series are identified by
+ * several selector labels (CloudWatch dimensions, Cloud Monitoring labels).
+ *
+ * The mapping is exact or refused, never widened (prometheus-adapter
+ * `pkg/naming/metrics_query.go`; the `aws-sqs` provider's `resolveQueues`
+ * is the one-label case): a selector names the series through `=`, `==` and
+ * `in` on the rule's labels; `!=`, `notin`, `exists`, `!key`, `>` and `<`
+ * then narrow that set through apimachinery's own matcher.
+ */
+import { matchesLabels, selectorToString, type Selector } from "../k8s/selector.ts";
+import { badRequest, notFound } from "../k8s/status.ts";
+
+/** One selector label a rule understands. */
+export interface MappedLabel {
+  /** the selector label key */
+  label: string;
+  /**
+   * Allow-list of label values. When set, a value outside it is 404, and a
+   * selector that does not name values for this label reads all of them.
+   * When absent, the selector must name the values.
+   */
+  values?: readonly string[];
+}
+
+/** Most series one request may name (bounded work per request). */
+export const MAX_SERIES_PER_REQUEST = 100;
+
+/**
+ * The label sets (one per series, each giving a value to every mapped label)
+ * that `selector` identifies for a rule, sorted by their values in label order.
+ * A rule that maps no label reads one series, `{}`, and accepts only an
+ * empty selector.
+ *
+ * @param metric the rule name, for messages
+ * @param labels the labels the rule understands, in the rule's order
+ * @throws StatusError 400 when a requirement is on another label (naming it),
+ *   when a label without allow-list is not named by `=`/`in`, when the
+ *   selector matches no series or names more than {@link MAX_SERIES_PER_REQUEST};
+ *   404 when a value is outside a label's allow-list
+ */
+export function resolveLabelSets(
+  metric: string,
+  selector: Selector,
+  labels: readonly MappedLabel[],
+  maxSeries = MAX_SERIES_PER_REQUEST,
+): Record<string, string>[] {
+  const known = new Set(labels.map((l) => l.label));
+  const understood =
+    labels.length === 0 ? "this rule understands no selector labels" : `this rule understands only the labels ${labels.map((l) => `"${l.label}"`).join(", ")}`;
+  for (const r of selector.requirements) {
+    if (!known.has(r.key)) {
+      throw badRequest(`metric ${metric}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ${understood}`);
+    }
+  }
+  const choices: string[][] = [];
+  let count = 1;
+  for (const mapped of labels) {
+    let candidates: Set<string> | undefined;
+    for (const r of selector.requirements) {
+      if (r.key !== mapped.label || !(r.operator === "=" || r.operator === "==" || r.operator === "in")) continue;
+      const values = new Set(r.values);
+      candidates = candidates === undefined ? values : new Set([...candidates].filter((v) => values.has(v)));
+    }
+    if (candidates === undefined) {
+      if (mapped.values === undefined) {
+        throw badRequest(
+          `metric ${metric}: the selector must name the "${mapped.label}" values with ${mapped.label}=VALUE or ${mapped.label} in (A,B); ` +
+            `this rule has no allow-list of ${mapped.label} values to choose from`,
+        );
+      }
+      candidates = new Set(mapped.values);
+    }
+    const sorted = [...candidates].sort();
+    choices.push(sorted);
+    count *= sorted.length;
+    if (count > maxSeries * 16) break; // the product is refused below; stop before building it
+  }
+  if (count > maxSeries * 16) {
+    throw badRequest(`metric ${metric}: selector names more than ${maxSeries} series; at most ${maxSeries} per request`);
+  }
+  let sets: Record<string, string>[] = [{}];
+  labels.forEach((mapped, i) => {
+    sets = sets.flatMap((set) => choices[i]!.map((v) => ({ ...set, [mapped.label]: v })));
+  });
+  const chosen = sets.filter((set) => matchesLabels(selector, set));
+  if (chosen.length === 0) {
+    throw badRequest(`metric ${metric}: selector "${selectorToString(selector)}" matches no series of this rule`);
+  }
+  if (chosen.length > maxSeries) {
+    throw badRequest(`metric ${metric}: selector names ${chosen.length} series; at most ${maxSeries} per request`);
+  }
+  for (const mapped of labels) {
+    if (mapped.values === undefined) continue;
+    const allowed = new Set(mapped.values);
+    const outside = [...new Set(chosen.map((s) => s[mapped.label]!).filter((v) => !allowed.has(v)))];
+    if (outside.length > 0) {
+      throw notFound(
+        `metric ${metric}: ${mapped.label} ${outside.map((v) => JSON.stringify(v)).join(", ")} is not served by this rule`,
+        { name: outside[0], kind: mapped.label },
+      );
+    }
+  }
+  return chosen;
+}

@@ -1,0 +1,419 @@
+/**
+ * The aws-cloudwatch provider through the real AWS SDK against the
+ * CloudWatch fake (`test/fakes/cloudwatch.ts`, AWS JSON 1.0), served by the
+ * real bridge app: values and their timestamps, statistics, batching and
+ * coalescing proven by the calls the fake recorded, per-query failure
+ * isolation, `onEmpty`, metric math, pagination, errors and credentials.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import type { CloudWatchProvider } from "../shared/providers/aws-cloudwatch/index.ts";
+import { startCloudWatchFake, type CloudWatchFake } from "./fakes/cloudwatch.ts";
+
+const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
+/** A whole minute, so CloudWatch periods line up with the test's arithmetic. */
+const NOW = 1_800_000_000_000;
+const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
+
+function config(endpoint: string, metrics: string, provider = "", credentials = "{ source: static, accessKeyId: AKIDTEST, secretAccessKey: test }") {
+  return `
+apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+defaults: { maxAgeSeconds: 600, cacheTTLSeconds: 10 }
+providers:
+  cw:
+    type: aws-cloudwatch
+    region: us-east-1
+    endpoint: ${endpoint}
+    credentials: ${credentials}
+    timeoutSeconds: 0.5
+    maxAttempts: 1
+${provider}
+metrics:
+${metrics}
+`;
+}
+
+const SQS_RULE = `
+  - name: sqs_visible
+    provider: cw
+    query:
+      namespace: AWS/SQS
+      metricName: ApproximateNumberOfMessagesVisible
+      stat: Maximum
+      period: 60
+      dimensionLabels: { queue: QueueName }
+`;
+
+function bridgeWithClock(text: string, env: Record<string, string> = {}) {
+  const clock = { now: NOW };
+  const bridge = buildBridge(text, "test.yaml", { env, now: () => clock.now }, { log: () => {} });
+  return { bridge, clock, provider: bridge.providers.get("cw") as CloudWatchProvider };
+}
+
+async function read(bridge: Bridge, metric: string, selector: string) {
+  const res = await bridge.app.request(`${NS}/${metric}?labelSelector=${encodeURIComponent(selector)}`);
+  return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+}
+
+describe("aws-cloudwatch provider against the CloudWatch fake", () => {
+  let cw: CloudWatchFake;
+  beforeAll(async () => {
+    cw = await startCloudWatchFake();
+  });
+  afterAll(async () => cw?.close());
+  afterEach(() => {
+    cw.clear();
+    cw.calls.length = 0;
+    cw.behaviour = "normal";
+    cw.pageSize = Number.POSITIVE_INFINITY;
+  });
+
+  const sqs = (queue: string) => ({ namespace: "AWS/SQS", metricName: "ApproximateNumberOfMessagesVisible", dimensions: { QueueName: queue } });
+
+  it("reports the newest datapoint in the look-back window with the end of its period as timestamp and window = period", async () => {
+    cw.put(sqs("jobs"), [
+      { at: NOW - 250_000, value: 3 },
+      { at: NOW - 170_000, value: 11 },
+      { at: NOW - 130_000, value: 7 }, // same period as 11 → Maximum 11
+    ]);
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const a = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(a.status).toBe(200);
+    expect(a.body.items).toEqual([
+      {
+        metricName: "sqs_visible",
+        metricLabels: { queue: "jobs" },
+        // the period starting at NOW-180 s ends at NOW-120 s
+        timestamp: iso(NOW - 120_000),
+        window: 60,
+        value: "11",
+      },
+    ]);
+    const call = cw.getMetricDataCalls[0]!;
+    expect(call.target).toBe("GraniteServiceVersion20100801.GetMetricData");
+    expect(call.body.MetricDataQueries).toEqual([
+      {
+        Id: "q0",
+        MetricStat: {
+          Metric: { Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Dimensions: [{ Name: "QueueName", Value: "jobs" }] },
+          Period: 60,
+          Stat: "Maximum",
+        },
+        ReturnData: true,
+      },
+    ]);
+    expect(call.body.EndTime).toBe(NOW / 1000);
+    expect(call.body.StartTime).toBe(NOW / 1000 - 300); // default look-back max(300, 5 × 60)
+    expect(call.body.ScanBy).toBe("TimestampDescending");
+  });
+
+  it("caps the timestamp of the period in progress at the read time", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 20_000, value: 5 }]);
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const a = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(a.body.items[0]).toMatchObject({ value: "5", timestamp: iso(NOW), window: 60 });
+  });
+
+  it("sends percentiles and other statistics as written, with static and mapped dimensions", async () => {
+    const alb = { namespace: "AWS/ApplicationELB", metricName: "TargetResponseTime", dimensions: { LoadBalancer: "app/web/50dc6c495c0c9188", TargetGroup: "targetgroup/web/6d0ecf831eec9f09" } };
+    cw.put(alb, Array.from({ length: 100 }, (_, i) => ({ at: NOW - 110_000 + i * 100, value: (i + 1) / 1000 })));
+    const rule = `
+  - name: alb_p99
+    provider: cw
+    query:
+      namespace: AWS/ApplicationELB
+      metricName: TargetResponseTime
+      stat: p99
+      period: 60
+      dimensions: { LoadBalancer: app/web/50dc6c495c0c9188 }
+      dimensionLabels:
+        tg: { dimension: TargetGroup, values: { web: targetgroup/web/6d0ecf831eec9f09 } }
+`;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, rule));
+    const a = await read(bridge, "alb_p99", "tg=web");
+    expect(a.status).toBe(200);
+    expect(a.body.items[0]).toMatchObject({ metricLabels: { tg: "web" }, value: "99m" });
+    expect(cw.getMetricDataCalls[0]!.body.MetricDataQueries[0].MetricStat).toMatchObject({
+      Stat: "p99",
+      Metric: {
+        Dimensions: [
+          { Name: "LoadBalancer", Value: "app/web/50dc6c495c0c9188" },
+          { Name: "TargetGroup", Value: "targetgroup/web/6d0ecf831eec9f09" },
+        ],
+      },
+    });
+    const outside = await read(bridge, "alb_p99", "tg=api");
+    expect(outside.status).toBe(404);
+    expect(outside.body.message).toMatch(/tg "api" is not served by this rule/);
+  });
+
+  it("sends N concurrent reads of different series as one GetMetricData call", async () => {
+    const queues = Array.from({ length: 40 }, (_, i) => `q${i}`);
+    queues.forEach((q, i) => cw.put(sqs(q), [{ at: NOW - 90_000, value: i }]));
+    const { bridge, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const answers = await Promise.all(queues.map((q) => read(bridge, "sqs_visible", `queue=${q}`)));
+    answers.forEach((a, i) => expect(a.body.items[0].value).toBe(String(i)));
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(cw.getMetricDataCalls[0]!.body.MetricDataQueries).toHaveLength(40);
+    expect(provider.batcher.stats).toMatchObject({ calls: 1, items: 40 });
+  });
+
+  it("batches reads of different rules, each judged against its own look-back window", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 500_000, value: 4 }]);
+    const rules = `${SQS_RULE}
+  - name: sqs_visible_long
+    provider: cw
+    query:
+      namespace: AWS/SQS
+      metricName: ApproximateNumberOfMessagesVisible
+      stat: Maximum
+      period: 60
+      lookbackSeconds: 900
+      dimensionLabels: { queue: QueueName }
+`;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, rules));
+    const [short, long] = await Promise.all([read(bridge, "sqs_visible", "queue=jobs"), read(bridge, "sqs_visible_long", "queue=jobs")]);
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(cw.getMetricDataCalls[0]!.body.StartTime).toBe(NOW / 1000 - 900);
+    expect(long.body.items[0]).toMatchObject({ value: "4", timestamp: iso(NOW - 480_000) }); // period [NOW-540 s, NOW-480 s)
+    // the datapoint is outside the 300 s window of the other rule: no value, never 0
+    expect(short.status).toBe(503);
+    expect(short.body.message).toMatch(/no datapoint in the last 300 s.*no value is reported/);
+  });
+
+  it("coalesces identical concurrent reads into one query", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 8 }]);
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const answers = await Promise.all(Array.from({ length: 25 }, () => read(bridge, "sqs_visible", "queue=jobs")));
+    for (const a of answers) expect(a.body.items[0].value).toBe("8");
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(cw.getMetricDataCalls[0]!.body.MetricDataQueries).toHaveLength(1);
+  });
+
+  it("never puts more than maxQueriesPerCall queries in one call", async () => {
+    const queues = Array.from({ length: 12 }, (_, i) => `m${i}`);
+    queues.forEach((q) => cw.put(sqs(q), [{ at: NOW - 90_000, value: 1 }]));
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE, "    maxQueriesPerCall: 5"));
+    const answers = await Promise.all(queues.map((q) => read(bridge, "sqs_visible", `queue=${q}`)));
+    for (const a of answers) expect(a.status).toBe(200);
+    expect(cw.getMetricDataCalls.map((c) => c.body.MetricDataQueries.length)).toEqual([5, 5, 2]);
+  });
+
+  it("re-uses a read for cacheTTLSeconds, then reads again", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 8 }]);
+    const { bridge, clock } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    expect((await read(bridge, "sqs_visible", "queue=jobs")).body.items[0].value).toBe("8");
+    cw.put(sqs("jobs"), [{ at: NOW + 5_000, value: 20 }]);
+    clock.now += 9_000;
+    expect((await read(bridge, "sqs_visible", "queue=jobs")).body.items[0].value).toBe("8");
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    clock.now += 2_000; // 11 s > cacheTTLSeconds
+    const fresh = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(fresh.body.items[0]).toMatchObject({ value: "20", timestamp: iso(NOW + 11_000) });
+    expect(cw.getMetricDataCalls).toHaveLength(2);
+  });
+
+  it("a selector naming several series succeeds only if all of them do; the failing query fails only its own reads", async () => {
+    cw.put(sqs("good"), [{ at: NOW - 90_000, value: 2 }]);
+    cw.put(sqs("other"), [{ at: NOW - 90_000, value: 3 }]);
+    // "empty" has no datapoint
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const [both, good, other] = await Promise.all([
+      read(bridge, "sqs_visible", "queue in (good,empty)"),
+      read(bridge, "sqs_visible", "queue=good"),
+      read(bridge, "sqs_visible", "queue in (good,other)"),
+    ]);
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(both.status).toBe(503);
+    expect(both.body.message).toMatch(/QueueName=empty.*no datapoint/);
+    expect(good.body.items.map((i: any) => i.value)).toEqual(["2"]);
+    expect(other.body.items.map((i: any) => [i.metricLabels.queue, i.value])).toEqual([
+      ["good", "2"],
+      ["other", "3"],
+    ]);
+  });
+
+  it("per-query StatusCode Forbidden is 500 and InternalError 503, for those reads only", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 6 }]);
+    cw.failMetric("CPUUtilization", "Forbidden");
+    cw.failMetric("NetworkIn", "InternalError");
+    const rules = `${SQS_RULE}
+  - name: cpu
+    provider: cw
+    query: { namespace: AWS/EC2, metricName: CPUUtilization, stat: Average, period: 60, accountId: "123456789012" }
+  - name: net
+    provider: cw
+    query: { namespace: AWS/EC2, metricName: NetworkIn, stat: Sum, period: 300 }
+`;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, rules));
+    const [ok, cpu, net] = await Promise.all([read(bridge, "sqs_visible", "queue=jobs"), read(bridge, "cpu", ""), read(bridge, "net", "")]);
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(cw.getMetricDataCalls[0]!.body.MetricDataQueries.find((q: any) => q.MetricStat.Metric.MetricName === "CPUUtilization").AccountId).toBe("123456789012");
+    expect(ok.body.items[0].value).toBe("6");
+    expect(cpu.status).toBe(500);
+    expect(cpu.body.message).toMatch(/provider cw: GetMetricData for metric cpu .*Forbidden/);
+    expect(net.status).toBe(503);
+    expect(net.headers.get("retry-after")).not.toBeNull();
+    expect(net.body.message).toMatch(/InternalError/);
+  });
+
+  it("onEmpty: 503 by default, 404 when asked, and a written value only when the rule's author wrote one", async () => {
+    const rules = `${SQS_RULE}
+  - name: sqs_visible_404
+    provider: cw
+    query: { namespace: AWS/SQS, metricName: ApproximateNumberOfMessagesVisible, stat: Maximum, period: 60, dimensionLabels: { queue: QueueName }, onEmpty: notFound }
+  - name: sqs_visible_idle_is_zero
+    provider: cw
+    query: { namespace: AWS/SQS, metricName: ApproximateNumberOfMessagesVisible, stat: Maximum, period: 60, dimensionLabels: { queue: QueueName }, onEmpty: { value: "0" } }
+`;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, rules));
+    const [unavailable, missing, zero] = await Promise.all([
+      read(bridge, "sqs_visible", "queue=idle"),
+      read(bridge, "sqs_visible_404", "queue=idle"),
+      read(bridge, "sqs_visible_idle_is_zero", "queue=idle"),
+    ]);
+    expect(unavailable.status).toBe(503);
+    expect(unavailable.headers.get("retry-after")).not.toBeNull();
+    expect(missing.status).toBe(404);
+    expect(missing.body.message).toMatch(/no datapoint in the last 300 s/);
+    expect(zero.status).toBe(200);
+    expect(zero.body.items[0]).toEqual({ metricName: "sqs_visible_idle_is_zero", metricLabels: { queue: "idle" }, timestamp: iso(NOW), value: "0" });
+  });
+
+  it("refuses a datapoint older than maxAgeSeconds even inside the look-back window", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 280_000, value: 6 }]);
+    const text = config(cw.endpoint, SQS_RULE).replace("maxAgeSeconds: 600", "maxAgeSeconds: 120");
+    const a = await read(bridgeWithClock(text).bridge, "sqs_visible", "queue=jobs");
+    expect(a.status).toBe(503);
+    expect(a.body.message).toMatch(/older than maxAgeSeconds \(120\)/);
+  });
+
+  it("evaluates a metric-math expression, batched beside other rules with its ids renamed", async () => {
+    const dims = { TargetGroup: "targetgroup/web/6d0ecf831eec9f09", LoadBalancer: "app/web/50dc6c495c0c9188" };
+    cw.put({ namespace: "AWS/ApplicationELB", metricName: "RequestCount", dimensions: dims }, [
+      { at: NOW - 100_000, value: 300 },
+      { at: NOW - 95_000, value: 300 },
+    ]);
+    cw.put({ namespace: "AWS/ApplicationELB", metricName: "HealthyHostCount", dimensions: dims }, [{ at: NOW - 100_000, value: 4 }]);
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 6 }]);
+    const rules = `${SQS_RULE}
+  - name: alb_requests_per_healthy_host
+    provider: cw
+    query:
+      expression: "requests / (hosts * 1)"
+      metrics:
+        requests: { namespace: AWS/ApplicationELB, metricName: RequestCount, stat: Sum, dimensions: { LoadBalancer: app/web/50dc6c495c0c9188 } }
+        hosts: { namespace: AWS/ApplicationELB, metricName: HealthyHostCount, stat: Minimum, dimensions: { LoadBalancer: app/web/50dc6c495c0c9188 } }
+      period: 60
+      dimensionLabels:
+        tg: { dimension: TargetGroup, values: { web: targetgroup/web/6d0ecf831eec9f09 } }
+`;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, rules));
+    const [sqsAnswer, alb] = await Promise.all([read(bridge, "sqs_visible", "queue=jobs"), read(bridge, "alb_requests_per_healthy_host", "tg=web")]);
+    expect(sqsAnswer.body.items[0].value).toBe("6");
+    expect(alb.status).toBe(200);
+    expect(alb.body.items[0]).toMatchObject({ value: "150", window: 60, timestamp: iso(NOW - 60_000) });
+    const queries = cw.getMetricDataCalls[0]!.body.MetricDataQueries;
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    const expression = queries.find((q: any) => q.Expression !== undefined);
+    expect(expression.Expression).toMatch(/^q\d_requests \/ \(q\d_hosts \* 1\)$/);
+    expect(queries.filter((q: any) => q.ReturnData === false)).toHaveLength(2);
+  });
+
+  it("an invalid query fails only its own reads: the rejected call is split until it stands alone", async () => {
+    cw.put(sqs("a"), [{ at: NOW - 90_000, value: 1 }]);
+    cw.put(sqs("b"), [{ at: NOW - 90_000, value: 2 }]);
+    cw.put(sqs("c"), [{ at: NOW - 90_000, value: 3 }]);
+    const rules = `${SQS_RULE}
+  - name: broken_math
+    provider: cw
+    query:
+      expression: "FOO(m1)"
+      metrics: { m1: { namespace: AWS/SQS, metricName: NumberOfMessagesSent, stat: Sum } }
+      period: 60
+`;
+    const { bridge, provider } = bridgeWithClock(config(cw.endpoint, rules));
+    const [a, broken, b, c] = await Promise.all([
+      read(bridge, "sqs_visible", "queue=a"),
+      read(bridge, "broken_math", ""),
+      read(bridge, "sqs_visible", "queue=b"),
+      read(bridge, "sqs_visible", "queue=c"),
+    ]);
+    expect([a, b, c].map((x) => x.body.items[0].value)).toEqual(["1", "2", "3"]);
+    expect(broken.status).toBe(500);
+    expect(broken.body.message).toMatch(/provider cw: GetMetricData for metric broken_math .*invalid.*Unrecognized function FOO/);
+    expect(provider.batcher.stats.splits).toBeGreaterThan(0);
+  });
+
+  it("follows NextToken pages and merges them", async () => {
+    const queues = ["p1", "p2", "p3"];
+    queues.forEach((q, i) =>
+      cw.put(sqs(q), [
+        { at: NOW - 250_000, value: 100 + i },
+        { at: NOW - 190_000, value: 200 + i },
+        { at: NOW - 70_000, value: 300 + i },
+      ]),
+    );
+    cw.pageSize = 2;
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const answers = await Promise.all(queues.map((q) => read(bridge, "sqs_visible", `queue=${q}`)));
+    expect(answers.map((a) => a.body.items[0].value)).toEqual(["300", "301", "302"]);
+    expect(cw.getMetricDataCalls).toHaveLength(1);
+    expect(cw.calls.length).toBeGreaterThanOrEqual(5); // 9 datapoints, 2 per page
+    expect(cw.calls.slice(1).every((c) => typeof c.body.NextToken === "string")).toBe(true);
+  });
+
+  it("maps whole-call failures to Status: throttling and outages 503 with Retry-After, refused credentials 500, a hang times out", async () => {
+    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE).replace("cacheTTLSeconds: 10", "cacheTTLSeconds: 0"));
+    cw.behaviour = "throttle";
+    const throttled = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(throttled.status).toBe(503);
+    expect(throttled.headers.get("retry-after")).toBe("10");
+    expect(throttled.body.message).toMatch(/provider cw: GetMetricData .* throttled/);
+    cw.behaviour = "denied";
+    const denied = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(denied.status).toBe(500);
+    expect(denied.body.message).toMatch(/provider cw: .*refused the bridge's credentials/);
+    cw.behaviour = "internal";
+    expect((await read(bridge, "sqs_visible", "queue=jobs")).status).toBe(503);
+    cw.behaviour = "garbage";
+    const garbage = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(garbage.status).toBe(503);
+    cw.behaviour = "hang";
+    const hung = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(hung.status).toBe(503);
+    expect(hung.body.message).toMatch(/timed out/);
+    for (const x of [throttled, denied, garbage, hung]) expect(x.body.items).toBeUndefined();
+  });
+
+  it("500 naming the provider when environment credentials are missing; the SDK signs with them when present", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 6 }]);
+    const text = config(cw.endpoint, SQS_RULE, "", "{ source: environment }");
+    const missing = await read(bridgeWithClock(text, {}).bridge, "sqs_visible", "queue=jobs");
+    expect(missing.status).toBe(500);
+    expect(missing.body.message).toMatch(/provider cw.*AWS_ACCESS_KEY_ID/);
+    expect(cw.calls).toHaveLength(0);
+    const present = await read(bridgeWithClock(text, { AWS_ACCESS_KEY_ID: "AKIDENV", AWS_SECRET_ACCESS_KEY: "s" }).bridge, "sqs_visible", "queue=jobs");
+    expect(present.body.items[0].value).toBe("6");
+    expect(cw.calls.map((c) => c.accessKeyId)).toEqual(["AKIDENV"]);
+  });
+
+  it("maps the selector exactly or refuses it with 400 naming the requirement, before any backend call", async () => {
+    const { bridge, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const other = await read(bridge, "sqs_visible", "queue=jobs,env=prod");
+    expect(other.status).toBe(400);
+    expect(other.body.message).toMatch(/requirement "env=prod" cannot be mapped: this rule understands only the labels "queue"/);
+    const unnamed = await read(bridge, "sqs_visible", "queue!=jobs");
+    expect(unnamed.status).toBe(400);
+    expect(unnamed.body.message).toMatch(/must name the "queue" values/);
+    const none = await read(bridge, "sqs_visible", "queue in (a,b),queue notin (a,b)");
+    expect(none.status).toBe(400);
+    expect(none.body.message).toMatch(/matches no series/);
+    expect(cw.calls).toHaveLength(0);
+    expect(provider.plan({ rule: bridge.config.metrics[0] as any, selector: { requirements: [{ key: "queue", operator: "in", values: ["a", "b"] }] }, namespace: "default" })).toBe(
+      "CloudWatch GetMetricData, newest datapoint in the last 300 s, for metric sqs_visible (AWS/SQS ApproximateNumberOfMessagesVisible Maximum/60s QueueName=a); " +
+        "metric sqs_visible (AWS/SQS ApproximateNumberOfMessagesVisible Maximum/60s QueueName=b)",
+    );
+  });
+});
