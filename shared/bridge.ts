@@ -7,6 +7,8 @@ import { createApp, type BridgeOptions } from "./app.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
 import { buildProviders } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
+import { ANONYMOUS } from "./identity.ts";
+import { signatureAuthenticator } from "./signing.ts";
 import type { Provider, RuntimeEnv } from "./providers/types.ts";
 
 /** A built bridge: its Hono app plus what it was built from (for tests and tools). */
@@ -43,8 +45,12 @@ export function fromConfig(
 ): Bridge {
   const providers = buildProviders(config.providers, runtime);
   // Policy: the local identity as caller and the ExternalMetricPolicy
-  // authorizer; an `authenticate` in options wins.
+  // authorizer; an `authenticate` in options (the proxy's verifier) wins.
+  // Request signing (`shared/signing.ts`): when BRIDGE_SIGNING_KEYS is in
+  // the environment, only a valid proxy signature establishes the caller
+  // (unsigned, tampered or stale → 401); otherwise the policy's local identity.
   const hooks = policyHooks(config);
-  const app = createApp({ config, providers, runtime, ...hooks, ...options });
+  const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
+  const app = createApp({ config, providers, runtime, ...hooks, authenticate, ...options });
   return { app, config, providers };
 }

@@ -1,0 +1,204 @@
+/**
+ * The proxy's Hono app, served over HTTPS by `server.ts`.
+ *
+ * | path | answer |
+ * |---|---|
+ * | `GET /healthz`, `/livez` | `ok` (no authentication: kubelet probes) |
+ * | `GET /readyz` | `ok` when the authentication ConfigMap is loaded and a backend answers discovery, else 503 |
+ * | `GET /apis`, `/apis/external.metrics.k8s.io` | APIGroupList / APIGroup (plain JSON, so aggregated discovery falls back) |
+ * | `GET /apis/external.metrics.k8s.io/v1beta1` | merged APIResourceList of all backends |
+ * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}` | forwarded to the routed backend |
+ * | `GET /metrics` | Prometheus text |
+ * | anything else | 404 Status (405 for other methods) |
+ *
+ * Every path except the probes is authenticated (front proxy, client
+ * certificate, bearer token, anonymous) and authorized (SubjectAccessReview)
+ * first, as kube-apiserver's filter chain does. Every answer carries
+ * `X-Request-Id`, which is also sent (signed) to the backend and logged on both sides.
+ */
+import type { HttpBindings } from "@hono/node-server";
+import { Hono, type Context } from "hono";
+import type { TLSSocket } from "node:tls";
+import type { Caller } from "../../shared/identity.ts";
+import { StatusError, toStatusError } from "../../shared/k8s/status.ts";
+import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../../shared/k8s/types.ts";
+import { decodeMetricName } from "../../shared/metric-name.ts";
+import type { Authenticator } from "./authenticate.ts";
+import type { Authorizer } from "./authorize.ts";
+import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from "./forward.ts";
+import type { Logger } from "./log.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+import { requestInfo } from "./request-info.ts";
+
+/** What the app needs. */
+export interface ProxyAppDeps {
+  authenticator: Authenticator;
+  authorizer: Authorizer;
+  forwarder: Forwarder;
+  metrics: ProxyMetrics;
+  log: Logger;
+  /** why the proxy is not ready (empty when ready) */
+  notReady: () => string[];
+}
+
+type Env = {
+  Bindings: HttpBindings;
+  Variables: {
+    requestId: string;
+    caller?: Caller;
+    authn?: string;
+    kind: string;
+    metric?: string;
+    backend?: string;
+    cache?: string;
+    error?: StatusError;
+  };
+};
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Build the proxy app. */
+export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
+  const { authenticator, authorizer, forwarder, metrics, log } = deps;
+  const app = new Hono<Env>();
+
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    const offered = c.req.header("x-request-id") ?? c.req.header("audit-id");
+    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : crypto.randomUUID();
+    c.set("requestId", requestId);
+    c.set("kind", "other");
+    c.header("X-Request-Id", requestId);
+    await next();
+    const code = c.res.status;
+    const kind = c.get("kind");
+    const seconds = (performance.now() - started) / 1000;
+    const metric = c.get("metric");
+    metrics.requests.inc({ code: String(code), kind, metric: metric !== undefined ? forwarder.metricLabel(metric) : "" });
+    metrics.requestDuration.observe({ kind }, seconds);
+    if (kind === "probe") return;
+    const error = c.get("error");
+    log({
+      level: code >= 500 ? "error" : code >= 400 ? "warn" : "info",
+      msg: "request",
+      requestId,
+      method: c.req.method,
+      path: c.req.path,
+      code,
+      durationMs: Math.round(seconds * 1000 * 10) / 10,
+      ...(c.get("caller") ? { user: c.get("caller")!.user, authn: c.get("authn") } : {}),
+      ...(metric !== undefined ? { metric } : {}),
+      ...(c.get("backend") ? { backend: c.get("backend") } : {}),
+      ...(c.get("cache") ? { cache: c.get("cache") } : {}),
+      ...(error ? { error: error.message, ...(error.cause ? { cause: String((error.cause as Error)?.message ?? error.cause) } : {}) } : {}),
+    });
+  });
+
+  app.onError((err, c) => {
+    const status = toStatusError(err);
+    c.set("error", status);
+    if (!(err instanceof StatusError)) log({ level: "error", msg: "unhandled error", requestId: c.get("requestId"), error: String(err) });
+    if (status.code === 403) metrics.denials.inc({ source: err instanceof BackendStatusError ? "policy" : "rbac" });
+    if (err instanceof BackendStatusError) {
+      c.set("backend", err.backend);
+      return send(c, { status: err.code, body: err.body, headers: err.passHeaders });
+    }
+    return send(c, { status: status.code, body: JSON.stringify(status.toStatus()), headers: status.headers() });
+  });
+
+  for (const path of ["/healthz", "/livez"]) {
+    app.get(path, (c) => {
+      c.set("kind", "probe");
+      return c.text("ok");
+    });
+  }
+  app.get("/readyz", (c) => {
+    c.set("kind", "probe");
+    const reasons = deps.notReady();
+    return reasons.length === 0 ? c.text("ok") : c.text(`not ready: ${reasons.join("; ")}`, 503);
+  });
+
+  // Authentication and authorization of everything else.
+  app.use("*", async (c, next) => {
+    const incoming = c.env?.incoming;
+    const socket = incoming?.socket as TLSSocket | undefined;
+    let who;
+    try {
+      who = await authenticator.authenticate({
+        ...(socket && "getPeerCertificate" in socket ? { socket } : {}),
+        rawHeaders: incoming?.rawHeaders ?? flatHeaders(c.req.raw.headers),
+      });
+    } catch (err) {
+      if (err instanceof StatusError && err.code === 401) metrics.authentications.inc({ method: "failed" });
+      throw err;
+    }
+    metrics.authentications.inc({ method: who.method });
+    c.set("caller", who.caller);
+    c.set("authn", who.method);
+    const info = requestInfo(c.req.method, new URL(c.req.url));
+    try {
+      const decision = await authorizer.authorize(who.caller, info);
+      metrics.authorizations.inc({ by: decision.by, decision: "allow" });
+    } catch (err) {
+      if (err instanceof StatusError && err.code === 403) metrics.authorizations.inc({ by: "review", decision: "deny" });
+      throw err;
+    }
+    await next();
+  });
+
+  app.get("/metrics", async (c) => {
+    c.set("kind", "metrics");
+    return c.body(await metrics.registry.metrics(), 200, { "Content-Type": metrics.registry.contentType });
+  });
+  app.get("/apis", (c) => send(c, json(apiGroupList())));
+  app.get(`/apis/${GROUP}`, (c) => {
+    const gv = { groupVersion: GROUP_VERSION, version: VERSION };
+    return send(c, json({ kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv }));
+  });
+  const discovery = async (c: Context<Env>) => {
+    c.set("kind", "discovery");
+    const answer = await forwarder.discovery(c.get("caller")!, c.get("requestId"));
+    c.set("cache", answer.cache);
+    return send(c, answer);
+  };
+  app.get(DISCOVERY_PATH, discovery);
+  app.get(`${DISCOVERY_PATH}/`, discovery);
+
+  app.get(`${DISCOVERY_PATH}/*`, async (c) => {
+    const url = new URL(c.req.url);
+    const segments = url.pathname.split("/").slice(1); // apis, group, version, namespaces, ns, metric
+    if (segments.length !== 6 || segments[3] !== "namespaces" || segments[4] === "") {
+      throw new StatusError(404, `the server could not find the requested resource (${c.req.path})`);
+    }
+    c.set("kind", "values");
+    const metric = decodeMetricName(segments[5]!);
+    c.set("metric", metric.key);
+    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search }, metric);
+    c.set("backend", answer.backend);
+    c.set("cache", answer.cache);
+    return send(c, answer);
+  });
+
+  app.all("*", (c) => {
+    throw c.req.method === "GET" || c.req.method === "HEAD"
+      ? new StatusError(404, `the server could not find the requested resource (${c.req.method} ${c.req.path})`)
+      : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`);
+  });
+  return app;
+}
+
+function json(body: unknown): Answer {
+  return { status: 200, body: JSON.stringify(body), headers: {} };
+}
+
+function send(c: Context<Env>, answer: Answer): Response {
+  for (const [k, v] of Object.entries(answer.headers)) c.header(k, v);
+  return c.body(answer.body, answer.status as 200, { "Content-Type": "application/json", "Cache-Control": "no-store" });
+}
+
+/** Fallback for non-Node callers (tests using `app.request`): headers as raw pairs. */
+function flatHeaders(headers: Headers): string[] {
+  const out: string[] = [];
+  headers.forEach((value, name) => out.push(name, value));
+  return out;
+}

@@ -1,0 +1,201 @@
+/**
+ * The cluster's authentication configuration for aggregated API servers:
+ * ConfigMap `kube-system/extension-apiserver-authentication`, published by
+ * kube-apiserver, read and then followed with a list+watch (the
+ * `@kubernetes/client-node` `ListWatch` informer), as apiserver's
+ * `DelegatingAuthenticationOptions` does (`pkg/server/options/authentication.go`,
+ * `pkg/authentication/request/headerrequest/requestheader_controller.go`,
+ * `dynamiccertificates/configmap_cafile_content.go`).
+ *
+ * Keys: `client-ca-file` and `requestheader-client-ca-file` (PEM bundles);
+ * `requestheader-allowed-names`, `requestheader-username-headers`,
+ * `requestheader-uid-headers`, `requestheader-group-headers`,
+ * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
+ * absent = none).
+ */
+import { ListWatch, Watch, CoreV1Api, type KubeConfig, type V1ConfigMap } from "@kubernetes/client-node";
+import { certificatesFromPem } from "./certs.ts";
+import { certPool, type CertPool } from "./client-cert.ts";
+import type { Logger } from "./log.ts";
+
+/** Namespace and name of the ConfigMap kube-apiserver publishes. */
+export const AUTHENTICATION_CONFIGMAP = { namespace: "kube-system", name: "extension-apiserver-authentication" } as const;
+
+/** Front-proxy (request header) authentication settings. */
+export interface RequestHeaderConfig {
+  /** CAs a front-proxy client certificate must chain to */
+  pool: CertPool;
+  /** CNs allowed to assert identity headers; empty = any verified certificate */
+  allowedNames: string[];
+  usernameHeaders: string[];
+  uidHeaders: string[];
+  groupHeaders: string[];
+  extraPrefixes: string[];
+}
+
+/** One version of the authentication configuration. */
+export interface AuthenticationConfig {
+  /** CAs for plain client-certificate authentication; undefined = off */
+  clientCA?: CertPool;
+  /** front-proxy authentication; undefined = off (no `requestheader-client-ca-file`) */
+  requestHeader?: RequestHeaderConfig;
+  /** increases with every change (verification results are cached per generation) */
+  generation: number;
+}
+
+/**
+ * Parse the ConfigMap's data.
+ *
+ * @param data the ConfigMap's `data` (undefined when the ConfigMap does not exist)
+ * @throws Error naming the key whose JSON list or PEM bundle is malformed
+ */
+export async function parseAuthenticationConfig(
+  data: Readonly<Record<string, string>> | undefined,
+  generation: number,
+): Promise<AuthenticationConfig> {
+  const config: AuthenticationConfig = { generation };
+  if (data === undefined) return config;
+  const clientCA = pemPool(data, "client-ca-file");
+  if (clientCA !== undefined) config.clientCA = await clientCA;
+  const requestHeaderCA = pemPool(data, "requestheader-client-ca-file");
+  if (requestHeaderCA !== undefined) {
+    config.requestHeader = {
+      pool: await requestHeaderCA,
+      allowedNames: stringList(data, "requestheader-allowed-names"),
+      usernameHeaders: stringList(data, "requestheader-username-headers"),
+      uidHeaders: stringList(data, "requestheader-uid-headers"),
+      groupHeaders: stringList(data, "requestheader-group-headers"),
+      extraPrefixes: stringList(data, "requestheader-extra-headers-prefix"),
+    };
+  }
+  return config;
+}
+
+function pemPool(data: Readonly<Record<string, string>>, key: string): Promise<CertPool> | undefined {
+  const pem = data[key];
+  if (pem === undefined || pem.trim() === "") return undefined;
+  let certs;
+  try {
+    certs = certificatesFromPem(pem);
+  } catch (err) {
+    throw new Error(`${key}: not a PEM certificate bundle: ${(err as Error).message}`);
+  }
+  if (certs.length === 0) throw new Error(`${key}: holds no PEM CERTIFICATE block`);
+  return certPool(certs);
+}
+
+/** apiserver's `deserializeStrings`: "" → none, else a JSON array of strings. */
+function stringList(data: Readonly<Record<string, string>>, key: string): string[] {
+  const text = data[key];
+  if (text === undefined || text === "") return [];
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Error(`${key}: not a JSON array of strings`);
+  }
+  if (value === null) return [];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) throw new Error(`${key}: not a JSON array of strings`);
+  return value;
+}
+
+/** Where the proxy gets the authentication configuration from. */
+export interface AuthenticationConfigSource {
+  /** the newest valid configuration; undefined until the first load */
+  current(): AuthenticationConfig | undefined;
+  stop(): Promise<void>;
+}
+
+/** A fixed configuration (tests, or a cluster without aggregation authentication). */
+export function staticAuthenticationConfig(config: AuthenticationConfig): AuthenticationConfigSource {
+  return { current: () => config, stop: async () => {} };
+}
+
+/**
+ * Follow the ConfigMap through the Kubernetes API.
+ *
+ * The first list decides readiness: {@link AuthenticationConfigSource.current}
+ * stays undefined until it answered. A ConfigMap that does not exist (or is
+ * deleted) turns certificate authentication off — fail closed — until it
+ * appears. A malformed update is logged and the previous configuration kept.
+ * Watch errors restart the informer with a backoff (1 s doubling to 30 s).
+ *
+ * @param options.onChange called after every change that was applied
+ */
+export function watchAuthenticationConfig(
+  kc: KubeConfig,
+  log: Logger,
+  options: { onChange?: (config: AuthenticationConfig) => void; namespace?: string; name?: string } = {},
+): AuthenticationConfigSource {
+  const namespace = options.namespace ?? AUTHENTICATION_CONFIGMAP.namespace;
+  const name = options.name ?? AUTHENTICATION_CONFIGMAP.name;
+  const core = kc.makeApiClient(CoreV1Api);
+  const fieldSelector = `metadata.name=${name}`;
+  let current: AuthenticationConfig | undefined;
+  let generation = 0;
+  let stopped = false;
+  let retryMs = 1000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // Parses are serialized so an older object never overwrites a newer one.
+  let chain = Promise.resolve();
+
+  const apply = (object: V1ConfigMap | undefined) => {
+    chain = chain.then(async () => {
+      try {
+        const next = await parseAuthenticationConfig(object?.data, ++generation);
+        current = next;
+        log({
+          level: "info",
+          msg: "authentication configuration loaded",
+          configMap: `${namespace}/${name}`,
+          exists: object !== undefined,
+          frontProxy: next.requestHeader !== undefined,
+          clientCA: next.clientCA !== undefined,
+          resourceVersion: object?.metadata?.resourceVersion,
+        });
+        options.onChange?.(next);
+      } catch (err) {
+        log({ level: "error", msg: "authentication configuration rejected; keeping the previous one", configMap: `${namespace}/${name}`, error: (err as Error).message });
+        // A first load that fails still counts as loaded: certificate authentication stays off.
+        current ??= { generation };
+      }
+    });
+  };
+
+  const informer = new ListWatch<V1ConfigMap>(
+    `/api/v1/namespaces/${namespace}/configmaps`,
+    new Watch(kc),
+    async () => {
+      const list = await core.listNamespacedConfigMap({ namespace, fieldSelector });
+      retryMs = 1000;
+      if (!list.items.some((c) => c.metadata?.name === name)) apply(undefined);
+      return list;
+    },
+    false,
+    undefined,
+    fieldSelector,
+  );
+  informer.on("add", (obj) => apply(obj));
+  informer.on("update", (obj) => apply(obj));
+  informer.on("delete", () => apply(undefined));
+  informer.on("error", (err) => {
+    if (stopped) return;
+    log({ level: "warn", msg: "watch of the authentication ConfigMap failed; retrying", error: String((err as Error)?.message ?? err), retryMs });
+    timer = setTimeout(() => {
+      if (!stopped) informer.start().catch(() => {});
+    }, retryMs);
+    timer.unref?.();
+    retryMs = Math.min(retryMs * 2, 30_000);
+  });
+  informer.start().catch(() => {});
+
+  return {
+    current: () => current,
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await informer.stop();
+      await chain;
+    },
+  };
+}

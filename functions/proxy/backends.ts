@@ -1,0 +1,179 @@
+/**
+ * HTTP(S) clients for the proxy's backends, on Node's `http`/`https` with a
+ * keep-alive agent per backend (its CA, client certificate, server name).
+ *
+ * - `bridge` backends (a Worker URL, a Lambda Function URL, an in-cluster
+ *   Node service) get the caller's identity in headers signed with the first
+ *   key of `BRIDGE_SIGNING_KEYS` (`shared/signing.ts`).
+ * - `passthrough` backends (an existing adapter such as KEDA's metrics
+ *   server) get the proxy's own credentials: a bearer token read from a file
+ *   (the ServiceAccount token; re-read every 30 s so projected tokens rotate)
+ *   and/or a client certificate. The adapter authorizes the proxy's
+ *   ServiceAccount; the caller was already authorized by the proxy.
+ *
+ * Every call has the backend's timeout (≤ 4.5 s, under the aggregator's 5 s)
+ * for the whole exchange, and a 4 MiB response limit. Failures are
+ * {@link BackendError}s with a kind the caller maps to a Status.
+ */
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import type { Caller } from "../../shared/identity.ts";
+import { signRequest, type SigningKey } from "../../shared/signing.ts";
+import type { BackendConfig } from "./config.ts";
+
+/** Largest backend answer read, bytes. */
+export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+const TOKEN_REREAD_MS = 30_000;
+
+/** A backend's answer. */
+export interface BackendResponse {
+  status: number;
+  /** lowercase header names */
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** Why a backend call failed. */
+export type BackendErrorKind = "timeout" | "connect" | "protocol" | "too-large" | "unsigned";
+
+/** A failed backend call (no HTTP answer to pass on). */
+export class BackendError extends Error {
+  readonly kind: BackendErrorKind;
+  readonly backend: string;
+  constructor(backend: string, kind: BackendErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "BackendError";
+    this.backend = backend;
+    this.kind = kind;
+  }
+}
+
+/** What a request to a backend carries. */
+export interface BackendRequest {
+  /** path and query, e.g. `/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m?labelSelector=…` */
+  pathAndQuery: string;
+  /** the authenticated caller (signed to bridge backends) */
+  caller: Caller;
+  requestId: string;
+}
+
+/** Options shared by all backends. */
+export interface BackendClientOptions {
+  /** current signing keys (first signs); undefined = none configured */
+  signingKeys: () => readonly SigningKey[] | undefined;
+  now?: () => number;
+}
+
+/** One backend's client. */
+export class BackendClient {
+  readonly name: string;
+  readonly config: BackendConfig;
+  readonly #base: URL;
+  readonly #agent: http.Agent;
+  readonly #options: BackendClientOptions;
+  #token: { value: string; readAt: number } | undefined;
+
+  constructor(config: BackendConfig, options: BackendClientOptions) {
+    this.name = config.name;
+    this.config = config;
+    this.#options = options;
+    this.#base = new URL(config.url);
+    if (this.#base.protocol === "https:") {
+      this.#agent = new https.Agent({
+        keepAlive: true,
+        maxSockets: 64,
+        rejectUnauthorized: !config.insecureSkipTLSVerify,
+        ...(config.caFile ? { ca: readFileSync(config.caFile, "utf8") } : {}),
+        ...(config.clientCertFile ? { cert: readFileSync(config.clientCertFile, "utf8") } : {}),
+        ...(config.clientKeyFile ? { key: readFileSync(config.clientKeyFile, "utf8") } : {}),
+        ...(config.serverName ? { servername: config.serverName } : {}),
+      });
+    } else {
+      this.#agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+    }
+  }
+
+  /** The timeout of one call, ms. */
+  get timeoutMs(): number {
+    return Math.round(this.config.timeoutSeconds * 1000);
+  }
+
+  /**
+   * GET `request.pathAndQuery` from the backend.
+   *
+   * @throws BackendError `timeout` (no full answer within the timeout),
+   *   `connect` (refused, reset, DNS, TLS), `too-large`, `protocol`, or
+   *   `unsigned` (a bridge backend but no signing key configured)
+   */
+  async get(request: BackendRequest): Promise<BackendResponse> {
+    const url = new URL(this.#base.pathname.replace(/\/+$/, "") + request.pathAndQuery, this.#base);
+    const headers: Record<string, string> = { accept: "application/json", "x-request-id": request.requestId, "user-agent": "external-metrics-bridge-proxy" };
+    if (this.config.type === "bridge") {
+      const key = this.#options.signingKeys()?.[0];
+      if (key === undefined) throw new BackendError(this.name, "unsigned", `backend ${this.name} is a bridge backend but BRIDGE_SIGNING_KEYS is not set`);
+      Object.assign(
+        headers,
+        await signRequest({ method: "GET", url: url.href, caller: request.caller, requestId: request.requestId }, key, (this.#options.now ?? Date.now)()),
+      );
+    } else {
+      const token = this.#bearerToken();
+      if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
+    }
+    return this.#send(url, headers);
+  }
+
+  #bearerToken(): string | undefined {
+    const file = this.config.bearerTokenFile;
+    if (file === undefined) return undefined;
+    const now = Date.now();
+    if (this.#token === undefined || now - this.#token.readAt > TOKEN_REREAD_MS) {
+      this.#token = { value: readFileSync(file, "utf8").trim(), readAt: now };
+    }
+    return this.#token.value;
+  }
+
+  #send(url: URL, headers: Record<string, string>): Promise<BackendResponse> {
+    const transport = url.protocol === "https:" ? https : http;
+    const timeoutMs = this.timeoutMs;
+    return new Promise<BackendResponse>((resolve, reject) => {
+      let settled = false;
+      const fail = (err: BackendError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        req.destroy();
+        reject(err);
+      };
+      const req = transport.request(url, { method: "GET", headers, agent: this.#agent }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) fail(new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`));
+          else chunks.push(chunk);
+        });
+        res.on("end", () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          const out: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
+          resolve({ status: res.statusCode ?? 0, headers: out, body: Buffer.concat(chunks) });
+        });
+        res.on("error", (err) => fail(new BackendError(this.name, "connect", `backend ${this.name}: ${err.message}`, { cause: err })));
+      });
+      const timer = setTimeout(
+        () => fail(new BackendError(this.name, "timeout", `backend ${this.name} did not answer within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      req.on("error", (err) => fail(new BackendError(this.name, "connect", `backend ${this.name} is unreachable: ${err.message}`, { cause: err })));
+      req.end();
+    });
+  }
+
+  /** Close idle keep-alive connections. */
+  close(): void {
+    this.#agent.destroy();
+  }
+}

@@ -1,0 +1,167 @@
+/**
+ * X.509 certificates for the proxy through @peculiar/x509 and WebCrypto:
+ * a CA, certificates it issues (serving, client), PEM encoding, and PEM
+ * bundle parsing. ECDSA P-256 with SHA-256, which Go's crypto/tls (the
+ * kube-aggregator's client) and Node's OpenSSL both accept.
+ */
+import { x509 } from "./x509.ts";
+
+
+const KEY_ALGORITHM: EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" };
+const SIGNING_ALGORITHM: EcdsaParams = { name: "ECDSA", hash: "SHA-256" };
+const DAY_MS = 24 * 3600 * 1000;
+
+/** A certificate with its key pair and their PEM forms. */
+export interface IssuedCertificate {
+  cert: x509.X509Certificate;
+  keys: CryptoKeyPair;
+  /** PEM `CERTIFICATE` */
+  certPem: string;
+  /** PEM `PRIVATE KEY` (PKCS #8) */
+  keyPem: string;
+}
+
+/** What {@link issueCertificate} puts in a certificate. */
+export interface CertificateOptions {
+  commonName: string;
+  /** subject O= values (Kubernetes groups for client certificates) */
+  organizations?: string[];
+  dnsNames?: string[];
+  ipAddresses?: string[];
+  /**
+   * extended key usages; `undefined` omits the extension (which Go's
+   * crypto/x509 treats as "any usage")
+   */
+  usages?: ("serverAuth" | "clientAuth")[];
+  /** validity from `notBefore` (default now − 1 h), days (default 365) */
+  validDays?: number;
+  notBefore?: Date;
+  /** make it an intermediate CA */
+  isCA?: boolean;
+}
+
+/**
+ * Create a self-signed CA (basicConstraints CA:true, keyCertSign).
+ *
+ * @param validDays validity in days (default 3650)
+ */
+export async function createCA(commonName: string, validDays = 3650): Promise<IssuedCertificate> {
+  const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
+  const notBefore = new Date(Date.now() - 3600_000);
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: randomSerial(),
+    name: new x509.Name([{ CN: [commonName] }]),
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + validDays * DAY_MS),
+    keys,
+    signingAlgorithm: SIGNING_ALGORITHM,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  return finish(cert, keys);
+}
+
+/**
+ * Issue a certificate signed by `ca`.
+ *
+ * @throws Error from WebCrypto when key generation or signing fails
+ */
+export async function issueCertificate(ca: IssuedCertificate, options: CertificateOptions): Promise<IssuedCertificate> {
+  const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
+  const notBefore = options.notBefore ?? new Date(Date.now() - 3600_000);
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(options.isCA === true, undefined, true),
+    new x509.KeyUsagesExtension(
+      options.isCA === true
+        ? x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature
+        : x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
+      true,
+    ),
+    await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    await x509.AuthorityKeyIdentifierExtension.create(ca.keys.publicKey),
+  ];
+  if (options.usages !== undefined) {
+    extensions.push(new x509.ExtendedKeyUsageExtension(options.usages.map((u) => x509.ExtendedKeyUsage[u])));
+  }
+  const names = [
+    ...(options.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
+    ...(options.ipAddresses ?? []).map((value) => ({ type: "ip" as const, value })),
+  ];
+  if (names.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(names));
+  const subject: x509.JsonName = [{ CN: [options.commonName] }];
+  if (options.organizations !== undefined && options.organizations.length > 0) subject.push({ O: options.organizations });
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: randomSerial(),
+    subject: new x509.Name(subject),
+    issuer: ca.cert.subjectName,
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + (options.validDays ?? 365) * DAY_MS),
+    publicKey: keys.publicKey,
+    signingKey: ca.keys.privateKey,
+    signingAlgorithm: SIGNING_ALGORITHM,
+    extensions,
+  });
+  return finish(cert, keys);
+}
+
+/**
+ * The DNS names the kube-aggregator may dial a Service by: it verifies
+ * `<service>.<namespace>.svc` (kube-aggregator `pkg/apiserver/handler_proxy.go`,
+ * `ServerName`); the shorter and longer forms serve other in-cluster clients.
+ */
+export function serviceDnsNames(service: string, namespace: string): string[] {
+  return [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
+}
+
+/**
+ * A fresh CA and a serving certificate for a Service (plus `localhost` and
+ * 127.0.0.1 for probes and local runs).
+ *
+ * @param validDays serving certificate validity, days
+ */
+export async function generateServingCertificate(
+  service: string,
+  namespace: string,
+  validDays = 365,
+): Promise<{ ca: IssuedCertificate; serving: IssuedCertificate }> {
+  const ca = await createCA(`${service}.${namespace}.svc-ca@${Math.floor(Date.now() / 1000)}`);
+  const serving = await issueCertificate(ca, {
+    commonName: `${service}.${namespace}.svc`,
+    dnsNames: [...serviceDnsNames(service, namespace), "localhost"],
+    ipAddresses: ["127.0.0.1"],
+    usages: ["serverAuth"],
+    validDays,
+  });
+  return { ca, serving };
+}
+
+/**
+ * Parse every `CERTIFICATE` block of a PEM bundle (other blocks are skipped).
+ *
+ * @throws Error when a certificate block does not parse
+ */
+export function certificatesFromPem(pem: string): x509.X509Certificate[] {
+  return x509.PemConverter.decodeWithHeaders(pem)
+    .filter((block) => block.type === x509.PemConverter.CertificateTag)
+    .map((block) => new x509.X509Certificate(block.rawData));
+}
+
+async function finish(cert: x509.X509Certificate, keys: CryptoKeyPair): Promise<IssuedCertificate> {
+  const pkcs8 = await crypto.subtle.exportKey("pkcs8", keys.privateKey);
+  return {
+    cert,
+    keys,
+    certPem: cert.toString("pem"),
+    keyPem: x509.PemConverter.encode(pkcs8, "PRIVATE KEY"),
+  };
+}
+
+/** A positive random 16-byte serial number in hex (RFC 5280 §4.1.2.2). */
+function randomSerial(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[0] = bytes[0]! & 0x7f;
+  return Buffer.from(bytes).toString("hex");
+}

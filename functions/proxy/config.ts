@@ -1,0 +1,201 @@
+/**
+ * The proxy's configuration: one `kind: ProxyConfig` YAML document naming
+ * backends, the ordered routes from metric-name patterns to backends, an
+ * optional pass-through backend for metrics no route claims, and cache
+ * settings. Validated with zod; every error names file:line:column and the
+ * field path (`shared/config/yaml.ts`). Signing keys are never here: they come
+ * from `BRIDGE_SIGNING_KEYS` in the environment (`shared/signing.ts`).
+ *
+ * ```yaml
+ * apiVersion: external-metrics-bridge.io/v1alpha1
+ * kind: ProxyConfig
+ * backends:
+ *   aws:  { url: "https://emb.example.workers.dev" }                 # a bridge function: signed
+ *   gcp:  { url: "https://abc.lambda-url.eu-west-1.on.aws", timeoutSeconds: 4 }
+ *   keda: { url: "https://keda-operator-metrics-apiserver.keda.svc", type: passthrough,
+ *           caFile: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt,
+ *           bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token }
+ * routes:                       # first whole-name match (RE2, case-insensitive) wins
+ *   - { metric: "queue_.*", backend: aws }
+ *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
+ * passthrough: keda             # metrics no route claims (optional)
+ * cache: { ttlSeconds: 2, maxEntries: 10000 }
+ * ```
+ */
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
+import { compileMetricPattern, PatternError, type MetricPattern } from "../../shared/policy/regex.ts";
+
+/**
+ * API group/version of ProxyConfig: the project's own, equal to
+ * `CONFIG_API_VERSION` of `shared/config/config.ts` (not imported: that
+ * module loads every provider and its cloud SDK, which the proxy never
+ * needs; test/infra.test.ts checks they agree).
+ */
+export const PROXY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
+
+/**
+ * Longest per-backend timeout, seconds: under the aggregator's 5 s
+ * (kube-aggregator `pkg/apiserver/handler_proxy.go` discovery/availability
+ * checks time out at 5 s; the HPA's client uses the same budget).
+ */
+export const MAX_BACKEND_TIMEOUT_SECONDS = 4.5;
+/** Default per-backend timeout, seconds. */
+export const DEFAULT_BACKEND_TIMEOUT_SECONDS = 3;
+
+const backendSchema = z.strictObject({
+  /** base URL; the request path is appended (`https://host[:port][/prefix]`) */
+  url: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "must be an http:// or https:// URL")
+    .refine((u) => !/[?#]/.test(u), "must not contain a query or fragment"),
+  /**
+   * `bridge`: an external-metrics-bridge function; requests are signed with
+   * BRIDGE_SIGNING_KEYS and carry the caller's identity.
+   * `passthrough`: an existing adapter (e.g. KEDA's metrics server) reached
+   * with the proxy's own credentials (bearer token and/or client certificate).
+   */
+  type: z.enum(["bridge", "passthrough"]).default("bridge"),
+  timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(DEFAULT_BACKEND_TIMEOUT_SECONDS),
+  /** PEM CA bundle trusted for this backend's HTTPS certificate (default: the system roots) */
+  caFile: z.string().min(1).optional(),
+  /** skip HTTPS certificate verification (only for a backend reached over a trusted network) */
+  insecureSkipTLSVerify: z.boolean().default(false),
+  /** TLS server name to verify instead of the URL's host */
+  serverName: z.string().min(1).optional(),
+  /** passthrough: file holding a bearer token (re-read on change, e.g. a projected ServiceAccount token) */
+  bearerTokenFile: z.string().min(1).optional(),
+  /** client certificate and key (PEM files) presented to the backend */
+  clientCertFile: z.string().min(1).optional(),
+  clientKeyFile: z.string().min(1).optional(),
+});
+
+const routeSchema = z.strictObject({
+  /** RE2 pattern matched against the whole metric name (lowercased, `|` as `/`), case-insensitive */
+  metric: z.string().min(1),
+  backend: z.string().min(1),
+});
+
+/** Schema of the ProxyConfig document. */
+export const proxyConfigSchema = z.strictObject({
+  apiVersion: z.literal(PROXY_API_VERSION),
+  kind: z.literal("ProxyConfig"),
+  metadata: z.looseObject({ name: z.string().optional() }).optional(),
+  backends: z
+    .record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "backend names are DNS labels"), backendSchema)
+    .refine((b) => Object.keys(b).length > 0, "at least one backend is required"),
+  routes: z.array(routeSchema).default([]),
+  passthrough: z.string().min(1).optional(),
+  cache: z
+    .strictObject({
+      /** how long a successful answer is re-used for the same caller, seconds (0 = only coalesce in-flight reads) */
+      ttlSeconds: z.number().min(0).max(30).default(2),
+      maxEntries: z.number().int().positive().max(1_000_000).default(10_000),
+    })
+    .default({ ttlSeconds: 2, maxEntries: 10_000 }),
+  discovery: z
+    .strictObject({
+      /** how long merged discovery is re-used, seconds */
+      ttlSeconds: z.number().min(0).max(300).default(10),
+    })
+    .default({ ttlSeconds: 10 }),
+});
+
+/** One backend as configured. */
+export type BackendConfig = z.infer<typeof backendSchema> & { name: string };
+
+/** One route: a compiled pattern and the backend it sends matching metrics to. */
+export interface Route {
+  pattern: MetricPattern;
+  backend: string;
+}
+
+/** The validated proxy configuration. */
+export interface ProxyConfig {
+  source: string;
+  /** backends in file order */
+  backends: BackendConfig[];
+  routes: Route[];
+  passthrough?: string;
+  cache: { ttlSeconds: number; maxEntries: number };
+  discovery: { ttlSeconds: number };
+}
+
+/**
+ * Parse and validate a ProxyConfig source (other documents are ignored).
+ *
+ * @throws ConfigError listing every problem with line, column and field path:
+ *   schema errors, routes naming unknown backends, patterns that do not
+ *   compile (RE2 syntax), an unknown passthrough backend, or a passthrough
+ *   backend of type `bridge` (it would receive every unclaimed metric signed).
+ */
+export function loadProxyConfig(text: string, source: string): ProxyConfig {
+  const docs = parseYamlDocuments(text, source);
+  const mine = docs.filter((d) => (d.value as { kind?: unknown } | null)?.kind === "ProxyConfig");
+  if (mine.length !== 1) {
+    throw new ConfigError([
+      { source, line: 1, column: 1, path: "", message: `expected exactly one document with kind: ProxyConfig, found ${mine.length}` },
+    ]);
+  }
+  return validate(mine[0]!);
+}
+
+/** Read and validate a ProxyConfig file. @throws ConfigError, or Error when unreadable */
+export function readProxyConfig(path: string): ProxyConfig {
+  return loadProxyConfig(readFileSync(path, "utf8"), path);
+}
+
+function validate(sd: SourceDocument): ProxyConfig {
+  const parsed = proxyConfigSchema.safeParse(sd.value);
+  if (!parsed.success) throw new ConfigError(zodIssues(sd, parsed.error));
+  const raw = parsed.data;
+  const issues: ConfigIssue[] = [];
+  const backends: BackendConfig[] = Object.entries(raw.backends).map(([name, b]) => ({ name, ...b }));
+  for (const b of backends) {
+    if ((b.clientCertFile === undefined) !== (b.clientKeyFile === undefined)) {
+      issues.push(issueAt(sd, ["backends", b.name], "clientCertFile and clientKeyFile must be given together"));
+    }
+    if (b.type === "bridge" && b.bearerTokenFile !== undefined) {
+      issues.push(issueAt(sd, ["backends", b.name, "bearerTokenFile"], "bridge backends are authenticated by the request signature, not a bearer token"));
+    }
+  }
+  const routes: Route[] = [];
+  raw.routes.forEach((r, i) => {
+    if (raw.backends[r.backend] === undefined) {
+      issues.push(issueAt(sd, ["routes", i, "backend"], `no backend named "${r.backend}" in backends`));
+    }
+    try {
+      routes.push({ pattern: compileMetricPattern(r.metric), backend: r.backend });
+    } catch (err) {
+      if (!(err instanceof PatternError)) throw err;
+      issues.push(issueAt(sd, ["routes", i, "metric"], err.message));
+    }
+  });
+  if (raw.passthrough !== undefined) {
+    const b = raw.backends[raw.passthrough];
+    if (b === undefined) issues.push(issueAt(sd, ["passthrough"], `no backend named "${raw.passthrough}" in backends`));
+    else if (b.type !== "passthrough") {
+      issues.push(issueAt(sd, ["passthrough"], `backend "${raw.passthrough}" has type ${b.type}; the pass-through backend must have type passthrough`));
+    }
+  }
+  if (routes.length === 0 && raw.passthrough === undefined && raw.routes.length === 0) {
+    issues.push(issueAt(sd, ["routes"], "no route and no passthrough: no metric could be served"));
+  }
+  if (issues.length > 0) throw new ConfigError(issues);
+  return {
+    source: sd.source,
+    backends,
+    routes,
+    ...(raw.passthrough !== undefined ? { passthrough: raw.passthrough } : {}),
+    cache: raw.cache,
+    discovery: raw.discovery,
+  };
+}
+
+/** The backend that serves `metricKey`: the first matching route's, else the pass-through, else undefined. */
+export function routeFor(config: Pick<ProxyConfig, "routes" | "passthrough">, metricKey: string): string | undefined {
+  for (const route of config.routes) if (route.pattern.matches(metricKey)) return route.backend;
+  return config.passthrough;
+}

@@ -1,0 +1,312 @@
+/**
+ * Routing, forwarding and merging: what the proxy does after a request was
+ * authenticated and authorized.
+ *
+ * - Values (`…/namespaces/{ns}/{metric}`): the first route whose pattern
+ *   matches the metric name picks the backend, else the pass-through backend,
+ *   else 404. Identical reads of the same caller share one backend call while
+ *   in flight and re-use a successful answer for `cache.ttlSeconds`; the cache
+ *   key includes the caller's whole identity, so one caller never receives an
+ *   answer made for another (a backend's policy may treat them differently).
+ *   Failures are never cached.
+ * - Discovery (`/apis/external.metrics.k8s.io/v1beta1`): every backend's
+ *   APIResourceList, each resource kept only if the routes send its name to
+ *   that backend, deduplicated, sorted, never empty (`externalmetrics`
+ *   placeholder, as KEDA lists). Backends that fail are left out; when none
+ *   answers, 503.
+ * - A backend answer is checked before it is passed on: a 200 must be an
+ *   `ExternalMetricValueList` with at least one item (an empty or malformed
+ *   success is a 503 — a failed read is never reported as a value); an error
+ *   must be a `metav1.Status` (anything else becomes a 503 naming the
+ *   backend); a bridge backend's 401 means the proxy's signature was refused
+ *   (a key mismatch) and becomes a 500, never the caller's 401.
+ */
+import { CoalescingCache } from "../../shared/cache.ts";
+import type { Caller } from "../../shared/identity.ts";
+import { EXTERNAL_METRICS_GROUP, internalError, notFound, serviceUnavailable, StatusError, toStatusError } from "../../shared/k8s/status.ts";
+import { GROUP_VERSION, type APIResource, type APIResourceList } from "../../shared/k8s/types.ts";
+import { metricKey } from "../../shared/metric-name.ts";
+import { BackendError, type BackendClient, type BackendResponse } from "./backends.ts";
+import { routeFor, type ProxyConfig } from "./config.ts";
+import type { Logger } from "./log.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+
+/** Seconds a client should wait after a backend failure. */
+export const BACKEND_RETRY_AFTER_SECONDS = 5;
+/** The discovery path. */
+export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
+/** The identity the readiness probe signs its discovery requests with. */
+export const PROBE_CALLER: Caller = Object.freeze({
+  user: "system:external-metrics-bridge-proxy:readiness",
+  groups: ["system:authenticated"],
+  extra: {},
+}) as Caller;
+
+/** An answer ready to send. */
+export interface Answer {
+  status: number;
+  body: string;
+  /** extra response headers (e.g. `Retry-After`) */
+  headers: Record<string, string>;
+  /** which backend answered (values) */
+  backend?: string;
+  /** cache outcome */
+  cache?: "hit" | "coalesced" | "miss";
+}
+
+/** A values read. */
+export interface ValuesRequest {
+  caller: Caller;
+  requestId: string;
+  /** path and query exactly as received */
+  pathAndQuery: string;
+}
+
+/** Options of {@link Forwarder}. */
+export interface ForwarderOptions {
+  config: ProxyConfig;
+  clients: ReadonlyMap<string, BackendClient>;
+  metrics: ProxyMetrics;
+  log: Logger;
+  now?: () => number;
+}
+
+/** Routes, caches, forwards and merges. One instance per proxy. */
+export class Forwarder {
+  readonly #config: ProxyConfig;
+  readonly #clients: ReadonlyMap<string, BackendClient>;
+  readonly #metrics: ProxyMetrics;
+  readonly #log: Logger;
+  readonly #values: CoalescingCache<Answer>;
+  readonly #discovery: CoalescingCache<Answer>;
+  /** metric names of the last merged discovery (bounds the `metric` label) */
+  #known = new Set<string>();
+
+  constructor(options: ForwarderOptions) {
+    this.#config = options.config;
+    this.#clients = options.clients;
+    this.#metrics = options.metrics;
+    this.#log = options.log;
+    const cacheOptions = { maxEntries: options.config.cache.maxEntries, ...(options.now ? { now: options.now } : {}) };
+    this.#values = new CoalescingCache(cacheOptions);
+    this.#discovery = new CoalescingCache(cacheOptions);
+  }
+
+  /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
+  metricLabel(key: string): string {
+    return this.#known.has(key) ? key : "other";
+  }
+
+  /** Cache counters (hits, coalesced, loads, failures) of values reads. */
+  get cacheStats() {
+    return this.#values.stats;
+  }
+
+  /**
+   * Read values from the backend the routes pick.
+   *
+   * @throws StatusError 404 when no route claims the metric and there is no
+   *   pass-through backend; 503 for a backend failure (with Retry-After); 500
+   *   when a bridge backend refused the signature; the backend's own Status
+   *   otherwise
+   */
+  async values(request: ValuesRequest, metric: { key: string; requested: string }): Promise<Answer> {
+    const backend = routeFor(this.#config, metric.key);
+    if (backend === undefined) {
+      throw notFound(`external metric "${metric.requested}" is not served here: no route claims it and no passthrough backend is configured`, {
+        name: metric.requested,
+        group: EXTERNAL_METRICS_GROUP,
+        kind: "externalmetrics",
+      });
+    }
+    const client = this.#clients.get(backend)!;
+    const key = JSON.stringify([callerKey(request.caller), backend, request.pathAndQuery]);
+    const { promise, outcome } = this.#cached(this.#values, key, this.#config.cache.ttlSeconds * 1000, async () => {
+      const response = await this.#call(client, request.pathAndQuery, request.caller, request.requestId);
+      return checkValues(client, response);
+    });
+    this.#metrics.cache.inc({ result: outcome });
+    const answer = await promise;
+    return { ...answer, backend, cache: outcome };
+  }
+
+  /**
+   * The merged APIResourceList.
+   *
+   * @throws StatusError 503 when no backend answered discovery
+   */
+  async discovery(caller: Caller, requestId: string): Promise<Answer> {
+    const key = JSON.stringify([callerKey(caller)]);
+    const { promise, outcome } = this.#cached(this.#discovery, key, this.#config.discovery.ttlSeconds * 1000, () => this.#merge(caller, requestId));
+    this.#metrics.cache.inc({ result: outcome });
+    return { ...(await promise), cache: outcome };
+  }
+
+  /** Readiness: true when at least one backend answers discovery (with the probe's identity). */
+  async probe(requestId: string): Promise<boolean> {
+    try {
+      await this.#merge(PROBE_CALLER, requestId);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Close backend connections. */
+  close(): void {
+    for (const client of this.#clients.values()) client.close();
+  }
+
+  #cached(cache: CoalescingCache<Answer>, key: string, ttlMs: number, load: () => Promise<Answer>) {
+    const before = { ...cache.stats };
+    const promise = cache.get(key, ttlMs, load);
+    // CoalescingCache updates its counters synchronously inside get().
+    const outcome: "hit" | "coalesced" | "miss" =
+      cache.stats.hits > before.hits ? "hit" : cache.stats.coalesced > before.coalesced ? "coalesced" : "miss";
+    return { promise, outcome };
+  }
+
+  async #merge(caller: Caller, requestId: string): Promise<Answer> {
+    const results = await Promise.allSettled(
+      [...this.#clients.values()].map(async (client) => {
+        const response = await this.#call(client, DISCOVERY_PATH, caller, requestId);
+        return { client, list: checkDiscovery(client, response) };
+      }),
+    );
+    const byName = new Map<string, APIResource>();
+    const failures: string[] = [];
+    let answered = 0;
+    for (const r of results) {
+      if (r.status === "rejected") {
+        failures.push(toStatusError(r.reason).message);
+        continue;
+      }
+      answered++;
+      for (const resource of r.value.list.resources) {
+        let key: string;
+        try {
+          key = metricKey(resource.name);
+        } catch {
+          continue;
+        }
+        if (routeFor(this.#config, key) !== r.value.client.name || byName.has(resource.name)) continue;
+        byName.set(resource.name, {
+          name: resource.name,
+          singularName: resource.singularName ?? "",
+          namespaced: resource.namespaced ?? true,
+          kind: resource.kind ?? "ExternalMetricValueList",
+          verbs: Array.isArray(resource.verbs) && resource.verbs.length > 0 ? resource.verbs : ["get"],
+        });
+      }
+    }
+    if (answered === 0) {
+      throw serviceUnavailable(`no backend answered discovery: ${failures.join("; ")}`, BACKEND_RETRY_AFTER_SECONDS);
+    }
+    if (failures.length > 0) this.#log({ level: "warn", msg: "discovery is partial: some backends failed", requestId, failures });
+    const names = [...byName.keys()].sort();
+    this.#known = new Set(names.map((n) => metricKey(n)));
+    const resources = names.length > 0 ? names.map((n) => byName.get(n)!) : [placeholder()];
+    const list: APIResourceList = { kind: "APIResourceList", apiVersion: "v1", groupVersion: GROUP_VERSION, resources };
+    return { status: 200, body: JSON.stringify(list), headers: {} };
+  }
+
+  /** One backend call with metrics and logging; BackendErrors become Status errors. */
+  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string): Promise<BackendResponse> {
+    const started = performance.now();
+    try {
+      const response = await client.get({ pathAndQuery, caller, requestId });
+      this.#metrics.backendRequests.inc({ backend: client.name, code: String(response.status) });
+      return response;
+    } catch (err) {
+      if (!(err instanceof BackendError)) throw err;
+      this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
+      this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
+      this.#log({ level: "warn", msg: "backend call failed", requestId, backend: client.name, kind: err.kind, error: err.message });
+      if (err.kind === "unsigned") throw internalError(err.message);
+      throw serviceUnavailable(err.message, BACKEND_RETRY_AFTER_SECONDS, undefined, err);
+    } finally {
+      this.#metrics.backendDuration.observe({ backend: client.name }, (performance.now() - started) / 1000);
+    }
+  }
+}
+
+/** A `metav1.Status` failure from a backend, passed on with its code and headers. */
+export class BackendStatusError extends StatusError {
+  readonly backend: string;
+  readonly passHeaders: Record<string, string>;
+  readonly body: string;
+  constructor(backend: string, status: StatusError, body: string, headers: Record<string, string>) {
+    super(status.code, status.message, status.details);
+    this.backend = backend;
+    this.body = body;
+    this.passHeaders = headers;
+  }
+}
+
+/** Validate a values answer. @throws StatusError as described in the module doc */
+function checkValues(client: BackendClient, response: BackendResponse): Answer {
+  const text = response.body.toString("utf8");
+  if (response.status === 200) {
+    const body = parseJson(text) as { kind?: unknown; items?: unknown } | undefined;
+    if (body?.kind !== "ExternalMetricValueList" || !Array.isArray(body.items)) {
+      throw serviceUnavailable(`backend ${client.name} answered 200 without an ExternalMetricValueList; no value is reported`, BACKEND_RETRY_AFTER_SECONDS);
+    }
+    if (body.items.length === 0) {
+      throw serviceUnavailable(`backend ${client.name} answered no items; an empty read is not reported as a value`, BACKEND_RETRY_AFTER_SECONDS);
+    }
+    return { status: 200, body: text, headers: {} };
+  }
+  throw backendFailure(client, response, text);
+}
+
+/** Validate a discovery answer. @throws StatusError */
+function checkDiscovery(client: BackendClient, response: BackendResponse): APIResourceList {
+  const text = response.body.toString("utf8");
+  if (response.status !== 200) throw backendFailure(client, response, text);
+  const body = parseJson(text) as APIResourceList | undefined;
+  if (body?.kind !== "APIResourceList" || !Array.isArray(body.resources)) {
+    throw serviceUnavailable(`backend ${client.name} answered discovery without an APIResourceList`, BACKEND_RETRY_AFTER_SECONDS);
+  }
+  return body;
+}
+
+function backendFailure(client: BackendClient, response: BackendResponse, text: string): StatusError {
+  const body = parseJson(text) as { kind?: unknown; status?: unknown; message?: unknown; code?: unknown; details?: unknown } | undefined;
+  const isStatus = body?.kind === "Status" && body.status === "Failure" && typeof body.message === "string";
+  if (client.config.type === "bridge" && response.status === 401) {
+    return internalError(
+      `backend ${client.name} refused the proxy's request signature (${isStatus ? String(body!.message) : "401"}); check that BRIDGE_SIGNING_KEYS match on the proxy and the function`,
+    );
+  }
+  const code = response.status as StatusError["code"];
+  if (!isStatus || !(code in { 400: 1, 403: 1, 404: 1, 405: 1, 406: 1, 429: 1, 500: 1, 503: 1, 504: 1 })) {
+    return serviceUnavailable(
+      `backend ${client.name} answered HTTP ${response.status} without a metav1.Status${text ? `: ${text.slice(0, 200)}` : ""}`,
+      BACKEND_RETRY_AFTER_SECONDS,
+    );
+  }
+  const headers: Record<string, string> = {};
+  if (response.headers["retry-after"] !== undefined) headers["Retry-After"] = response.headers["retry-after"];
+  const status = new StatusError(code, String(body!.message), (body!.details as StatusError["details"]) ?? undefined);
+  return new BackendStatusError(client.name, status, text, headers);
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A stable key for a caller's whole identity. */
+export function callerKey(caller: Caller): string {
+  const extra = Object.keys(caller.extra)
+    .sort()
+    .map((k) => [k, caller.extra[k]]);
+  return JSON.stringify([caller.user, caller.uid ?? "", caller.groups, extra]);
+}
+
+function placeholder(): APIResource {
+  return { name: "externalmetrics", singularName: "", namespaced: true, kind: "ExternalMetricValueList", verbs: ["get"] };
+}

@@ -1,0 +1,208 @@
+/**
+ * Entry point of the in-cluster proxy (`node functions/proxy/main.ts --help`).
+ *
+ * Reads the ProxyConfig file, the signing keys (`BRIDGE_SIGNING_KEYS`), the
+ * Kubernetes client configuration (in-cluster ServiceAccount or
+ * `--kubeconfig`), the serving certificate (files, a shared Secret, or
+ * generated), follows `kube-system/extension-apiserver-authentication`, and
+ * serves the External Metrics API over HTTPS until SIGTERM/SIGINT, which
+ * drain it gracefully.
+ */
+import { readFileSync } from "node:fs";
+import { Command, Option } from "commander";
+import { ConfigError } from "../../shared/config/yaml.ts";
+import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
+import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "./authn-config.ts";
+import { readProxyConfig, type ProxyConfig } from "./config.ts";
+import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "./kube.ts";
+import { jsonLogger } from "./log.ts";
+import { startProxy } from "./server.ts";
+import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "./tls.ts";
+
+const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/** The command line. */
+export function proxyCommand(): Command {
+  return new Command()
+    .name("external-metrics-bridge-proxy")
+    .description(
+      "In-cluster proxy for external.metrics.k8s.io: authenticates (front proxy, client certificates, TokenReview), " +
+        "authorizes (SubjectAccessReview), routes metrics to bridge functions or an existing adapter, signs forwarded " +
+        `requests with ${SIGNING_KEYS_ENV}, and registers the APIService.`,
+    )
+    .addOption(new Option("--config <file>", "ProxyConfig YAML (backends, routes, passthrough, cache)").env("PROXY_CONFIG_FILE").makeOptionMandatory())
+    .addOption(new Option("--bind-address <address>", "address to listen on").default("0.0.0.0"))
+    .addOption(new Option("--secure-port <port>", "HTTPS port").default(6443).argParser(port))
+    .addOption(new Option("--kubeconfig <file>", "kubeconfig for the Kubernetes API (default: in-cluster ServiceAccount)").env("KUBECONFIG"))
+    .addOption(new Option("--tls-cert-file <file>", "serving certificate (PEM); with --tls-private-key-file"))
+    .addOption(new Option("--tls-private-key-file <file>", "serving key (PEM)"))
+    .addOption(new Option("--tls-ca-file <file>", "CA bundle of the serving certificate, published as the APIService caBundle"))
+    .addOption(
+      new Option(
+        "--tls-secret <namespace/name>",
+        "Secret holding the serving certificate; created with a generated CA and certificate when absent (shared by all replicas)",
+      ),
+    )
+    .addOption(new Option("--service-name <name>", "the proxy's Service (certificate names, APIService)").default("external-metrics-bridge-proxy"))
+    .addOption(new Option("--service-namespace <namespace>", "the Service's namespace (default: the pod's namespace)").env("POD_NAMESPACE"))
+    .addOption(new Option("--service-port <port>", "the Service's port").default(443).argParser(port))
+    .addOption(new Option("--no-register", "do not create/update APIService v1beta1.external.metrics.k8s.io"))
+    .addOption(
+      new Option("--authentication-configmap <namespace/name>", "where kube-apiserver publishes front-proxy and client CA settings").default(
+        `${AUTHENTICATION_CONFIGMAP.namespace}/${AUTHENTICATION_CONFIGMAP.name}`,
+      ),
+    )
+    .addOption(new Option("--no-token-review", "do not authenticate bearer tokens with TokenReview"))
+    .addOption(new Option("--readiness-interval-seconds <s>", "how often backends' discovery is probed").default(10).argParser(seconds))
+    .addOption(new Option("--shutdown-delay-seconds <s>", "on SIGTERM, stay up unready this long before closing the listener").default(5).argParser(seconds))
+    .addOption(new Option("--drain-timeout-seconds <s>", "longest wait for in-flight requests on shutdown").default(20).argParser(seconds))
+    .addHelpText(
+      "after",
+      `
+Environment:
+  ${SIGNING_KEYS_ENV}    id:secret[,id:secret] — HMAC keys (base64, >= 32 bytes); the first signs requests to bridge backends.
+                         Mount from a Secret; never put keys in the config file.
+  PROXY_CONFIG_FILE      same as --config
+  POD_NAMESPACE          same as --service-namespace
+
+Serving certificate: --tls-cert-file/--tls-private-key-file[/--tls-ca-file] (re-read when they change),
+else --tls-secret, else generated in memory (one replica only: each replica would publish its own CA).
+
+Example (in a cluster):
+  node functions/proxy/main.ts --config /etc/external-metrics-bridge/proxy.yaml \\
+    --tls-secret external-metrics-bridge/external-metrics-bridge-proxy-tls`,
+    );
+}
+
+function port(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`not a TCP port: ${text}`);
+  return n;
+}
+
+function seconds(text: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`not a number of seconds: ${text}`);
+  return n;
+}
+
+function namespacedName(text: string, flag: string): { namespace: string; name: string } {
+  const [namespace, name, ...rest] = text.split("/");
+  if (!namespace || !name || rest.length > 0) throw new Error(`${flag} must be namespace/name, got ${JSON.stringify(text)}`);
+  return { namespace, name };
+}
+
+function podNamespace(flag: string | undefined): string {
+  if (flag) return flag;
+  try {
+    return readFileSync(SA_NAMESPACE_FILE, "utf8").trim();
+  } catch {
+    return "external-metrics-bridge";
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const opts = proxyCommand().parse(argv).opts<{
+    config: string;
+    bindAddress: string;
+    securePort: number;
+    kubeconfig?: string;
+    tlsCertFile?: string;
+    tlsPrivateKeyFile?: string;
+    tlsCaFile?: string;
+    tlsSecret?: string;
+    serviceName: string;
+    serviceNamespace?: string;
+    servicePort: number;
+    register: boolean;
+    authenticationConfigmap: string;
+    tokenReview: boolean;
+    readinessIntervalSeconds: number;
+    shutdownDelaySeconds: number;
+    drainTimeoutSeconds: number;
+  }>();
+  const log = jsonLogger();
+  const fail = (message: string): never => {
+    console.error(message);
+    process.exit(2);
+  };
+
+  let config: ProxyConfig;
+  try {
+    config = readProxyConfig(opts.config);
+  } catch (err) {
+    return fail(err instanceof ConfigError ? `invalid config:\n${err.message}` : (err as Error).message);
+  }
+  let signingKeys: SigningKey[] | undefined;
+  const keysText = process.env[SIGNING_KEYS_ENV];
+  if (keysText !== undefined && keysText.trim() !== "") {
+    try {
+      signingKeys = parseSigningKeys(keysText);
+    } catch (err) {
+      return fail((err as SigningKeyError).message);
+    }
+  }
+  if ((opts.tlsCertFile === undefined) !== (opts.tlsPrivateKeyFile === undefined)) fail("--tls-cert-file and --tls-private-key-file go together");
+
+  const service = { namespace: podNamespace(opts.serviceNamespace), name: opts.serviceName };
+  const kc = loadKubeConfig(opts.kubeconfig);
+  const source: ServingSource = opts.tlsCertFile
+    ? { kind: "files", certFile: opts.tlsCertFile, keyFile: opts.tlsPrivateKeyFile!, ...(opts.tlsCaFile ? { caFile: opts.tlsCaFile } : {}) }
+    : opts.tlsSecret
+      ? { kind: "secret", ...namespacedName(opts.tlsSecret, "--tls-secret") }
+      : { kind: "generate" };
+  const serving = await loadServingMaterial(source, service, { kc, log });
+  const cm = namespacedName(opts.authenticationConfigmap, "--authentication-configmap");
+  const authentication = watchAuthenticationConfig(kc, log, cm);
+
+  const proxy = await startProxy({
+    config,
+    serving,
+    authentication,
+    ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc) } : {}),
+    subjectAccessReview: subjectAccessReviewer(kc),
+    ...(signingKeys ? { signingKeys } : {}),
+    ...(opts.register ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } } } } : {}),
+    host: opts.bindAddress,
+    port: opts.securePort,
+    log,
+    readinessIntervalMs: opts.readinessIntervalSeconds * 1000,
+    shutdownDelayMs: opts.shutdownDelaySeconds * 1000,
+    drainTimeoutMs: opts.drainTimeoutSeconds * 1000,
+  });
+  log({
+    level: "info",
+    msg: "proxy listening",
+    url: `https://${opts.bindAddress}:${proxy.port}`,
+    backends: config.backends.map((b) => `${b.name}(${b.type})`),
+    routes: config.routes.length,
+    passthrough: config.passthrough ?? null,
+    registration: opts.register,
+  });
+
+  if (source.kind === "files") {
+    let version = filesVersion(source);
+    setInterval(() => {
+      const next = filesVersion(source);
+      if (next === version) return;
+      version = next;
+      try {
+        proxy.setServing(readServingFiles(source));
+      } catch (err) {
+        log({ level: "error", msg: "could not reload the serving certificate", error: (err as Error).message });
+      }
+    }, 30_000).unref();
+  }
+
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      log({ level: "info", msg: `received ${signal}` });
+      proxy.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+}
+
+if (import.meta.main) await main(process.argv);

@@ -1,0 +1,74 @@
+/**
+ * The proxy's Prometheus metrics (`prom-client`), served at `/metrics`
+ * (authorized like every non-resource path: a SubjectAccessReview for
+ * `get /metrics`). One registry per proxy instance.
+ *
+ * The `metric` label is bounded: a metric name appears only when the last
+ * merged discovery listed it, every other name counts as `other`, so random
+ * request paths cannot grow the series count.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+const PREFIX = "emb_proxy_";
+const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5];
+
+/** The instruments the proxy updates. */
+export interface ProxyMetrics {
+  registry: Registry;
+  /** requests answered, by HTTP code, kind (values, discovery, other) and metric */
+  requests: Counter<"code" | "kind" | "metric">;
+  /** whole-request latency, seconds */
+  requestDuration: Histogram<"kind">;
+  /** backend calls by backend and HTTP code (or error kind) */
+  backendRequests: Counter<"backend" | "code">;
+  /** backend calls that gave no usable answer, by kind (timeout, connect, protocol, empty, …) */
+  backendErrors: Counter<"backend" | "kind">;
+  backendDuration: Histogram<"backend">;
+  /** values and discovery reads by cache outcome: hit, coalesced, miss */
+  cache: Counter<"result">;
+  /** denials: `rbac` (SubjectAccessReview) or `policy` (a backend's ExternalMetricPolicy 403) */
+  denials: Counter<"source">;
+  /** authorization decisions by how they were made: review, cache, path, group */
+  authorizations: Counter<"by" | "decision">;
+  /** authentications by method (front-proxy, x509, token, anonymous) or `failed` */
+  authentications: Counter<"method">;
+  /** 1 when ready (a backend answered discovery), else 0 */
+  ready: Gauge;
+}
+
+/** Create the registry and instruments; `defaults` adds Node process metrics. */
+export function createMetrics(defaults = true): ProxyMetrics {
+  const registry = new Registry();
+  if (defaults) collectDefaultMetrics({ register: registry, prefix: PREFIX });
+  const registers = [registry];
+  return {
+    registry,
+    requests: new Counter({ name: `${PREFIX}requests_total`, help: "Requests answered by the proxy.", labelNames: ["code", "kind", "metric"], registers }),
+    requestDuration: new Histogram({
+      name: `${PREFIX}request_duration_seconds`,
+      help: "Time to answer a request, seconds.",
+      labelNames: ["kind"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    backendRequests: new Counter({ name: `${PREFIX}backend_requests_total`, help: "Calls to backends by HTTP code or error kind.", labelNames: ["backend", "code"], registers }),
+    backendErrors: new Counter({ name: `${PREFIX}backend_errors_total`, help: "Backend calls without a usable answer.", labelNames: ["backend", "kind"], registers }),
+    backendDuration: new Histogram({
+      name: `${PREFIX}backend_request_duration_seconds`,
+      help: "Backend call latency, seconds.",
+      labelNames: ["backend"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    cache: new Counter({ name: `${PREFIX}cache_requests_total`, help: "Reads by cache outcome (hit, coalesced, miss).", labelNames: ["result"], registers }),
+    denials: new Counter({ name: `${PREFIX}denials_total`, help: "Requests denied, by RBAC (SubjectAccessReview) or a backend's policy.", labelNames: ["source"], registers }),
+    authorizations: new Counter({
+      name: `${PREFIX}authorization_decisions_total`,
+      help: "Authorization decisions by how they were reached (review, cache, path, group).",
+      labelNames: ["by", "decision"],
+      registers,
+    }),
+    authentications: new Counter({ name: `${PREFIX}authentications_total`, help: "Authentications by method.", labelNames: ["method"], registers }),
+    ready: new Gauge({ name: `${PREFIX}ready`, help: "1 when a backend answers discovery.", registers }),
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * Self-registration: create or update APIService
+ * `v1beta1.external.metrics.k8s.io` so the aggregator sends the group to this
+ * proxy's Service and trusts its certificate (`spec.caBundle`, PEM; base64 on
+ * the wire as a Go `[]byte`). kube-aggregator `pkg/apis/apiregistration/v1/types.go`.
+ *
+ * Only one APIService can own the group per cluster; registration takes it
+ * over (an existing object is updated, keeping its metadata), which is how
+ * the proxy replaces an adapter that registered itself before — that adapter
+ * keeps running and is reached as the pass-through backend.
+ */
+import { ApiregistrationV1Api, type KubeConfig, type V1APIService } from "@kubernetes/client-node";
+import { GROUP, VERSION } from "../../shared/k8s/types.ts";
+import { apiStatus } from "./kube.ts";
+
+/** The APIService name. */
+export const API_SERVICE_NAME = `${VERSION}.${GROUP}`;
+
+/** What the APIService should say. */
+export interface RegistrationTarget {
+  service: { namespace: string; name: string; port: number };
+  /** PEM bundle the aggregator verifies the proxy's certificate with */
+  caPem: string;
+  groupPriorityMinimum?: number;
+  versionPriority?: number;
+}
+
+/** The desired `spec`. */
+export function desiredSpec(target: RegistrationTarget): NonNullable<V1APIService["spec"]> {
+  return {
+    group: GROUP,
+    version: VERSION,
+    service: { namespace: target.service.namespace, name: target.service.name, port: target.service.port },
+    caBundle: Buffer.from(target.caPem).toString("base64"),
+    insecureSkipTLSVerify: false,
+    groupPriorityMinimum: target.groupPriorityMinimum ?? 100,
+    versionPriority: target.versionPriority ?? 100,
+  };
+}
+
+/**
+ * Create the APIService, or update it when its service, caBundle or
+ * verification setting differ. Retries a write conflict up to 3 times.
+ *
+ * @returns what was done
+ * @throws Error (client-node ApiException) when the API refuses (e.g. RBAC)
+ */
+export async function registerAPIService(kc: KubeConfig, target: RegistrationTarget): Promise<"created" | "updated" | "unchanged"> {
+  const api = kc.makeApiClient(ApiregistrationV1Api);
+  const spec = desiredSpec(target);
+  for (let attempt = 0; ; attempt++) {
+    let current: V1APIService | undefined;
+    try {
+      current = await api.readAPIService({ name: API_SERVICE_NAME });
+    } catch (err) {
+      if (apiStatus(err) !== 404) throw err;
+    }
+    try {
+      if (current === undefined) {
+        await api.createAPIService({
+          body: {
+            apiVersion: "apiregistration.k8s.io/v1",
+            kind: "APIService",
+            metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
+            spec,
+          },
+        });
+        return "created";
+      }
+      const s = current.spec;
+      const same =
+        s?.service?.namespace === spec.service!.namespace &&
+        s?.service?.name === spec.service!.name &&
+        (s?.service?.port ?? 443) === spec.service!.port &&
+        s?.caBundle === spec.caBundle &&
+        s?.insecureSkipTLSVerify !== true &&
+        s?.group === GROUP &&
+        s?.version === VERSION;
+      if (same) return "unchanged";
+      await api.replaceAPIService({
+        name: API_SERVICE_NAME,
+        body: { ...current, spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority } },
+      });
+      return "updated";
+    } catch (err) {
+      if ((apiStatus(err) === 409 || apiStatus(err) === 404) && attempt < 3) continue;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The authorization attributes kube-apiserver computes for a request, ported
+ * from apiserver `pkg/endpoints/request/requestinfo.go`
+ * (`RequestInfoFactory.NewRequestInfo`, with `APIPrefixes: {api, apis}`,
+ * `GrouplessAPIPrefixes: {api}`) and `pkg/endpoints/filters/authorization.go`
+ * (`GetAuthorizerAttributes`: label and field selectors parsed into
+ * requirements).
+ *
+ * For the External Metrics API this gives:
+ * - `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/ns/metric` →
+ *   resource request, verb `list` (a collection: no name), group
+ *   `external.metrics.k8s.io`, version `v1beta1`, resource `metric`,
+ *   namespace `ns`, and the `labelSelector` requirements;
+ * - `GET /apis/external.metrics.k8s.io/v1beta1` (and `/apis`, `/metrics`, …)
+ *   → non-resource request, verb `get`, the path.
+ */
+import { parseSelector, type Requirement } from "../../shared/k8s/selector.ts";
+import { badRequest } from "../../shared/k8s/status.ts";
+
+/** `request.RequestInfo` plus the parsed selectors of `authorizer.AttributesRecord`. */
+export interface RequestInfo {
+  isResourceRequest: boolean;
+  /** the percent-decoded URL path (Go's `req.URL.Path`) */
+  path: string;
+  verb: string;
+  apiPrefix: string;
+  apiGroup: string;
+  apiVersion: string;
+  namespace: string;
+  resource: string;
+  subresource: string;
+  name: string;
+  parts: string[];
+  /** label selector requirements (empty when absent or unparseable) */
+  labelRequirements: readonly Requirement[];
+  /** field selector requirements (empty when absent or unparseable) */
+  fieldRequirements: readonly FieldRequirement[];
+}
+
+/** One `fields.Requirement` (`pkg/fields/requirements.go`). */
+export interface FieldRequirement {
+  field: string;
+  operator: "=" | "!=";
+  value: string;
+}
+
+const API_PREFIXES = new Set(["api", "apis"]);
+const GROUPLESS_API_PREFIXES = new Set(["api"]);
+const SPECIAL_VERBS = new Set(["proxy", "watch"]);
+const SPECIAL_VERBS_NO_SUBRESOURCES = new Set(["proxy"]);
+const NAMESPACE_SUBRESOURCES = new Set(["status", "finalize"]);
+const VERBS_WITH_SELECTORS = new Set(["list", "watch", "deletecollection"]);
+
+/**
+ * Compute the request info of `method` + `url`.
+ *
+ * @throws StatusError 400 when the path is not valid percent-encoding (Go's
+ *   server refuses such a URL before any handler)
+ */
+export function requestInfo(method: string, url: URL): RequestInfo {
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname);
+  } catch {
+    throw badRequest(`the request path ${JSON.stringify(url.pathname)} is not valid percent-encoding`);
+  }
+  const info: RequestInfo = {
+    isResourceRequest: false,
+    path,
+    verb: method.toLowerCase(),
+    apiPrefix: "",
+    apiGroup: "",
+    apiVersion: "",
+    namespace: "",
+    resource: "",
+    subresource: "",
+    name: "",
+    parts: [],
+    labelRequirements: [],
+    fieldRequirements: [],
+  };
+  let parts = splitPath(path);
+  if (parts.length < 3 || !API_PREFIXES.has(parts[0]!)) return info;
+  info.apiPrefix = parts[0]!;
+  parts = parts.slice(1);
+  if (!GROUPLESS_API_PREFIXES.has(info.apiPrefix)) {
+    if (parts.length < 3) return info;
+    info.apiGroup = parts[0]!;
+    parts = parts.slice(1);
+  }
+  info.isResourceRequest = true;
+  info.apiVersion = parts[0]!;
+  parts = parts.slice(1);
+
+  let verbViaPathPrefix = false;
+  if (SPECIAL_VERBS.has(parts[0]!)) {
+    if (parts.length < 2) throw badRequest(`unable to determine kind and namespace from url ${url.pathname}`);
+    info.verb = parts[0]!;
+    parts = parts.slice(1);
+    verbViaPathPrefix = true;
+  } else {
+    info.verb = { POST: "create", GET: "get", HEAD: "get", PUT: "update", PATCH: "patch", DELETE: "delete" }[method.toUpperCase()] ?? "";
+  }
+
+  if (parts[0] === "namespaces") {
+    if (parts.length > 1) {
+      info.namespace = parts[1]!;
+      if (parts.length > 2 && !NAMESPACE_SUBRESOURCES.has(parts[2]!)) parts = parts.slice(2);
+    }
+  }
+  info.parts = parts;
+  if (parts.length >= 3 && !SPECIAL_VERBS_NO_SUBRESOURCES.has(info.verb)) info.subresource = parts[2]!;
+  if (parts.length >= 2) info.name = parts[1]!;
+  if (parts.length >= 1) info.resource = parts[0]!;
+
+  const query = url.searchParams;
+  if (info.name === "" && info.verb === "get") {
+    const watch = query.getAll("watch");
+    // runtime.Convert_Slice_string_To_bool: only absent, "0" and "false" are false.
+    info.verb = watch.length > 0 && watch[0] !== "0" && watch[0]!.toLowerCase() !== "false" ? "watch" : "list";
+    // The name comes from `fieldSelector=metadata.name=…` only when the list
+    // options decoded, which fails when either selector does not parse.
+    const fieldSelector = query.getAll("fieldSelector")[0];
+    if (fieldSelector !== undefined && labelSelectorParses(query.getAll("labelSelector")[0])) {
+      const name = parseFieldSelector(fieldSelector)?.find((r) => r.field === "metadata.name" && r.operator === "=")?.value;
+      if (name !== undefined && isPathSegmentName(name)) info.name = name;
+    }
+  }
+  if (info.name === "" && info.verb === "delete") info.verb = "deletecollection";
+
+  if (!verbViaPathPrefix && VERBS_WITH_SELECTORS.has(info.verb)) {
+    const field = query.getAll("fieldSelector")[0];
+    if (field !== undefined && field !== "") info.fieldRequirements = parseFieldSelector(field) ?? [];
+    const label = query.getAll("labelSelector")[0];
+    if (label !== undefined && label !== "") {
+      try {
+        info.labelRequirements = parseSelector(label, { maxLength: 1 << 20 }).requirements;
+      } catch {
+        info.labelRequirements = []; // labels.Parse failed: authorize the unrestricted action
+      }
+    }
+  }
+  return info;
+}
+
+function labelSelectorParses(text: string | undefined): boolean {
+  if (text === undefined) return true;
+  try {
+    parseSelector(text, { maxLength: 1 << 20 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Go's `splitPath`: trim `/`, split, `[]` for the root. */
+function splitPath(path: string): string[] {
+  const trimmed = path.replace(/^\/+|\/+$/g, "");
+  return trimmed === "" ? [] : trimmed.split("/");
+}
+
+/** `path.IsValidPathSegmentName` (apimachinery `pkg/api/validation/path/name.go`). */
+function isPathSegmentName(name: string): boolean {
+  return name !== "." && name !== ".." && !name.includes("/") && !name.includes("%");
+}
+
+/**
+ * `fields.ParseSelector` (apimachinery `pkg/fields/selector.go`): terms split
+ * on unescaped `,` and sorted; each `lhs(!=|==|=)rhs` with `\\`, `\,`, `\=`
+ * escapes in the value. Requirements whose field and value are both empty
+ * are dropped (`Transform` to `Everything`).
+ *
+ * @returns undefined when the selector does not parse
+ */
+export function parseFieldSelector(selector: string): FieldRequirement[] | undefined {
+  const terms: string[] = [];
+  let start = 0;
+  let inSlash = false;
+  for (let i = 0; i < selector.length; i++) {
+    const c = selector[i];
+    if (inSlash) inSlash = false;
+    else if (c === "\\") inSlash = true;
+    else if (c === ",") {
+      terms.push(selector.slice(start, i));
+      start = i + 1;
+    }
+  }
+  if (selector.length > 0) terms.push(selector.slice(start));
+  terms.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const out: FieldRequirement[] = [];
+  for (const term of terms) {
+    if (term === "") continue;
+    const split = splitTerm(term);
+    if (split === undefined) return undefined;
+    const value = unescapeFieldValue(split.rhs);
+    if (value === undefined) return undefined;
+    if (split.lhs === "" && value === "") continue;
+    out.push({ field: split.lhs, operator: split.op === "!=" ? "!=" : "=", value });
+  }
+  return out;
+}
+
+function splitTerm(term: string): { lhs: string; op: string; rhs: string } | undefined {
+  for (let i = 0; i < term.length; i++) {
+    for (const op of ["!=", "==", "="]) {
+      if (term.startsWith(op, i)) return { lhs: term.slice(0, i), op, rhs: term.slice(i + op.length) };
+    }
+  }
+  return undefined;
+}
+
+/** `fields.UnescapeValue`; undefined on an invalid escape or an unescaped `,`/`=`. */
+function unescapeFieldValue(s: string): string | undefined {
+  let out = "";
+  let inSlash = false;
+  for (const c of s) {
+    if (inSlash) {
+      if (c !== "\\" && c !== "," && c !== "=") return undefined;
+      out += c;
+      inSlash = false;
+      continue;
+    }
+    if (c === "\\") inSlash = true;
+    else if (c === "," || c === "=") return undefined;
+    else out += c;
+  }
+  return inSlash ? undefined : out;
+}

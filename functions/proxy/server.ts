@@ -1,0 +1,224 @@
+/**
+ * The proxy's HTTPS server: Node's `https` with `requestCert: true,
+ * rejectUnauthorized: false` (the handshake asks for a client certificate,
+ * the authenticator decides what it proves), the Hono app through
+ * `@hono/node-server`'s request listener, a readiness loop, optional
+ * APIService self-registration, and graceful shutdown.
+ *
+ * Shutdown (`close()`): `/readyz` turns 503 at once; after `shutdownDelayMs`
+ * (time for the endpoints controller to take the pod out of the Service) the
+ * listener stops accepting, idle keep-alive connections are closed, in-flight
+ * requests finish, and connections still open after `drainTimeoutMs` are cut.
+ */
+import { getRequestListener } from "@hono/node-server";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { SigningKey } from "../../shared/signing.ts";
+import { createProxyApp } from "./app.ts";
+import type { AuthenticationConfigSource } from "./authn-config.ts";
+import { Authenticator, type TokenReviewer } from "./authenticate.ts";
+import { Authorizer, type SubjectAccessReviewer } from "./authorize.ts";
+import { BackendClient } from "./backends.ts";
+import type { ProxyConfig } from "./config.ts";
+import { Forwarder } from "./forward.ts";
+import type { Logger } from "./log.ts";
+import { createMetrics, type ProxyMetrics } from "./metrics.ts";
+import { registerAPIService, API_SERVICE_NAME, type RegistrationTarget } from "./registration.ts";
+import type { ServingMaterial } from "./tls.ts";
+
+/** Everything {@link startProxy} needs. */
+export interface ProxyOptions {
+  config: ProxyConfig;
+  serving: ServingMaterial;
+  authentication: AuthenticationConfigSource;
+  /** bearer-token authentication; undefined turns it off */
+  tokenReview?: TokenReviewer;
+  subjectAccessReview: SubjectAccessReviewer;
+  /** the keys of BRIDGE_SIGNING_KEYS (first signs); required when a backend has type bridge */
+  signingKeys?: readonly SigningKey[];
+  /** APIService self-registration; undefined turns it off */
+  registration?: { kc: KubeConfig; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number };
+  host?: string;
+  /** TCP port; 0 picks a free one */
+  port?: number;
+  log: Logger;
+  now?: () => number;
+  /** readiness probe period, ms (default 10 000) */
+  readinessIntervalMs?: number;
+  /** wait after turning unready before closing the listener, ms (default 0; the chart sets 5 000) */
+  shutdownDelayMs?: number;
+  /** longest wait for in-flight requests, ms (default 20 000) */
+  drainTimeoutMs?: number;
+  /** add Node process metrics to /metrics (default true) */
+  processMetrics?: boolean;
+}
+
+/** A running proxy. */
+export interface RunningProxy {
+  /** `https://127.0.0.1:PORT` */
+  url: string;
+  port: number;
+  metrics: ProxyMetrics;
+  authenticator: Authenticator;
+  authorizer: Authorizer;
+  forwarder: Forwarder;
+  /** reasons it is not ready (empty = ready) */
+  notReady(): string[];
+  /** run the readiness probe now (and register when it first passes) */
+  checkReadiness(): Promise<boolean>;
+  /** replace the serving certificate (e.g. rotated files) */
+  setServing(serving: ServingMaterial): void;
+  /** graceful shutdown */
+  close(): Promise<void>;
+}
+
+/**
+ * Start the proxy.
+ *
+ * @throws Error when a bridge backend is configured without signing keys, or the port cannot be bound
+ */
+export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
+  const { config, log } = options;
+  const now = options.now ?? Date.now;
+  if (config.backends.some((b) => b.type === "bridge") && (options.signingKeys === undefined || options.signingKeys.length === 0)) {
+    throw new Error("a backend has type bridge but no signing key is configured: set BRIDGE_SIGNING_KEYS (id:secret[,id:secret])");
+  }
+  const metrics = createMetrics(options.processMetrics ?? true);
+  const clients = new Map(config.backends.map((b) => [b.name, new BackendClient(b, { signingKeys: () => options.signingKeys, now })]));
+  const authenticator = new Authenticator({ config: options.authentication, ...(options.tokenReview ? { tokenReview: options.tokenReview } : {}), now });
+  const authorizer = new Authorizer({ review: options.subjectAccessReview, now });
+  const forwarder = new Forwarder({ config, clients, metrics, log, now });
+
+  let backendReady = false;
+  let shuttingDown = false;
+  let registered = false;
+  const notReady = (): string[] => {
+    const reasons: string[] = [];
+    if (shuttingDown) reasons.push("shutting down");
+    if (options.authentication.current() === undefined) reasons.push("the authentication ConfigMap is not loaded");
+    if (!backendReady) reasons.push("no backend answered discovery");
+    return reasons;
+  };
+
+  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady });
+  const listener = getRequestListener(app.fetch);
+  const server = https.createServer(
+    {
+      cert: options.serving.certPem,
+      key: options.serving.keyPem,
+      requestCert: true,
+      rejectUnauthorized: false,
+      minVersion: "TLSv1.2",
+      maxHeaderSize: 64 * 1024,
+    },
+    (req, res) => void listener(req, res),
+  );
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  server.keepAliveTimeout = 65_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 6443, options.host ?? "0.0.0.0", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  let serving = options.serving;
+  const register = async () => {
+    const reg = options.registration;
+    if (reg === undefined || serving.caPem === undefined || shuttingDown) return;
+    try {
+      const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem });
+      registered = true;
+      log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: API_SERVICE_NAME, outcome });
+    } catch (err) {
+      log({ level: "error", msg: "APIService registration failed", apiService: API_SERVICE_NAME, error: (err as Error).message });
+    }
+  };
+  if (options.registration !== undefined && options.serving.caPem === undefined) {
+    log({ level: "error", msg: "APIService registration is on but the CA of the serving certificate is unknown (pass --tls-ca-file); not registering" });
+  }
+
+  let probing: Promise<boolean> | undefined;
+  const checkReadiness = () => {
+    probing ??= (async () => {
+      const ok = await forwarder.probe(`readiness-${crypto.randomUUID()}`);
+      if (ok !== backendReady) log({ level: ok ? "info" : "warn", msg: ok ? "ready: a backend answers discovery" : "not ready: no backend answers discovery" });
+      backendReady = ok;
+      metrics.ready.set(notReady().length === 0 ? 1 : 0);
+      // Register only once serving works: an unavailable APIService breaks discovery
+      // of the whole group (and namespace deletion) for the cluster.
+      if (ok && !registered) await register();
+      return ok;
+    })().finally(() => {
+      probing = undefined;
+    });
+    return probing;
+  };
+  await checkReadiness();
+  const readinessTimer = setInterval(() => void checkReadiness(), options.readinessIntervalMs ?? 10_000);
+  readinessTimer.unref();
+  const registrationTimer =
+    options.registration !== undefined
+      ? setInterval(() => {
+          if (registered) void register(); // re-assert caBundle/service if someone changed them
+        }, options.registration.intervalMs ?? 60_000)
+      : undefined;
+  registrationTimer?.unref();
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      shuttingDown = true;
+      metrics.ready.set(0);
+      clearInterval(readinessTimer);
+      clearInterval(registrationTimer);
+      log({ level: "info", msg: "shutting down: readiness off, draining" });
+      if ((options.shutdownDelayMs ?? 0) > 0) await new Promise((r) => setTimeout(r, options.shutdownDelayMs));
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const drain = options.drainTimeoutMs ?? 20_000;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = new Promise<"timeout">((resolve) => {
+        timer = setTimeout(() => resolve("timeout"), drain);
+      });
+      // Keep-alive connections that become idle after their last answer are closed as they go.
+      const idle = setInterval(() => server.closeIdleConnections(), 100);
+      const outcome = await Promise.race([closed.then(() => "drained" as const), timedOut]);
+      clearInterval(idle);
+      clearTimeout(timer);
+      if (outcome === "timeout") {
+        log({ level: "warn", msg: `in-flight requests still open after ${drain} ms; closing their connections` });
+        server.closeAllConnections();
+        await closed;
+      }
+      forwarder.close();
+      await options.authentication.stop();
+      log({ level: "info", msg: "shut down" });
+    })();
+    return closing;
+  };
+
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    metrics,
+    authenticator,
+    authorizer,
+    forwarder,
+    notReady,
+    checkReadiness,
+    setServing: (next) => {
+      server.setSecureContext({ cert: next.certPem, key: next.keyPem });
+      const caChanged = next.caPem !== serving.caPem;
+      serving = next;
+      log({ level: "info", msg: "serving certificate reloaded" });
+      if (caChanged && registered) void register();
+    },
+    close,
+  };
+}

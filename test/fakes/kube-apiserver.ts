@@ -1,0 +1,287 @@
+/**
+ * A local fake of the parts of the Kubernetes API the proxy uses, over HTTPS
+ * with a generated CA, speaking the real wire format so the real
+ * `@kubernetes/client-node` talks to it:
+ *
+ * - ConfigMaps: get, list with `fieldSelector=metadata.name=…`, and watch
+ *   (`?watch=true`, newline-delimited `{type, object}` events) — what the
+ *   proxy's informer for `kube-system/extension-apiserver-authentication` does;
+ * - Secrets: get, create (409 when it exists), replace (409 on a stale
+ *   resourceVersion);
+ * - TokenReview and SubjectAccessReview (`create`), answered from test-set
+ *   tokens and an authorizer function, every review recorded;
+ * - APIService get, create, replace.
+ *
+ * Every request needs `Authorization: Bearer <token>` (the proxy's
+ * ServiceAccount token), else 401 Status.
+ */
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createCA, issueCertificate, type IssuedCertificate } from "../../functions/proxy/certs.ts";
+import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../functions/proxy/authorize.ts";
+
+/** A TokenReview's user. */
+export interface FakeUser {
+  username: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
+type KubeObject = { apiVersion?: string; kind?: string; metadata: { name: string; namespace?: string; resourceVersion?: string; [k: string]: unknown }; [k: string]: unknown };
+
+/** The running fake. */
+export interface FakeKubeApiServer {
+  url: string;
+  /** CA of its serving certificate */
+  caPem: string;
+  /** the bearer token clients must present */
+  token: string;
+  /** bearer tokens TokenReview accepts */
+  tokens: Map<string, FakeUser>;
+  /** decides SubjectAccessReviews (default: deny everything) */
+  authorize: (spec: SubjectAccessReviewSpec) => SubjectAccessReviewStatus;
+  /** every review received, oldest first */
+  reviews: { tokenReviews: string[]; subjectAccessReviews: SubjectAccessReviewSpec[] };
+  /** the APIServices stored, by name */
+  apiServices: Map<string, KubeObject>;
+  /** every write of an APIService: method and name */
+  apiServiceWrites: { method: string; name: string }[];
+  /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
+  failing: Set<string>;
+  setConfigMap(namespace: string, name: string, data: Record<string, string>): void;
+  deleteConfigMap(namespace: string, name: string): void;
+  getSecret(namespace: string, name: string): KubeObject | undefined;
+  /** open watch connections */
+  watchers(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Start the fake on 127.0.0.1 (a random port).
+ */
+export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
+  const ca = await createCA("fake-kube-apiserver-ca");
+  const serving: IssuedCertificate = await issueCertificate(ca, {
+    commonName: "kube-apiserver",
+    dnsNames: ["localhost"],
+    ipAddresses: ["127.0.0.1"],
+    usages: ["serverAuth"],
+  });
+  const token = `admin-${crypto.randomUUID()}`;
+  let rv = 100;
+  const nextRV = () => String(++rv);
+  const configMaps = new Map<string, KubeObject>();
+  const secrets = new Map<string, KubeObject>();
+  const watches = new Set<{ namespace: string; name?: string; res: ServerResponse }>();
+
+  const fake: FakeKubeApiServer = {
+    url: "",
+    caPem: ca.certPem,
+    token,
+    tokens: new Map(),
+    authorize: () => ({ allowed: false, reason: "no RBAC rule matched (fake)" }),
+    reviews: { tokenReviews: [], subjectAccessReviews: [] },
+    apiServices: new Map(),
+    apiServiceWrites: [],
+    failing: new Set(),
+    setConfigMap(namespace, name, data) {
+      const key = `${namespace}/${name}`;
+      const type = configMaps.has(key) ? "MODIFIED" : "ADDED";
+      const obj: KubeObject = { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace, resourceVersion: nextRV() }, data };
+      configMaps.set(key, obj);
+      notify(type, obj);
+    },
+    deleteConfigMap(namespace, name) {
+      const key = `${namespace}/${name}`;
+      const obj = configMaps.get(key);
+      if (obj === undefined) return;
+      configMaps.delete(key);
+      notify("DELETED", { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } });
+    },
+    getSecret: (namespace, name) => secrets.get(`${namespace}/${name}`),
+    watchers: () => watches.size,
+    close: async () => {
+      for (const w of watches) w.res.end();
+      watches.clear();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+
+  function notify(type: string, obj: KubeObject) {
+    for (const w of watches) {
+      if (w.namespace !== obj.metadata.namespace) continue;
+      if (w.name !== undefined && w.name !== obj.metadata.name) continue;
+      w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
+    }
+  }
+
+  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+    handle(req, res).catch((err) => send(res, 500, status(500, "InternalError", String(err))));
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse) {
+    if (req.headers.authorization !== `Bearer ${token}`) return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
+    const url = new URL(req.url ?? "/", "https://fake");
+    const body = req.method === "POST" || req.method === "PUT" ? await readJson(req) : undefined;
+    const p = url.pathname;
+    let m: RegExpMatchArray | null;
+
+    if ((m = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps$/)) && req.method === "GET") {
+      const namespace = m[1]!;
+      const name = fieldName(url.searchParams.get("fieldSelector"));
+      if (url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1") {
+        res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+        res.flushHeaders();
+        const w = { namespace, ...(name !== undefined ? { name } : {}), res };
+        watches.add(w);
+        req.on("close", () => watches.delete(w));
+        return;
+      }
+      const items = [...configMaps.values()].filter((c) => c.metadata.namespace === namespace && (name === undefined || c.metadata.name === name));
+      return send(res, 200, { apiVersion: "v1", kind: "ConfigMapList", metadata: { resourceVersion: String(rv) }, items });
+    }
+    if ((m = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/)) && req.method === "GET") {
+      const obj = configMaps.get(`${m[1]}/${m[2]}`);
+      return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `configmaps "${m[2]}" not found`));
+    }
+    if ((m = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/))) {
+      const namespace = m[1]!;
+      if (req.method === "GET" && m[2]) {
+        const obj = secrets.get(`${namespace}/${m[2]}`);
+        return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `secrets "${m[2]}" not found`));
+      }
+      if (req.method === "POST" && !m[2]) {
+        const obj = body as KubeObject;
+        const key = `${namespace}/${obj.metadata.name}`;
+        if (secrets.has(key)) return send(res, 409, status(409, "AlreadyExists", `secrets "${obj.metadata.name}" already exists`));
+        const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
+        secrets.set(key, stored);
+        return send(res, 201, stored);
+      }
+      if (req.method === "PUT" && m[2]) {
+        const obj = body as KubeObject;
+        const key = `${namespace}/${m[2]}`;
+        const current = secrets.get(key);
+        if (!current) return send(res, 404, status(404, "NotFound", `secrets "${m[2]}" not found`));
+        if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified"));
+        const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
+        secrets.set(key, stored);
+        return send(res, 200, stored);
+      }
+    }
+    if (p === "/apis/authentication.k8s.io/v1/tokenreviews" && req.method === "POST") {
+      if (fake.failing.has("tokenreviews")) return send(res, 500, status(500, "InternalError", "tokenreviews are failing (fake)"));
+      const spec = (body as { spec: { token: string } }).spec;
+      fake.reviews.tokenReviews.push(spec.token);
+      const user = fake.tokens.get(spec.token);
+      return send(res, 201, {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenReview",
+        metadata: {},
+        spec,
+        status: user ? { authenticated: true, user } : { authenticated: false, error: "token not found (fake)" },
+      });
+    }
+    if (p === "/apis/authorization.k8s.io/v1/subjectaccessreviews" && req.method === "POST") {
+      if (fake.failing.has("subjectaccessreviews")) return send(res, 500, status(500, "InternalError", "subjectaccessreviews are failing (fake)"));
+      const spec = (body as { spec: SubjectAccessReviewSpec }).spec;
+      fake.reviews.subjectAccessReviews.push(spec);
+      return send(res, 201, { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", metadata: {}, spec, status: fake.authorize(spec) });
+    }
+    if ((m = p.match(/^\/apis\/apiregistration\.k8s\.io\/v1\/apiservices(?:\/([^/]+))?$/))) {
+      if (fake.failing.has("apiservices")) return send(res, 500, status(500, "InternalError", "apiservices are failing (fake)"));
+      if (req.method === "GET" && m[1]) {
+        const obj = fake.apiServices.get(m[1]);
+        return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `apiservices.apiregistration.k8s.io "${m[1]}" not found`));
+      }
+      if (req.method === "POST" && !m[1]) {
+        const obj = body as KubeObject;
+        if (fake.apiServices.has(obj.metadata.name)) return send(res, 409, status(409, "AlreadyExists", "already exists"));
+        const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } };
+        fake.apiServices.set(obj.metadata.name, stored);
+        fake.apiServiceWrites.push({ method: "POST", name: obj.metadata.name });
+        return send(res, 201, stored);
+      }
+      if (req.method === "PUT" && m[1]) {
+        const obj = body as KubeObject;
+        const current = fake.apiServices.get(m[1]);
+        if (!current) return send(res, 404, status(404, "NotFound", "not found"));
+        if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified"));
+        const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } };
+        fake.apiServices.set(m[1], stored);
+        fake.apiServiceWrites.push({ method: "PUT", name: m[1] });
+        return send(res, 200, stored);
+      }
+    }
+    return send(res, 404, status(404, "NotFound", `the server could not find the requested resource (${req.method} ${p})`));
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  fake.url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return fake;
+}
+
+function fieldName(selector: string | null): string | undefined {
+  const m = selector?.match(/^metadata\.name==?(.+)$/);
+  return m?.[1];
+}
+
+function status(code: number, reason: string, message: string) {
+  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
+}
+
+function send(res: ServerResponse, code: number, body: unknown) {
+  if (res.headersSent) return void res.end();
+  res.writeHead(code, { "Content-Type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+/**
+ * An authorizer in the spirit of RBAC for tests: allow when a rule's subject,
+ * verb and resource (or non-resource path) match.
+ */
+export interface FakeRule {
+  users?: string[];
+  groups?: string[];
+  /** restrict to one namespace (a Role); omitted = cluster-wide (a ClusterRole) */
+  namespace?: string;
+  verbs: string[];
+  apiGroups?: string[];
+  /** resource names (here: metric names); `*` = all */
+  resources?: string[];
+  nonResourceURLs?: string[];
+}
+
+/** Build an authorize function from rules. */
+export function rbac(rules: FakeRule[]): (spec: SubjectAccessReviewSpec) => SubjectAccessReviewStatus {
+  return (spec) => {
+    for (const rule of rules) {
+      const subject = (rule.users?.includes(spec.user ?? "") ?? false) || (rule.groups?.some((g) => spec.groups?.includes(g)) ?? false);
+      if (!subject) continue;
+      const ra = spec.resourceAttributes;
+      if (ra !== undefined) {
+        if (rule.resources === undefined) continue;
+        if (rule.namespace !== undefined && rule.namespace !== ra.namespace) continue;
+        if (!rule.verbs.includes("*") && !rule.verbs.includes(ra.verb ?? "")) continue;
+        if (!(rule.apiGroups ?? []).includes("*") && !(rule.apiGroups ?? []).includes(ra.group ?? "")) continue;
+        if (!rule.resources.includes("*") && !rule.resources.includes(ra.resource ?? "")) continue;
+        return { allowed: true, reason: "allowed by fake RBAC" };
+      }
+      const nr = spec.nonResourceAttributes;
+      if (nr !== undefined && rule.nonResourceURLs !== undefined) {
+        if (!rule.verbs.includes("*") && !rule.verbs.includes(nr.verb)) continue;
+        if (rule.nonResourceURLs.includes("*") || rule.nonResourceURLs.includes(nr.path)) return { allowed: true, reason: "allowed by fake RBAC" };
+      }
+    }
+    return { allowed: false, reason: "no RBAC rule matched (fake)" };
+  };
+}
