@@ -369,7 +369,7 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
     cw.behaviour = "throttle";
     const throttled = await read(bridge, "sqs_visible", "queue=jobs");
     expect(throttled.status).toBe(503);
-    expect(throttled.headers.get("retry-after")).toBe("10");
+    expect(throttled.headers.get("retry-after")).toBe("1"); // capped: MAX_RETRY_AFTER_SECONDS
     expect(throttled.body.message).toMatch(/provider cw: GetMetricData .* throttled/);
     cw.behaviour = "denied";
     const denied = await read(bridge, "sqs_visible", "queue=jobs");

@@ -53,6 +53,18 @@ export interface Status {
   code: StatusCode;
 }
 
+/**
+ * Longest `Retry-After` the bridge sends, seconds. client-go retries a 429
+ * or 5xx that carries `Retry-After` up to 10 times, sleeping that long each
+ * time, with no overall deadline (client-go `rest/with_retry.go`,
+ * `maxRetries: 10`). A larger value would stall the HPA controller's sync —
+ * and one of its 5 workers — for 10 × Retry-After before it sees that the
+ * metric is invalid. With 1 s a transient blip is still retried and a dead
+ * backend reaches the HPA as `FailedGetExternalMetric` within about 10 s
+ * (measured in `test/k8s.e2e.test.ts`).
+ */
+export const MAX_RETRY_AFTER_SECONDS = 1;
+
 /** The API group every Status detail names by default. */
 export const EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io";
 
@@ -69,7 +81,10 @@ export class StatusError extends Error {
     super(message, options);
     this.name = "StatusError";
     this.code = code;
-    this.details = details;
+    this.details =
+      details?.retryAfterSeconds !== undefined && details.retryAfterSeconds > MAX_RETRY_AFTER_SECONDS
+        ? { ...details, retryAfterSeconds: MAX_RETRY_AFTER_SECONDS }
+        : details;
   }
 
   /** The `metav1.Status` body for this error. */
@@ -117,7 +132,7 @@ export function notFound(message: string, details?: StatusDetails): StatusError 
   return new StatusError(404, message, details);
 }
 
-/** 429 TooManyRequests with `Retry-After`. */
+/** 429 TooManyRequests with `Retry-After` (capped at {@link MAX_RETRY_AFTER_SECONDS}). */
 export function tooManyRequests(message: string, retryAfterSeconds: number, details?: StatusDetails): StatusError {
   return new StatusError(429, message, { ...details, retryAfterSeconds });
 }
@@ -125,6 +140,8 @@ export function tooManyRequests(message: string, retryAfterSeconds: number, deta
 /**
  * 503 ServiceUnavailable with `Retry-After`: a backend failed, timed out or
  * throttled. A backend failure is never reported as a value.
+ * `retryAfterSeconds` is the caller's hint, capped at
+ * {@link MAX_RETRY_AFTER_SECONDS}.
  */
 export function serviceUnavailable(
   message: string,

@@ -1,0 +1,498 @@
+/**
+ * End to end against real Kubernetes: kube-apiserver's aggregation layer and
+ * the HPA controller of kube-controller-manager (built from the
+ * k8s.io/kubernetes module by test/k8s/build.sh, started by
+ * test/k8s/cluster.ts), the in-cluster proxy (functions/proxy/main.ts) and
+ * the bridge (functions/node.ts) as local processes, and the fauxqs SQS
+ * emulator.
+ *
+ *   HPA controller ─► kube-apiserver (aggregator) ─► proxy (TLS, front-proxy
+ *   authn, SubjectAccessReview, signing) ─► bridge (signature, policy) ─► fauxqs
+ *
+ * The proxy's namespace, ServiceAccount and RBAC are the shipped plain
+ * manifests (infra/manifests/), and the proxy runs with the shipped
+ * Deployment's arguments (serving certificate in a Secret it creates, APIService
+ * self-registration), overriding only ports, files and timings.
+ *
+ * Endpoint addresses may not be loopback, so the proxy's Service is an
+ * `ExternalName` Service naming 127.0.0.1: the aggregator's default
+ * (ClusterIP) resolver dials `externalName:<APIService port>`
+ * (k8s.io/apiserver `pkg/util/proxy/proxy.go` ResolveCluster) with TLS
+ * ServerName `<service>.<namespace>.svc`, which the proxy's serving
+ * certificate carries.
+ *
+ * The first run builds Kubernetes (about 11 minutes on 2 shared cores, module
+ * download included); later runs reuse the cached binaries (see
+ * docs/kubernetes-e2e.md).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseAllDocuments, stringify } from "yaml";
+import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import {
+  buildControlPlane,
+  freePorts,
+  logTails,
+  startControlPlane,
+  startProcess,
+  waitFor,
+  type ControlPlane,
+  type LoggedProcess,
+} from "./k8s/cluster.ts";
+
+const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
+const METRIC = "queue_messages_ready";
+const MANIFESTS = "infra/manifests/external-metrics-bridge.yaml";
+const PROXY_NS = "external-metrics-bridge";
+const PROXY_SERVICE = "external-metrics-bridge-proxy";
+const HPA_SYNC_SECONDS = 2;
+/** per-test limit: every wait inside is bounded well below it */
+const TEST_TIMEOUT_MS = 240_000;
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** ceil(depth / target) clamped to [min, max]: what an AverageValue HPA wants. */
+function expectedReplicas(depth: number, target: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, Math.ceil(depth / target)));
+}
+
+const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\n");
+
+interface ManifestObject {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec?: { template?: { spec?: { containers?: { name: string; args?: string[] }[] } } };
+}
+
+/**
+ * The shipped plain manifests, as a cluster admin would apply them, minus
+ * what cannot run here: the Deployment (its arguments are returned for the
+ * local proxy process), the PodDisruptionBudget, the ConfigMap (the local
+ * proxy gets its own config) and the APIService (the proxy registers it
+ * itself). The ClusterIP Service becomes an ExternalName Service of the same
+ * name resolving to 127.0.0.1, since Endpoints may not be loopback.
+ */
+function shippedManifests(): { install: object[]; proxyArgs: string[] } {
+  const docs = parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
+    .map((d) => d.toJS() as ManifestObject | null)
+    .filter((d): d is ManifestObject => d !== null);
+  const deployment = docs.find((d) => d.kind === "Deployment" && d.metadata.name === PROXY_SERVICE);
+  const args = deployment?.spec?.template?.spec?.containers?.find((c) => c.name === "proxy")?.args;
+  if (args === undefined) throw new Error(`${MANIFESTS}: no Deployment ${PROXY_SERVICE} with a "proxy" container and args`);
+  const install: object[] = [];
+  for (const d of docs) {
+    if (["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"].includes(d.kind)) install.push(d);
+    else if (d.kind === "Service" && d.metadata.name === PROXY_SERVICE) {
+      install.push({ apiVersion: "v1", kind: "Service", metadata: d.metadata, spec: { type: "ExternalName", externalName: "127.0.0.1" } });
+    }
+  }
+  if (!install.some((d) => (d as ManifestObject).kind === "Service")) throw new Error(`${MANIFESTS}: no Service ${PROXY_SERVICE}`);
+  return { install, proxyArgs: args };
+}
+
+/** `--flag=value` / `--flag value` arguments with `overrides` replacing or adding flags. */
+function withFlags(args: readonly string[], overrides: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const flag = arg.split("=")[0]!;
+    if (flag in overrides) {
+      if (!arg.includes("=") && !(args[i + 1] ?? "--").startsWith("--")) i++;
+      continue;
+    }
+    out.push(arg);
+  }
+  for (const [flag, value] of Object.entries(overrides)) out.push(`${flag}=${value}`);
+  return out;
+}
+
+let cp: ControlPlane | undefined;
+let emulator: Emulator | undefined;
+let work = "";
+const processes: LoggedProcess[] = [];
+let aliceKubeconfig = "";
+let bobKubeconfig = "";
+
+/** Component logs (control plane, proxy, bridge) for failure messages. */
+function context(lines = 60): string {
+  return `${cp?.logs(lines) ?? ""}\n${logTails(processes, lines)}`;
+}
+
+async function kubectlJson<T>(args: string[]): Promise<T> {
+  return JSON.parse(await cp!.kubectlOk([...args, "-o", "json"])) as T;
+}
+
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+interface Hpa {
+  status: { currentReplicas?: number; desiredReplicas?: number; conditions?: Condition[]; currentMetrics?: unknown[] };
+}
+interface Deployment {
+  spec: { replicas: number };
+  status: { replicas?: number };
+}
+
+/** The proxy's JSON request log lines (functions/proxy/app.ts). */
+interface ProxyRequestLog {
+  msg?: string;
+  user?: string;
+  authn?: string;
+  metric?: string;
+  code?: number;
+  path?: string;
+}
+function proxyRequests(): ProxyRequestLog[] {
+  const proxy = processes.find((p) => p.name === "proxy");
+  if (proxy === undefined) return [];
+  return readFileSync(proxy.logFile, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as ProxyRequestLog)
+    .filter((r) => r.msg === "request");
+}
+
+const replicasOf = async (ns: string) => (await kubectlJson<Deployment>(["-n", ns, "get", "deployment", "worker"])).spec.replicas;
+const hpaOf = (ns: string) => kubectlJson<Hpa>(["-n", ns, "get", "hpa", "worker"]);
+const condition = (hpa: Hpa, type: string) => hpa.status.conditions?.find((c) => c.type === type);
+
+/** Wait until the Deployment in `ns` has exactly `replicas`, with a failure message that shows the HPA. */
+async function waitForReplicas(ns: string, replicas: number, timeoutMs = 90_000): Promise<void> {
+  let last = "";
+  await waitFor(
+    `deployment ${ns}/worker at ${replicas} replicas`,
+    async () => {
+      const [current, hpa] = [await replicasOf(ns), await hpaOf(ns)];
+      last = `spec.replicas=${current}, hpa.status=${JSON.stringify(hpa.status)}`;
+      return current === replicas;
+    },
+    { timeoutMs, intervalMs: 1000, context: () => `${last}\n${context()}` },
+  );
+}
+
+/** Assert the Deployment stays at `replicas` for `seconds` (several HPA sync periods). */
+async function expectReplicasHeld(ns: string, replicas: number, seconds: number): Promise<void> {
+  const until = Date.now() + seconds * 1000;
+  while (Date.now() < until) {
+    expect(await replicasOf(ns), `deployment ${ns}/worker must stay at ${replicas}`).toBe(replicas);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+function workload(ns: string, replicas: number, queue: string, target: number, min: number, max: number): string {
+  return yamlDocs(
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "worker", namespace: ns },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: "worker" } },
+        // No kubelet runs: pods stay Pending, which an AverageValue target does not mind.
+        template: { metadata: { labels: { app: "worker" } }, spec: { containers: [{ name: "worker", image: "registry.invalid/worker:1" }] } },
+      },
+    },
+    {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name: "worker", namespace: ns },
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "worker" },
+        minReplicas: min,
+        maxReplicas: max,
+        metrics: [
+          {
+            type: "External",
+            external: {
+              metric: { name: METRIC, selector: { matchLabels: { queue } } },
+              target: { type: "AverageValue", averageValue: String(target) },
+            },
+          },
+        ],
+        // Scale up without the default 15 s rate limit; scale-down
+        // stabilisation comes from --horizontal-pod-autoscaler-downscale-stabilization.
+        behavior: { scaleUp: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 100, periodSeconds: 1 }] } },
+      },
+    },
+  );
+}
+
+describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", () => {
+  beforeAll(async () => {
+    const binDir = await buildControlPlane({ log: (l) => console.log(l) });
+    cp = await startControlPlane({ binDir, hpaSyncPeriodSeconds: HPA_SYNC_SECONDS, downscaleStabilizationSeconds: 4, log: (l) => console.log(l) });
+    work = mkdtempSync(join(tmpdir(), "emb-k8s-e2e-"));
+    emulator = await startEmulator();
+    for (const q of ["team-a-jobs", "team-b-jobs"]) await emulator.createQueue(q);
+
+    // --- the bridge: SQS rule, policies, signature required ---
+    const signingKeys = `e2e:${randomBytes(32).toString("base64")}`;
+    const bridgeConfig = join(work, "bridge.yaml");
+    writeFileSync(
+      bridgeConfig,
+      yamlDocs(
+        {
+          apiVersion: "external-metrics-bridge.io/v1alpha1",
+          kind: "BridgeConfig",
+          defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 1 },
+          providers: {
+            sqs: {
+              type: "aws-sqs",
+              region: "us-east-1",
+              endpoint: emulator.endpoint,
+              credentials: { source: "static", accessKeyId: "e2e", secretAccessKey: "e2e" },
+              timeoutSeconds: 2,
+            },
+          },
+          metrics: [
+            { name: METRIC, provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessages" } },
+            { name: "queue_messages_delayed", provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessagesDelayed" } },
+            { name: "queue_messages_in_flight", provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessagesNotVisible" } },
+          ],
+          policy: { defaultAction: "Deny" },
+        },
+        ...(["team-a", "team-b"] as const).map((team) => ({
+          apiVersion: "external-metrics-bridge.io/v1alpha1",
+          kind: "ExternalMetricPolicy",
+          metadata: { name: `${team}-queues`, namespace: team },
+          spec: {
+            rules: [{ metric: "queue_messages_.*", selector: { matchLabels: { queue: `${team}-jobs` } } }],
+            defaultAction: "Deny",
+          },
+        })),
+      ),
+    );
+    const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
+    const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
+    const bridge = startProcess("bridge", process.execPath, [join(ROOT, "functions/node.ts"), "--config", bridgeConfig, "--host", "127.0.0.1", "--port", String(bridgePort)], {
+      logFile: join(work, "bridge.log"),
+      env,
+    });
+    processes.push(bridge);
+    await waitFor(
+      "bridge /healthz",
+      async () => {
+        if (bridge.exitCode !== undefined) throw new Error(`bridge exited with ${bridge.exitCode}`);
+        return (await fetch(`http://127.0.0.1:${bridgePort}/healthz`)).ok;
+      },
+      { timeoutMs: 30_000, context },
+    );
+
+    // --- the proxy's identity, RBAC and Service: the shipped manifests ---
+    const shipped = shippedManifests();
+    await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...shipped.install) });
+    // Users: the shipped example Role lets group team-a-developers read two
+    // queue metrics in team-a; bob has no RBAC at all.
+    await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs({ apiVersion: "v1", kind: "Namespace", metadata: { name: "team-a" } }) });
+    await cp.kubectlOk(["apply", "-f", join(ROOT, "infra/examples/rbac/team-a-metrics-reader.yaml")]);
+    aliceKubeconfig = await cp.userKubeconfig("alice", ["team-a-developers"]);
+    bobKubeconfig = await cp.userKubeconfig("bob");
+    const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
+    const proxyKubeconfig = cp.tokenKubeconfig("proxy", token);
+
+    // --- the proxy, with the shipped Deployment's arguments; it registers the APIService itself ---
+    const proxyConfig = join(work, "proxy.yaml");
+    writeFileSync(
+      proxyConfig,
+      stringify({
+        apiVersion: "external-metrics-bridge.io/v1alpha1",
+        kind: "ProxyConfig",
+        backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: 3 } },
+        routes: [{ metric: ".*", backend: "bridge" }],
+        cache: { ttlSeconds: 1 },
+      }),
+    );
+    const proxyArgs = withFlags(shipped.proxyArgs, {
+      "--config": proxyConfig,
+      "--kubeconfig": proxyKubeconfig,
+      "--bind-address": "127.0.0.1",
+      "--secure-port": String(proxyPort),
+      // The aggregator dials the ExternalName host on the APIService's port
+      // (in a cluster: Service port 443 → targetPort 6443).
+      "--service-port": String(proxyPort),
+      "--readiness-interval-seconds": "1",
+      "--shutdown-delay-seconds": "0",
+      "--drain-timeout-seconds": "2",
+    });
+    const proxy = startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...proxyArgs], {
+      logFile: join(work, "proxy.log"),
+      env: { ...env, POD_NAMESPACE: PROXY_NS },
+    });
+    processes.push(proxy);
+
+    await waitFor(
+      "APIService v1beta1.external.metrics.k8s.io Available=True",
+      async () => {
+        if (proxy.exitCode !== undefined) throw new Error(`proxy exited with ${proxy.exitCode}`);
+        const r = await cp!.kubectl(["get", "apiservice", `v1beta1.external.metrics.k8s.io`, "-o", "json"]);
+        if (r.status !== 0) throw new Error(r.stderr.trim());
+        const available = (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
+        if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
+        return true;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, context },
+    );
+  }, 50 * 60_000);
+
+  afterEach(({ task }) => {
+    if (task.result?.state === "fail") console.error(`component logs after the failure of "${task.name}":\n${context(80)}`);
+  });
+
+  afterAll(async () => {
+    for (const p of [...processes].reverse()) await p.stop(5_000);
+    await emulator?.stop();
+    await cp?.stop();
+    if (work !== "") rmSync(work, { recursive: true, force: true });
+  }, 120_000);
+
+  it("the proxy registered the APIService itself, pointing at its Service with its CA", async () => {
+    const apiService = await kubectlJson<{ spec: { service: { name: string; namespace: string }; caBundle?: string; insecureSkipTLSVerify?: boolean; group: string } }>([
+      "get",
+      "apiservice",
+      "v1beta1.external.metrics.k8s.io",
+    ]);
+    expect(apiService.spec.group).toBe("external.metrics.k8s.io");
+    expect(apiService.spec.service).toMatchObject({ name: PROXY_SERVICE, namespace: PROXY_NS });
+    expect(apiService.spec.insecureSkipTLSVerify ?? false).toBe(false);
+    const caBundle = Buffer.from(apiService.spec.caBundle ?? "", "base64").toString();
+    expect(caBundle).toContain("-----BEGIN CERTIFICATE-----");
+    // The shipped arguments keep the serving certificate in a Secret (--tls-secret),
+    // which the proxy created; its CA is what the aggregator trusts.
+    const secret = await kubectlJson<{ data: Record<string, string> }>(["-n", PROXY_NS, "get", "secret", `${PROXY_SERVICE}-tls`]);
+    expect(Buffer.from(secret.data["ca.crt"] ?? "", "base64").toString()).toBe(caBundle);
+  }, TEST_TIMEOUT_MS);
+
+  it("kubectl get --raw serves discovery and values through kube-apiserver to a user RBAC allows", async () => {
+    await emulator!.add("team-a-jobs", 7);
+    const discovery = JSON.parse(await cp!.kubectlOk(["get", "--raw", `/apis/${GROUP_VERSION}`], { kubeconfig: aliceKubeconfig })) as {
+      kind: string;
+      groupVersion: string;
+      resources: { name: string; namespaced: boolean; kind: string; verbs: string[] }[];
+    };
+    expect(discovery).toMatchObject({ kind: "APIResourceList", groupVersion: GROUP_VERSION });
+    expect(discovery.resources.map((r) => r.name)).toContain(METRIC);
+
+    const path = `/apis/${GROUP_VERSION}/namespaces/team-a/${METRIC}?labelSelector=${encodeURIComponent("queue=team-a-jobs")}`;
+    const values = JSON.parse(await cp!.kubectlOk(["get", "--raw", path], { kubeconfig: aliceKubeconfig })) as {
+      kind: string;
+      items: { metricName: string; metricLabels: Record<string, string>; value: string; timestamp: string }[];
+    };
+    expect(values.kind).toBe("ExternalMetricValueList");
+    expect(values.items).toHaveLength(1);
+    expect(values.items[0]).toMatchObject({ metricName: METRIC, metricLabels: { queue: "team-a-jobs" }, value: "7" });
+    expect(values.items[0]!.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  }, TEST_TIMEOUT_MS);
+
+  it("refuses a user without RBAC, and a metric or namespace RBAC does not grant", async () => {
+    const path = (ns: string, metric: string) => `/apis/${GROUP_VERSION}/namespaces/${ns}/${metric}?labelSelector=queue%3Dteam-a-jobs`;
+    const bob = await cp!.kubectl(["get", "--raw", path("team-a", METRIC)], { kubeconfig: bobKubeconfig });
+    expect(bob.status).not.toBe(0);
+    expect(bob.stderr).toMatch(/Forbidden/);
+    expect(bob.stderr).toContain(`cannot list resource "${METRIC}" in API group "external.metrics.k8s.io" in the namespace "team-a"`);
+    // kube-apiserver itself refused: the request never reached the proxy.
+    expect(proxyRequests().filter((r) => r.user === "bob")).toEqual([]);
+    // Per-metric RBAC: alice's Role names two metrics (the resource is the metric name).
+    const granted = await cp!.kubectl(["get", "--raw", path("team-a", "queue_messages_delayed")], { kubeconfig: aliceKubeconfig });
+    expect(granted.stderr).toBe("");
+    expect(JSON.parse(granted.stdout)).toMatchObject({ kind: "ExternalMetricValueList", items: [{ value: "0" }] });
+    const otherMetric = await cp!.kubectl(["get", "--raw", path("team-a", "queue_messages_in_flight")], { kubeconfig: aliceKubeconfig });
+    expect(otherMetric.status).not.toBe(0);
+    expect(otherMetric.stderr).toMatch(/Forbidden/);
+    const otherNamespace = await cp!.kubectl(["get", "--raw", path("team-b", METRIC)], { kubeconfig: aliceKubeconfig });
+    expect(otherNamespace.status).not.toBe(0);
+    expect(otherNamespace.stderr).toMatch(/Forbidden/);
+  }, TEST_TIMEOUT_MS);
+
+  it("the bridge's ExternalMetricPolicy refuses another team's queue through kube-apiserver (403 naming the policy)", async () => {
+    const path = `/apis/${GROUP_VERSION}/namespaces/team-a/${METRIC}?labelSelector=queue%3Dteam-b-jobs`;
+    const r = await cp!.kubectl(["get", "--raw", path], { kubeconfig: aliceKubeconfig });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/Forbidden/);
+    expect(r.stderr).toContain("team-a-queues");
+  }, TEST_TIMEOUT_MS);
+
+  it("an AverageValue HPA scales the Deployment to ceil(depth/target), capped at max, and back to min when drained", async () => {
+    const [target, min, max] = [4, 1, 6];
+    // team-a-jobs holds 7 messages from the previous test.
+    await cp!.kubectlOk(["apply", "-f", "-"], { input: workload("team-a", 1, "team-a-jobs", target, min, max) });
+    await waitForReplicas("team-a", expectedReplicas(7, target, min, max)); // 2
+
+    await emulator!.add("team-a-jobs", 10); // 17
+    await waitForReplicas("team-a", expectedReplicas(17, target, min, max)); // 5
+    const hpa = await hpaOf("team-a");
+    expect(condition(hpa, "ScalingActive")?.status).toBe("True");
+    expect(hpa.status.currentMetrics).toEqual([
+      expect.objectContaining({ type: "External", external: expect.objectContaining({ metric: expect.objectContaining({ name: METRIC }) }) }),
+    ]);
+
+    // The HPA's reads reached the proxy through the aggregator's front-proxy
+    // certificate, as the controller's service account.
+    const hpaReads = proxyRequests().filter((r) => r.metric === METRIC && r.path?.includes("/namespaces/team-a/"));
+    expect(hpaReads.filter((r) => r.user === "system:serviceaccount:kube-system:horizontal-pod-autoscaler" && r.code === 200).length).toBeGreaterThan(0);
+    expect(new Set(hpaReads.map((r) => r.authn))).toEqual(new Set(["front-proxy"]));
+
+    await emulator!.add("team-a-jobs", 23); // 40 → 10, capped at 6
+    await waitForReplicas("team-a", expectedReplicas(40, target, min, max));
+    expect(condition(await hpaOf("team-a"), "ScalingLimited")).toMatchObject({ status: "True", reason: "TooManyReplicas" });
+
+    expect(await emulator!.drain("team-a-jobs", 40)).toBe(40);
+    await waitForReplicas("team-a", min);
+  }, TEST_TIMEOUT_MS);
+
+  it("a namespace whose ExternalMetricPolicy denies the queue: ScalingActive=False FailedGetExternalMetric, replicas unchanged", async () => {
+    await emulator!.add("team-a-jobs", 30);
+    // team-b's HPA names team A's queue; team-b's policy allows only team-b-jobs.
+    await cp!.kubectlOk(["apply", "-f", "-"], { input: workload("team-b", 2, "team-a-jobs", 4, 1, 6) });
+    const active = await waitFor(
+      "team-b HPA ScalingActive=False",
+      async () => {
+        const c = condition(await hpaOf("team-b"), "ScalingActive");
+        return c?.status === "False" ? c : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000, context },
+    );
+    expect(active.reason).toBe("FailedGetExternalMetric");
+    expect(active.message).toContain("team-b-queues");
+    await expectReplicasHeld("team-b", 2, 4 * HPA_SYNC_SECONDS);
+    // team-a reads the same 30 messages and scales on them meanwhile.
+    await waitForReplicas("team-a", expectedReplicas(30, 4, 1, 6));
+  }, TEST_TIMEOUT_MS);
+
+  it("stopping the emulator scales nothing down (the metric fails; the HPA holds)", async () => {
+    const before = await replicasOf("team-a");
+    expect(before).toBe(expectedReplicas(30, 4, 1, 6));
+    await emulator!.stop();
+    const stoppedAt = Date.now();
+    // The bridge answers 503 with Retry-After, and client-go (the HPA's
+    // client) retries such answers up to 10 times, waiting Retry-After
+    // seconds each time (k8s.io/client-go rest/with_retry.go): the HPA sees
+    // the failure only after those retries. The bridge caps Retry-After at
+    // MAX_RETRY_AFTER_SECONDS (1 s) so that this takes seconds, not minutes
+    // (with 5 s it took about 52 s). Meanwhile it must not scale.
+    const seen = new Set<number>();
+    const active = await waitFor(
+      "team-a HPA ScalingActive=False after the emulator stopped",
+      async () => {
+        seen.add(await replicasOf("team-a"));
+        const c = condition(await hpaOf("team-a"), "ScalingActive");
+        return c?.status === "False" ? c : undefined;
+      },
+      { timeoutMs: 45_000, intervalMs: 1000, context },
+    );
+    expect([...seen], "replicas while the metric was failing").toEqual([before]);
+    console.log(`HPA reported FailedGetExternalMetric ${Math.round((Date.now() - stoppedAt) / 1000)}s after the emulator stopped`);
+    expect(active.reason).toBe("FailedGetExternalMetric");
+    // the bridge's 503 Status message, carried through proxy, aggregator and client-go
+    expect(active.message).toContain("unable to fetch metrics from external metrics API");
+    expect(active.message).toContain("GetQueueAttributes");
+    await expectReplicasHeld("team-a", before, 5 * HPA_SYNC_SECONDS);
+    await expectReplicasHeld("team-b", 2, 1);
+  }, TEST_TIMEOUT_MS);
+});
