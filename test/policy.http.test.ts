@@ -8,21 +8,12 @@ import { buildBridge } from "../shared/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
 import { unauthorized } from "../shared/k8s/status.ts";
 import type { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 function configText(endpoint: string, policySection: string): string {
-  return `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 1
-    maxAttempts: 1
+  return `${sqsConfigHead(endpoint)}
 metrics:
   - name: queue_messages_ready
     provider: sqs

@@ -12,23 +12,14 @@ import { createLambdaHandler } from "../functions/lambda.ts";
 import { startNodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import type { ContractTarget } from "./helpers/contract.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { lambdaTarget, type HttpHandler } from "./helpers/lambda.ts";
 import { startWorker } from "./helpers/worker.ts";
 
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 function configText(endpoint: string): string {
-  return `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 2
-    maxAttempts: 1
+  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2 })}
 metrics:
   - name: queue_messages_ready
     provider: sqs

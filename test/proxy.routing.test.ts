@@ -14,24 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCA, issueCertificate } from "../functions/proxy/certs.ts";
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { createPki, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 
 const NS = `${V1}/namespaces/default`;
 const ADAPTER_TOKEN = `proxy-sa-token-${crypto.randomUUID()}`;
 
 function bridgeConfig(endpoint: string, metrics: string): string {
-  return `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 0 }
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 1
-    maxAttempts: 1
+  return `${sqsConfigHead(endpoint, { defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}
 metrics:
 ${metrics}`;
 }

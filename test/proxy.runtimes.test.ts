@@ -18,7 +18,7 @@ import { createLambdaHandler } from "../functions/lambda.ts";
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { parseSigningKeys, signRequest } from "../shared/signing.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
 import { createPki, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
@@ -29,17 +29,7 @@ const [K1, K2] = KEYS.split(",") as [string, string];
 
 function bridgeConfig(endpoint: string): string {
   const rule = (name: string) => `  - { name: ${name}, provider: sqs, query: { queueLabel: queue } }`;
-  return `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 0 }
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 2
-    maxAttempts: 1
+  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2, defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}
 metrics:
 ${["node_queue", "worker_queue", "lambda_queue"].map(rule).join("\n")}
 policy:

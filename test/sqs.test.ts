@@ -9,22 +9,13 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBridge, type Bridge } from "../shared/bridge.ts";
 import { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 
 function config(endpoint: string, extra = "", provider = "") {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 0.5
-    maxAttempts: 1
+${sqsConfigHead(endpoint, { timeoutSeconds: 0.5 })}
 ${provider}
 metrics:
   - name: depth

@@ -8,7 +8,7 @@
  * through the real AWS SDK inside the runtime under test.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmulator, type Emulator } from "./emulator.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./emulator.ts";
 
 /** A runtime under test. */
 export interface ContractTarget {
@@ -30,17 +30,7 @@ const NS = `${V1}/namespaces/default`;
  */
 export function contractConfig(endpoint: string): string {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 0 }
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
-    timeoutSeconds: 1
-    maxAttempts: 1
+${sqsConfigHead(endpoint, { defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}
 metrics:
   - name: queue_messages_ready
     provider: sqs

@@ -49,3 +49,26 @@ export async function startEmulator(port = 0): Promise<Emulator> {
     },
   };
 }
+
+/**
+ * The head of a BridgeConfig (apiVersion, kind, optional `defaults`, and
+ * `providers:`) whose one provider `sqs` reads the emulator at `endpoint`
+ * with static test keys and one attempt per call. Tests append `metrics:`,
+ * `policy:` and further documents.
+ *
+ * @param options.timeoutSeconds per-call timeout (default 1)
+ * @param options.defaults a flow mapping for `defaults:`, e.g. `{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }`
+ */
+export function sqsConfigHead(endpoint: string, options: { timeoutSeconds?: number; defaults?: string } = {}): string {
+  return `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+${options.defaults !== undefined ? `defaults: ${options.defaults}\n` : ""}providers:
+  sqs:
+    type: aws-sqs
+    region: us-east-1
+    endpoint: ${endpoint}
+    credentials: { source: static, accessKeyId: test, secretAccessKey: test }
+    timeoutSeconds: ${options.timeoutSeconds ?? 1}
+    maxAttempts: 1
+`;
+}
