@@ -234,10 +234,10 @@ describe("gcp-monitoring: gRPC client and REST transport give identical results"
     expect(byScenario(10).body.items[0]).toMatchObject({ value: "300", window: 60, timestamp: iso(NOW - 60_000) });
     expect(byScenario(11)).toMatchObject({ status: 503, body: { message: expect.stringMatching(/distributionValue value, not a number/) } });
     expect(byScenario(12)).toMatchObject({ status: 404, body: { message: expect.stringMatching(/NOT_FOUND.*never_written/) } });
-    expect(byScenario(13)).toMatchObject({ status: 503, retryAfter: "30", body: { message: expect.stringMatching(/provider gcp: .*throttled by Google \(RESOURCE_EXHAUSTED\)/) } });
+    expect(byScenario(13)).toMatchObject({ status: 503, retryAfter: "1" /* capped: MAX_RETRY_AFTER_SECONDS */, body: { message: expect.stringMatching(/provider gcp: .*throttled by Google \(RESOURCE_EXHAUSTED\)/) } });
     expect(byScenario(14)).toMatchObject({ status: 500, body: { message: expect.stringMatching(/provider gcp: .*refused the bridge's credentials \(PERMISSION_DENIED\)/) } });
     expect(byScenario(15)).toMatchObject({ status: 500, body: { message: expect.stringMatching(/query is invalid \(INVALID_ARGUMENT\)/) } });
-    expect(byScenario(16)).toMatchObject({ status: 503, retryAfter: "5" });
+    expect(byScenario(16)).toMatchObject({ status: 503, retryAfter: "1" }); // capped: MAX_RETRY_AFTER_SECONDS
   });
 });
 
