@@ -1,20 +1,27 @@
 /**
  * Offline build checks a user runs before deploying: the Worker bundle as
  * wrangler builds it (`wrangler deploy --dry-run --outdir`), and the Lambda
- * artifact as `node infra/lambda/build.ts` bundles it — then the artifact
- * itself, run by Node 24 the way the `nodejs24.x` runtime loads it. Sizes
- * are printed.
+ * artifact as `node infra/lambda/build.ts` bundles it — then exactly the
+ * files serverless.yml packages, unpacked outside the repository and run by
+ * Node 24 the way the `nodejs24.x` runtime loads them: signed Function URL
+ * events, SQS through the AWS SDK against fauxqs, Cloud Monitoring through
+ * the official `@google-cloud/monitoring` client over TLS against the gRPC
+ * fake of MetricService. Sizes and start-up figures are printed.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { isBuiltin } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import { ESBUILD_TARGET, LAMBDA_RUNTIME } from "../infra/lambda/build.ts";
-import { contractConfig } from "./helpers/contract.ts";
-import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { DIRNAME_USERS, ESBUILD_TARGET, LAMBDA_RUNTIME, PACKAGED_FILES } from "../infra/lambda/build.ts";
+import { HPA_CONTROLLER } from "../shared/identity.ts";
+import { parseSigningKeys, signRequest } from "../shared/signing.ts";
+import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { toEvent } from "./helpers/lambda.ts";
 import { buildWorker, ROOT, type WorkerBuild } from "./helpers/worker.ts";
 
@@ -25,6 +32,42 @@ const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
 const WORKER_LIMIT_GZIP = 3 * 1024 * 1024;
 /** Packages that must never reach the Worker (they cannot run in workerd: DESIGN.md). */
 const NOT_ON_WORKERS = ["@google-cloud/monitoring", "google-gax", "protobufjs", "@grpc/grpc-js"];
+const V1 = "/apis/external.metrics.k8s.io/v1beta1";
+const NS = `${V1}/namespaces/default`;
+const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
+/** A signing key as the proxy and the function share it (32 fixed bytes; tests only). */
+const SIGNING_KEYS = `k1:${Buffer.alloc(32, 7).toString("base64")}`;
+
+/** serverless.yml as the tests read it (Serverless variables stay unresolved text). */
+const SLS = parseYaml(readFileSync(join(ROOT, "serverless.yml"), "utf8")) as {
+  provider: {
+    runtime: string;
+    architecture: string;
+    memorySize: number;
+    timeout: number;
+    environment: Record<string, string>;
+    iam: { role: { statements: { Effect: string; Action: string[]; Resource: unknown }[] } };
+  };
+  package: { patterns: string[] };
+  functions: Record<string, { handler: string; url?: unknown }>;
+};
+
+/** The config shipped in the artifact: an SQS rule and a Cloud Monitoring rule. */
+function artifactConfig(sqsEndpoint: string, monitoringEndpoint: string): string {
+  return `${sqsConfigHead(sqsEndpoint, { defaults: "{ maxAgeSeconds: 300, cacheTTLSeconds: 0 }" })}  gcp:
+    type: gcp-monitoring
+    project: test-project
+    endpoint: ${monitoringEndpoint}
+    credentials: { source: environment }
+metrics:
+  - name: queue_messages_ready
+    provider: sqs
+    query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }
+  - name: pubsub_backlog
+    provider: gcp
+    query: { metricType: ${BACKLOG}, resourceType: pubsub_subscription, selectorLabels: { subscription: resource.labels.subscription_id } }
+`;
+}
 
 interface Metafile {
   inputs: Record<string, unknown>;
@@ -72,108 +115,206 @@ describe("Cloudflare Worker build (wrangler deploy --dry-run)", () => {
 describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
   let dir: string;
   let outdir: string;
+  /** the deployed zip's contents as Lambda unpacks them into LAMBDA_TASK_ROOT */
+  let taskRoot: string;
   let sqs: Emulator;
+  let google: GoogleFakes;
   let buildOutput: string;
+  const now = Date.now();
 
   beforeAll(async () => {
     mkdirSync(join(ROOT, ".cache"), { recursive: true });
     dir = mkdtempSync(join(ROOT, ".cache/lambda-build-"));
     outdir = join(dir, "dist");
-    sqs = await startEmulator();
+    [sqs, google] = await Promise.all([startEmulator(), startGoogleFakes()]);
     await sqs.add("worker_tasks", 7);
-    writeFileSync(join(dir, "bridge.yaml"), contractConfig(sqs.endpoint));
+    google.store.series = ["orders", "emails"].map((id, i) => ({
+      metricType: BACKLOG,
+      resourceType: "pubsub_subscription",
+      resourceLabels: { project_id: "test-project", subscription_id: id },
+      points: [{ end: now - 20_000, value: { int64Value: i === 0 ? "9007199254740993" : "12" } }],
+    }));
+    writeFileSync(join(dir, "bridge.yaml"), artifactConfig(sqs.endpoint, google.grpc.endpoint));
     const r = await exec(NODE, [join(ROOT, "infra/lambda/build.ts"), "--outdir", outdir, "--config", join(dir, "bridge.yaml")], { cwd: ROOT });
     buildOutput = r.stdout + r.stderr;
+    // What serverless.yml packages, laid out as in the zip, outside this repository so
+    // that no node_modules directory above it could supply what the bundle lacks.
+    taskRoot = mkdtempSync(join(tmpdir(), "bridge-lambda-task-"));
+    for (const pattern of SLS.package.patterns.filter((p) => !p.startsWith("!"))) {
+      const built = join(outdir, relative("dist/lambda", pattern));
+      if (!existsSync(built)) continue;
+      mkdirSync(dirname(join(taskRoot, pattern)), { recursive: true });
+      copyFileSync(built, join(taskRoot, pattern));
+    }
   }, 120_000);
   afterAll(async () => {
-    await sqs?.stop();
+    await Promise.all([sqs?.stop(), google?.close()]);
     rmSync(dir, { recursive: true, force: true });
+    if (taskRoot) rmSync(taskRoot, { recursive: true, force: true });
   });
 
-  it(`bundles one ES module for ${LAMBDA_RUNTIME} (esbuild target ${ESBUILD_TARGET}) with the config beside it`, () => {
+  it(`bundles one ES module for ${LAMBDA_RUNTIME} (esbuild target ${ESBUILD_TARGET}), official Google client inside`, () => {
     console.log(buildOutput.trim());
     expect(buildOutput).toMatch(/index\.mjs [\d.]+ KiB \/ gzip [\d.]+ KiB/);
+    expect(buildOutput).toMatch(/packaged \(index\.mjs, index\.mjs\.LEGAL\.txt, bridge\.yaml\): [\d.]+ KiB \/ gzip [\d.]+ KiB/);
     const entry = join(outdir, "index.mjs");
     expect(existsSync(entry)).toBe(true);
     expect(readFileSync(join(outdir, "bridge.yaml"), "utf8")).toContain("kind: BridgeConfig");
     const meta = JSON.parse(readFileSync(join(outdir, "meta.json"), "utf8")) as Metafile;
-    expect(Object.keys(meta.inputs).some((p) => p.endsWith("functions/lambda.ts"))).toBe(true);
+    const inputs = Object.keys(meta.inputs);
+    expect(inputs.some((p) => p.endsWith("functions/lambda.ts"))).toBe(true);
+    // the official client and its stack are bundled, not left to be found at run time
+    for (const pkg of NOT_ON_WORKERS) expect(inputs.some((p) => p.includes(`node_modules/${pkg}/`)), pkg).toBe(true);
     // nothing left to resolve at run time except Node built-ins
     const external = Object.values(meta.outputs).flatMap((o) => o.imports.filter((i) => i.external).map((i) => i.path));
-    expect(external.filter((p) => !p.startsWith("node:") && !/^[a-z_]+$/.test(p))).toEqual([]);
+    expect(external.filter((p) => !isBuiltin(p))).toEqual([]);
+    // every bundled module that computes a path from __dirname is a reviewed one
+    for (const input of Object.keys(DIRNAME_USERS)) expect(inputs, input).toContain(input);
     const gzip = gzipSync(readFileSync(entry), { level: 9 }).length;
     expect(gzip).toBeLessThan(50 * 1024 * 1024); // Lambda's zipped upload limit
   });
 
-  it("runs under Node 24 from its own directory: config file, SDK, Function URL events", async () => {
+  it("the deployed files alone run under Node 24: config file, signatures, SQS through the SDK, Cloud Monitoring through the official gRPC client", async () => {
+    // nothing above the unpacked artifact can resolve a package for it
+    for (let d = taskRoot; dirname(d) !== d; d = dirname(d)) expect(existsSync(join(dirname(d), "node_modules")), dirname(d)).toBe(false);
+    const [file, exportName] = [SLS.functions["bridge"]!.handler.replace(/\.[^.]+$/, ".mjs"), SLS.functions["bridge"]!.handler.split(".").at(-1)!];
+    const key = parseSigningKeys(SIGNING_KEYS)[0]!;
+    const signed = async (path: string, sentPath = path) =>
+      toEvent("Function URL", sentPath, { headers: await signRequest({ method: "GET", url: path, caller: HPA_CONTROLLER }, key, Date.now()) });
+    const sqsRead = `${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`;
     const events = [
-      await toEvent("Function URL", "/apis/external.metrics.k8s.io/v1beta1"),
-      ...(await Promise.all(
-        Array.from({ length: 200 }, () =>
-          toEvent("Function URL", "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_messages_ready?labelSelector=queue%3Dworker_tasks"),
-        ),
-      )),
+      await toEvent("Function URL", V1), // unsigned
+      await signed(V1),
+      ...(await Promise.all(Array.from({ length: 200 }, () => signed(sqsRead)))),
+      await signed(`${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`),
+      await signed(`${NS}/pubsub_backlog?labelSelector=${encodeURIComponent("subscription in (orders,emails)")}`),
+      // signed for one selector, sent with another
+      await signed(`${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`, `${NS}/pubsub_backlog?labelSelector=subscription%3Demails`),
     ];
     const script = `
-      const { handler } = await import(process.env.ARTIFACT);
+      const t0 = performance.now();
+      const mod = await import(process.env.ARTIFACT);
+      const imported = performance.now();
       const { readFileSync } = await import("node:fs");
       const events = JSON.parse(readFileSync(process.env.EVENTS_FILE, "utf8"));
       const results = [];
-      for (const event of events) results.push(await handler(event, {}));
-      console.log(JSON.stringify({ results: [results[0], results.at(-1)], rss: process.memoryUsage().rss }));
+      let first;
+      for (const event of events) {
+        results.push(await mod[process.env.EXPORT](event, {}));
+        first ??= performance.now();
+      }
+      console.log(JSON.stringify({ results, rss: process.memoryUsage().rss, importMs: imported - t0, firstMs: first - imported }));
     `;
     const eventsFile = join(dir, "events.json");
+    const caFile = join(dir, "monitoring-ca.pem");
     writeFileSync(eventsFile, JSON.stringify(events));
+    writeFileSync(caFile, google.grpc.caCert);
+    const nodeOptions = SLS.provider.environment["NODE_OPTIONS"];
     const r = await exec(NODE, ["--input-type=module", "-e", script], {
-      cwd: outdir,
+      cwd: taskRoot, // Lambda's working directory is LAMBDA_TASK_ROOT
       env: {
         PATH: process.env["PATH"] ?? "",
-        ARTIFACT: join(outdir, "index.mjs"),
+        ARTIFACT: join(taskRoot, file),
+        EXPORT: exportName,
         EVENTS_FILE: eventsFile,
-        LAMBDA_TASK_ROOT: outdir,
-        BRIDGE_CONFIG_FILE: "bridge.yaml",
+        LAMBDA_TASK_ROOT: taskRoot,
+        BRIDGE_CONFIG_FILE: "dist/lambda/bridge.yaml",
+        BRIDGE_SIGNING_KEYS: SIGNING_KEYS,
         AWS_REGION: "us-east-1",
+        GOOGLE_SERVICE_ACCOUNT_JSON: google.account.text,
+        // the gRPC fake's self-signed certificate, trusted the way a Lambda trusts a private CA
+        NODE_EXTRA_CA_CERTS: caFile,
+        ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       },
       maxBuffer: 16 << 20,
     });
-    const { results, rss } = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as {
+    const { results, rss, importMs, firstMs } = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as {
       results: { statusCode: number; body: string; isBase64Encoded: boolean }[];
       rss: number;
+      importMs: number;
+      firstMs: number;
     };
-    console.log(`Lambda artifact on ${process.version}: resident set ${(rss / 1048576).toFixed(0)} MiB after ${events.length} events`);
-    expect(results[0]!.statusCode).toBe(200);
-    expect(JSON.parse(results[0]!.body).kind).toBe("APIResourceList");
+    console.log(
+      `Lambda artifact on ${process.version}: import ${importMs.toFixed(0)} ms, first event ${firstMs.toFixed(0)} ms, ` +
+        `resident set ${(rss / 1048576).toFixed(0)} MiB after ${events.length} events (${nodeOptions ? `NODE_OPTIONS=${nodeOptions}` : "no NODE_OPTIONS"})`,
+    );
+    const body = (i: number) => JSON.parse(results.at(i)!.body);
+    expect(results[0]!.statusCode, results[0]!.body).toBe(401);
     expect(results[1]!.statusCode, results[1]!.body).toBe(200);
-    expect(results[1]!.isBase64Encoded).toBe(false);
-    expect(JSON.parse(results[1]!.body).items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+    expect(body(1).resources.map((x: { name: string }) => x.name).sort()).toEqual(["pubsub_backlog", "queue_messages_ready"]);
+    const lastSqs = results.at(-4)!;
+    expect(lastSqs.statusCode, lastSqs.body).toBe(200);
+    expect(lastSqs.isBase64Encoded).toBe(false);
+    expect(body(-4).items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+    expect(results.at(-3)!.statusCode, results.at(-3)!.body).toBe(200);
+    expect(body(-3).items[0]).toMatchObject({
+      metricLabels: { subscription: "orders" },
+      value: "9007199254740993", // int64 beyond 2^53, exact through protobufjs' Long
+      timestamp: new Date(now - 20_000).toISOString().replace(/\.\d{3}Z$/, "Z"),
+    });
+    expect(body(-2).items.map((i: any) => [i.metricLabels.subscription, i.value])).toEqual([
+      ["emails", "12"],
+      ["orders", "9007199254740993"],
+    ]);
+    expect(results.at(-1)!.statusCode, results.at(-1)!.body).toBe(401);
+    // read through the official client: gRPC calls carrying the key's self-signed JWT, no OAuth exchange (REST's way)
+    expect(google.store.requests.map((q) => q.transport)).toEqual(["grpc", "grpc"]);
+    expect(google.grpc.callers.at(-1)).toMatchObject({ iss: google.account.json.client_email, sub: google.account.json.client_email });
+    expect(google.oauth.requests).toEqual([]);
+  });
+
+  it("serverless.yml allows exactly the AWS calls the bundled code makes, each on its resources only", () => {
+    const statements = SLS.provider.iam.role.statements;
+    for (const s of statements) expect(s.Effect).toBe("Allow");
+    // the AWS SDK commands our own bundled source sends, as IAM actions (service prefix = client package)
+    const meta = JSON.parse(readFileSync(join(outdir, "meta.json"), "utf8")) as Metafile;
+    const ours = Object.keys(meta.inputs).filter((p) => !p.includes("node_modules/") && /\.ts$/.test(p));
+    const sent = new Set<string>();
+    for (const input of ours) {
+      const text = readFileSync(join(ROOT, input), "utf8");
+      const commands = [...text.matchAll(/new (\w+)Command\(/g)].map((m) => m[1]!);
+      if (commands.length === 0) continue;
+      const service = /from "@aws-sdk\/client-([a-z0-9-]+)"|import\("@aws-sdk\/client-([a-z0-9-]+)"\)/.exec(text);
+      expect(service, `${input} sends ${commands.join(", ")} but imports no @aws-sdk/client-*`).not.toBeNull();
+      for (const command of commands) sent.add(`${service![1] ?? service![2]}:${command}`);
+    }
+    const actions = statements.flatMap((s) => s.Action).sort();
+    expect(actions).toEqual([...sent].sort());
+    expect(actions).toEqual(["cloudwatch:GetMetricData", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "ssm:GetParameter"]);
+    // the one wildcard: GetMetricData, which has no resource-level permissions
+    const wildcard = statements.filter((s) => JSON.stringify(s.Resource).match(/"\*"|:\*"/));
+    expect(wildcard).toEqual([{ Effect: "Allow", Action: ["cloudwatch:GetMetricData"], Resource: "*" }]);
+    const ssm = statements.find((s) => s.Action.includes("ssm:GetParameter"))!;
+    expect(ssm.Action).toEqual(["ssm:GetParameter"]);
+    expect(ssm.Resource).toEqual([
+      "arn:aws:ssm:${aws:region}:${aws:accountId}:parameter${self:custom.bridge.configParameter}",
+      "arn:aws:ssm:${aws:region}:${aws:accountId}:parameter${self:custom.bridge.signingKeysParameter}",
+    ]);
+    expect(statements.find((s) => s.Action.includes("sqs:GetQueueUrl"))!.Resource).toBe("${self:custom.bridge.queueArns}");
   });
 });
 
 describe("serverless.yml matches the artifact and grants least privilege", () => {
-  const sls = parseYaml(readFileSync(join(ROOT, "serverless.yml"), "utf8")) as {
-    provider: { runtime: string; architecture: string; memorySize: number; timeout: number; iam: { role: { statements: { Effect: string; Action: string[]; Resource: unknown }[] } } };
-    package: { patterns: string[] };
-    functions: Record<string, { handler: string; url?: unknown }>;
-  };
-
   it("runs the built handler on the runtime the build targets, on arm64, behind a Function URL", () => {
-    expect(sls.provider.runtime).toBe(LAMBDA_RUNTIME);
+    expect(SLS.provider.runtime).toBe(LAMBDA_RUNTIME);
     expect(ESBUILD_TARGET).toBe(`node${/^nodejs(\d+)\.x$/.exec(LAMBDA_RUNTIME)![1]}`);
-    expect(sls.provider.architecture).toBe("arm64");
-    const fn = sls.functions["bridge"]!;
+    expect(SLS.provider.architecture).toBe("arm64");
+    const fn = SLS.functions["bridge"]!;
     expect(fn.handler).toBe("dist/lambda/index.handler"); // build.ts default outdir + index.mjs, export `handler`
-    expect(sls.package.patterns).toEqual(expect.arrayContaining(["!**", "dist/lambda/index.mjs"]));
-    expect(fn.url).toBeDefined();
-    expect(sls.provider.timeout).toBeGreaterThan(4.5);
+    expect(SLS.provider.timeout).toBeGreaterThan(4.5);
   });
 
-  it("allows only sqs:GetQueueUrl/GetQueueAttributes on listed queues and ssm:GetParameter on the config", () => {
-    const statements = sls.provider.iam.role.statements;
-    const actions = statements.flatMap((s) => s.Action).sort();
-    expect(actions).toEqual(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "ssm:GetParameter"]);
-    for (const s of statements) {
-      expect(s.Effect).toBe("Allow");
-      expect(JSON.stringify(s.Resource)).not.toMatch(/"\*"|:\*"/);
-    }
+  it("packages exactly the files the artifact test runs", () => {
+    expect(SLS.package.patterns).toEqual(["!**", ...PACKAGED_FILES.map((f) => `dist/lambda/${f}`)]);
+  });
+
+  it("opens the Function URL without AWS_IAM only when the bridge requires signatures", () => {
+    const env = SLS.provider.environment;
+    const url = SLS.functions["bridge"]!.url as { authorizer?: string } | undefined;
+    expect(url).toBeDefined();
+    const signing = env["BRIDGE_SIGNING_KEYS"] !== undefined || env["BRIDGE_SIGNING_KEYS_SSM_PARAMETER"] !== undefined;
+    if (url!.authorizer !== "aws_iam") expect(signing).toBe(true);
+    expect(env["BRIDGE_SIGNING_KEYS_SSM_PARAMETER"]).toBe("${self:custom.bridge.signingKeysParameter}");
+    expect(env["BRIDGE_CONFIG_SSM_PARAMETER"]).toBe("${self:custom.bridge.configParameter}");
   });
 });

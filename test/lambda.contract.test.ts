@@ -2,7 +2,8 @@
  * The HTTP contract against the Lambda handler (functions/lambda.ts), fed
  * Function URL and API Gateway HTTP API v2 events; then the Lambda-only
  * config sources (a file in the artifact, an SSM parameter read through the
- * real SDK from a fake speaking the SSM wire protocol) and their failures.
+ * real SDK from a fake speaking the SSM wire protocol) and their failures,
+ * and the request-signing keys read from SSM at cold start (fail closed).
  */
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -12,6 +13,8 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createLambdaHandler, type LambdaEnv } from "../functions/lambda.ts";
 import type { LogRecord } from "../shared/app.ts";
+import { HPA_CONTROLLER } from "../shared/identity.ts";
+import { parseSigningKeys, signRequest } from "../shared/signing.ts";
 import { expectStatus, externalMetricsContract } from "./helpers/contract.ts";
 import { invoke, LAMBDA_FIXTURES, lambdaTarget, toEvent, type HttpHandler, type LambdaEventShape } from "./helpers/lambda.ts";
 
@@ -215,5 +218,60 @@ describe("Lambda config from an SSM parameter (real SDK, fake SSM endpoint)", ()
     ssm.parameters.set("/bridge/bad", "kind: BridgeConfig\napiVersion: [");
     const handler = lambda({ BRIDGE_CONFIG_SSM_PARAMETER: "/bridge/bad" });
     await expectStatus(await invoke(handler, "Function URL", V1), 500, "InternalError", /ssm:\/bridge\/bad:\d+:\d+/);
+  });
+
+  describe("signing keys from BRIDGE_SIGNING_KEYS_SSM_PARAMETER", () => {
+    const KEYS = `k1:${Buffer.alloc(32, 3).toString("base64")}`;
+    const signed = async (path: string) => ({
+      headers: await signRequest({ method: "GET", url: path, caller: HPA_CONTROLLER }, parseSigningKeys(KEYS)[0]!, Date.now()),
+    });
+
+    it("reads the keys beside the config at cold start; then only signed requests are answered", async () => {
+      ssm.parameters.set("/bridge/config", configNamed("signed_only"));
+      ssm.parameters.set("/bridge/signing-keys", KEYS);
+      const handler = lambda({ BRIDGE_CONFIG_SSM_PARAMETER: "/bridge/config", BRIDGE_SIGNING_KEYS_SSM_PARAMETER: "/bridge/signing-keys" });
+      await expectStatus(await invoke(handler, "Function URL", V1), 401, "Unauthorized");
+      const res = await invoke(handler, "API Gateway HTTP API v2", V1, await signed(V1));
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(((await res.json()) as { resources: { name: string }[] }).resources.map((r) => r.name)).toEqual(["signed_only"]);
+      expect(ssm.calls.map((c) => c.body).sort((a, b) => String(a.Name).localeCompare(String(b.Name)))).toEqual([
+        { Name: "/bridge/config", WithDecryption: true },
+        { Name: "/bridge/signing-keys", WithDecryption: true },
+      ]);
+      expect((await invoke(handler, "Function URL", "/healthz")).status).toBe(200); // probes need no signature
+      expect(ssm.calls).toHaveLength(2); // once per execution environment
+    });
+
+    it("prefers BRIDGE_SIGNING_KEYS set inline and then reads nothing from SSM", async () => {
+      const handler = lambda({ BRIDGE_CONFIG: configNamed("inline_keys"), BRIDGE_SIGNING_KEYS: KEYS, BRIDGE_SIGNING_KEYS_SSM_PARAMETER: "/bridge/absent" });
+      await expectStatus(await invoke(handler, "Function URL", V1), 401, "Unauthorized");
+      expect((await invoke(handler, "Function URL", V1, await signed(V1))).status).toBe(200);
+      expect(ssm.calls).toHaveLength(0);
+    });
+
+    it("fails closed when the keys parameter is missing or empty: 500 on every route, unsigned or not", async () => {
+      ssm.parameters.set("/bridge/empty", "  ");
+      for (const [name, message] of [
+        ["/bridge/absent", /\/bridge\/absent \(BRIDGE_SIGNING_KEYS_SSM_PARAMETER\).*ParameterNotFound/],
+        ["/bridge/empty", /\/bridge\/empty \(BRIDGE_SIGNING_KEYS_SSM_PARAMETER\) is empty/],
+      ] as const) {
+        const handler = lambda({ BRIDGE_CONFIG: configNamed("never_open"), BRIDGE_SIGNING_KEYS_SSM_PARAMETER: name });
+        await expectStatus(await invoke(handler, "Function URL", V1), 500, "InternalError", message);
+        await expectStatus(await invoke(handler, "Function URL", V1, await signed(V1)), 500, "InternalError", message);
+      }
+    });
+
+    it("answers 503 while SSM cannot give the keys, and reads them again on the next event", async () => {
+      ssm.parameters.set("/bridge/signing-keys", KEYS);
+      ssm.failures.push(
+        { status: 503, type: "ServiceUnavailable", message: "try later" },
+        { status: 503, type: "ServiceUnavailable", message: "try later" },
+      );
+      const handler = lambda({ BRIDGE_CONFIG: configNamed("after_keys"), BRIDGE_SIGNING_KEYS_SSM_PARAMETER: "/bridge/signing-keys" });
+      await expectStatus(await invoke(handler, "Function URL", V1, await signed(V1)), 503, "ServiceUnavailable", /\/bridge\/signing-keys/);
+      await expectStatus(await invoke(handler, "Function URL", V1), 401, "Unauthorized");
+      expect((await invoke(handler, "Function URL", V1, await signed(V1))).status).toBe(200);
+      expect(ssm.calls).toHaveLength(3);
+    });
   });
 });

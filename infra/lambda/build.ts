@@ -1,21 +1,45 @@
 /**
  * Build the AWS Lambda artifact: `functions/lambda.ts` and everything it
- * imports (Hono, the AWS SDK clients, zod, yaml) bundled by esbuild into one
- * ES module for the `nodejs24.x` runtime on arm64. serverless.yml packages
- * the output directory.
+ * imports (Hono, the AWS SDK clients, zod, yaml, and the official Google
+ * Cloud Monitoring client with google-gax, gRPC and protobufjs) bundled by
+ * esbuild into one ES module for the `nodejs24.x` runtime on arm64.
+ * serverless.yml packages {@link PACKAGED_FILES} of the output directory.
  *
  *   node infra/lambda/build.ts [--outdir dist/lambda] [--config bridge.yaml]
  *
  * `--config FILE` copies a config into the artifact as `bridge.yaml`, for
- * `BRIDGE_CONFIG_FILE=bridge.yaml` (resolved against `LAMBDA_TASK_ROOT`).
- * Prints the bundle's size raw and gzip-compressed (the zip Lambda stores
- * is deflate-compressed, so the gzip figure approximates it).
+ * `BRIDGE_CONFIG_FILE=dist/lambda/bridge.yaml` (resolved against
+ * `LAMBDA_TASK_ROOT`, the root of the deployed zip).
+ * Prints the size of each file, raw and gzip-compressed (the zip Lambda
+ * stores is deflate-compressed, so the gzip figure approximates it), and the
+ * packages that weigh most in the bundle.
  *
  * The AWS SDK is bundled rather than taken from the runtime: the runtime's
  * copy changes version without notice, and the bundled one is the one tested.
+ *
+ * **The official Google client in one bundle.** `@google-cloud/monitoring`
+ * needs nothing from disk on the bridge's path: its generated
+ * `MetricServiceClient` loads its service definition from `protos.json`
+ * through `require()` (bundled) and `GrpcClient.loadProtoJSON`. What broke
+ * a plain bundle is that three CommonJS modules of the stack compute a
+ * directory from `__dirname` when they load, and an ES module has no
+ * `__dirname`: loading the bundle threw `ReferenceError`. The banner below
+ * gives the bundle CommonJS's `__dirname`/`__filename` (the artifact's
+ * directory and `index.mjs`). The modules that use them are listed in
+ * {@link DIRNAME_USERS} with why the directory they compute is never read
+ * by the bridge; the build fails if any other bundled module refers to
+ * `__dirname` or `__filename`, so a dependency update that starts reading
+ * files beside itself is caught here instead of on a cold start. (The
+ * alternative, `external` google-gax with its `node_modules` shipped beside
+ * the bundle, is about 70 packages: 31 MB on disk, 5.5 MB compressed, or
+ * 20 MB / 2.4 MB without type declarations and maps, against the ≈ 0.5 MB
+ * compressed the client adds to this bundle.) `test/build.test.ts` proves
+ * the result: the built
+ * artifact, in a fresh Node 24 process, reads Cloud Monitoring through the
+ * official client over TLS against a gRPC fake of MetricService.
  */
 import { build, type Metafile } from "esbuild";
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -28,6 +52,46 @@ const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const LAMBDA_RUNTIME = "nodejs24.x";
 export const ESBUILD_TARGET = "node24";
 
+/**
+ * The files of the output directory that serverless.yml packages (its
+ * `package.patterns`, under `dist/lambda/`) and `test/build.test.ts` runs:
+ * the bundle, the licence notices of what it bundles, the optional config.
+ * The source map and `meta.json` stay behind for local debugging.
+ */
+export const PACKAGED_FILES = ["index.mjs", "index.mjs.LEGAL.txt", "bridge.yaml"] as const;
+
+/**
+ * Bundled modules allowed to refer to `__dirname`/`__filename`, with why
+ * the directory they compute is never read by the bridge (paths relative to
+ * the repository root, as esbuild's metafile names them).
+ */
+export const DIRNAME_USERS: Readonly<Record<string, string>> = {
+  "node_modules/google-gax/build/src/grpc.js":
+    "googleProtoFilesDir, the .proto include path of GrpcClient.loadProto()/GoogleProtoFilesRoot; the generated MetricServiceClient uses loadProtoJSON() with its bundled protos.json",
+  "node_modules/@grpc/grpc-js/build/src/channelz.js": "channelz.proto, loaded only when a gRPC server registers the channelz admin service",
+  "node_modules/@grpc/grpc-js/build/src/orca.js": "ORCA load-report protos, loaded only by a server or an xDS client with ORCA",
+};
+
+/**
+ * Prepended to the bundle: CommonJS's `require` (for Node built-ins and the
+ * CommonJS modules' own `require` calls), `__filename` and `__dirname`,
+ * which an ES module does not have.
+ */
+const BANNER = [
+  'import { createRequire as __bridgeCreateRequire } from "node:module";',
+  "const require = __bridgeCreateRequire(import.meta.url);",
+  "const __filename = import.meta.filename, __dirname = import.meta.dirname;",
+].join(" ");
+
+/** One file of the artifact. */
+export interface ArtifactFile {
+  name: string;
+  /** bytes */
+  bytes: number;
+  /** bytes, gzip level 9 */
+  gzipBytes: number;
+}
+
 /** What a build produced. */
 export interface LambdaBuild {
   outdir: string;
@@ -37,14 +101,37 @@ export interface LambdaBuild {
   bytes: number;
   /** size of `index.mjs` gzip-compressed, bytes */
   gzipBytes: number;
+  /** every file written (not `meta.json`), with sizes */
+  files: ArtifactFile[];
+  /** bytes each npm package (or `(bridge)` for this repository) contributes to `index.mjs`, largest first */
+  packages: [string, number][];
   metafile: Metafile;
+}
+
+/** Package name of a metafile input path, or `(bridge)` for this repository's own files. */
+function packageOf(input: string): string {
+  const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*node_modules\/)/.exec(input);
+  return m ? m[1]! : "(bridge)";
+}
+
+/**
+ * The bundled modules that refer to `__dirname` or `__filename` and are not
+ * in {@link DIRNAME_USERS}.
+ */
+function unreviewedDirnameUsers(metafile: Metafile): string[] {
+  const inputs = Object.values(metafile.outputs).flatMap((o) => Object.entries(o.inputs).filter(([, v]) => v.bytesInOutput > 0).map(([k]) => k));
+  return inputs.filter((input) => {
+    if (!/\.[cm]?js$/.test(input) || DIRNAME_USERS[input] !== undefined) return false;
+    return /\b__(?:dirname|filename)\b/.test(readFileSync(join(ROOT, input), "utf8"));
+  });
 }
 
 /**
  * Bundle the Lambda handler into `outdir` (emptied first).
  *
  * @param options.config a config file to ship as `bridge.yaml`
- * @throws Error when esbuild fails (with its messages)
+ * @throws Error when esbuild fails (with its messages), or when a bundled
+ *   module not in {@link DIRNAME_USERS} refers to `__dirname`/`__filename`
  */
 export async function buildLambda(options: { outdir: string; config?: string }): Promise<LambdaBuild> {
   const outdir = resolve(options.outdir);
@@ -52,6 +139,7 @@ export async function buildLambda(options: { outdir: string; config?: string }):
   mkdirSync(outdir, { recursive: true });
   const entry = join(outdir, "index.mjs");
   const result = await build({
+    absWorkingDir: ROOT,
     entryPoints: [join(ROOT, "functions/lambda.ts")],
     outfile: entry,
     bundle: true,
@@ -64,13 +152,32 @@ export async function buildLambda(options: { outdir: string; config?: string }):
     legalComments: "external",
     metafile: true,
     logLevel: "warning",
-    // CommonJS dependencies call require() for Node built-ins; give the ES module one.
-    banner: { js: 'import { createRequire as __bridgeCreateRequire } from "node:module"; const require = __bridgeCreateRequire(import.meta.url);' },
+    banner: { js: BANNER },
   });
+  const unreviewed = unreviewedDirnameUsers(result.metafile);
+  if (unreviewed.length > 0) {
+    rmSync(outdir, { recursive: true, force: true });
+    throw new Error(
+      `these bundled modules refer to __dirname/__filename, which in the bundle is the artifact's directory: ${unreviewed.join(", ")}. ` +
+        "Check what they read from there; if the bridge never reads it, add them to DIRNAME_USERS in infra/lambda/build.ts with the reason.",
+    );
+  }
   writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
   if (options.config) copyFileSync(options.config, join(outdir, "bridge.yaml"));
-  const code = readFileSync(entry);
-  return { outdir, entry, bytes: code.length, gzipBytes: gzipSync(code, { level: 9 }).length, metafile: result.metafile };
+  const files = readdirSync(outdir)
+    .filter((name) => name !== "meta.json")
+    .sort()
+    .map((name): ArtifactFile => {
+      const data = readFileSync(join(outdir, name));
+      return { name, bytes: data.length, gzipBytes: gzipSync(data, { level: 9 }).length };
+    });
+  const main = files.find((f) => f.name === "index.mjs")!;
+  const sizes = new Map<string, number>();
+  for (const output of Object.values(result.metafile.outputs)) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) sizes.set(packageOf(input), (sizes.get(packageOf(input)) ?? 0) + bytesInOutput);
+  }
+  const packages = [...sizes].sort((a, b) => b[1] - a[1]);
+  return { outdir, entry, bytes: main.bytes, gzipBytes: main.gzipBytes, files, packages, metafile: result.metafile };
 }
 
 async function main(): Promise<void> {
@@ -82,8 +189,15 @@ async function main(): Promise<void> {
   });
   const out = await buildLambda({ outdir: values.outdir, ...(values.config ? { config: values.config } : {}) });
   const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
-  console.log(`Lambda artifact (${LAMBDA_RUNTIME}, arm64): ${out.entry}`);
-  console.log(`  index.mjs ${kib(out.bytes)} / gzip ${kib(out.gzipBytes)}${values.config ? `; config ${values.config} → bridge.yaml` : ""}`);
+  console.log(`Lambda artifact (${LAMBDA_RUNTIME}, arm64): ${out.outdir}`);
+  for (const f of out.files) console.log(`  ${f.name} ${kib(f.bytes)} / gzip ${kib(f.gzipBytes)}`);
+  const packaged = PACKAGED_FILES.flatMap((name) => out.files.filter((f) => f.name === name));
+  const sum = (key: "bytes" | "gzipBytes") => packaged.reduce((n, f) => n + f[key], 0);
+  console.log(
+    `  packaged (${packaged.map((f) => f.name).join(", ")}): ${kib(sum("bytes"))} / gzip ${kib(sum("gzipBytes"))} (Lambda's limits: 50 MiB zipped, 250 MiB unzipped)`,
+  );
+  console.log(`  largest in index.mjs: ${out.packages.slice(0, 6).map(([p, n]) => `${p} ${kib(n)}`).join(", ")}`);
+  if (values.config) console.log(`  config ${values.config} → bridge.yaml`);
 }
 
 if (import.meta.main) await main();
