@@ -45,6 +45,7 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { LogRecord } from "../shared/app.ts";
 import { fromConfig } from "../shared/bridge.ts";
+import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, serviceUnavailable, StatusError } from "../shared/k8s/status.ts";
@@ -162,14 +163,11 @@ export async function readSigningKeys(env: LambdaEnv, ssm: SsmReader): Promise<L
 }
 
 /**
- * The `RuntimeEnv.transports` for `config`: the official Cloud Monitoring
- * client when a `gcp-monitoring` provider is configured (imported then, so
- * other configs never load google-gax), else none.
+ * The `RuntimeEnv.transports` for `config` on Lambda: the official Cloud
+ * Monitoring client when a `gcp-monitoring` provider is configured, else none
+ * (`shared/providers/gcp-monitoring/official-transports.ts`).
  */
-export async function lambdaTransports(config: BridgeConfig): Promise<RuntimeEnv["transports"]> {
-  if (!Object.values(config.providers).some((p) => p.type === "gcp-monitoring")) return undefined;
-  return (await import("../shared/providers/gcp-monitoring/grpc.ts")).nodeTransports;
-}
+export const lambdaTransports = officialTransports;
 
 /** A handler answering every request with the Status of `err`. */
 function failing(err: StatusError): LambdaHandler {

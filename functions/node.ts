@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
 import { fromConfig, type Bridge } from "../shared/bridge.ts";
-import { nodeTransports } from "../shared/providers/gcp-monitoring/grpc.ts";
+import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
@@ -44,8 +44,10 @@ export interface NodeServerOptions {
  * @throws Error when the port cannot be bound
  */
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
-  // Node reaches Cloud Monitoring with the official client (gRPC); the Worker uses REST.
-  const runtime = { env: options.env ?? process.env, now: Date.now, transports: nodeTransports };
+  // Node reaches Cloud Monitoring with the official client (gRPC), loaded only
+  // when a gcp-monitoring provider is configured; the Worker uses REST.
+  const transports = await officialTransports(options.config);
+  const runtime = { env: options.env ?? process.env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
   const bridge = fromConfig(options.config, runtime, options.log ? { log: options.log } : {});
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
