@@ -20,7 +20,7 @@ import type { HttpBindings } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { TLSSocket } from "node:tls";
 import type { Caller } from "../../shared/identity.ts";
-import { StatusError, toStatusError } from "../../shared/k8s/status.ts";
+import { notFound, StatusError, toStatusError } from "../../shared/k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../../shared/k8s/types.ts";
 import { decodeMetricName } from "../../shared/metric-name.ts";
 import type { Authenticator } from "./authenticate.ts";
@@ -168,7 +168,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const url = new URL(c.req.url);
     const segments = url.pathname.split("/").slice(1); // apis, group, version, namespaces, ns, metric
     if (segments.length !== 6 || segments[3] !== "namespaces" || segments[4] === "") {
-      throw new StatusError(404, `the server could not find the requested resource (${c.req.path})`);
+      throw notFound(`the server could not find the requested resource (${c.req.path})`);
     }
     c.set("kind", "values");
     const metric = decodeMetricName(segments[5]!);
@@ -181,7 +181,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
 
   app.all("*", (c) => {
     throw c.req.method === "GET" || c.req.method === "HEAD"
-      ? new StatusError(404, `the server could not find the requested resource (${c.req.method} ${c.req.path})`)
+      ? notFound(`the server could not find the requested resource (${c.req.method} ${c.req.path})`)
       : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`);
   });
   return app;

@@ -32,7 +32,7 @@ import { CoalescingCache } from "../../shared/cache.ts";
 import { ANONYMOUS, type Caller } from "../../shared/identity.ts";
 import { serviceUnavailable, StatusError } from "../../shared/k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
-import { subjectOf, verifyClientCertificate, type CertPool } from "./client-cert.ts";
+import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from "./client-cert.ts";
 
 /** `user.CredentialIDKey` (apiserver `pkg/authentication/user/user.go`). */
 export const CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id";
@@ -192,7 +192,7 @@ export class Authenticator {
       result.clientCert = await verifyAgainst(leaf, intermediates, config.clientCA, now).then(
         async ({ commonName, organizations }) => {
           if (commonName === "") return { ok: true as const, caller: undefined };
-          const fingerprint = Buffer.from(await leaf.getThumbprint("SHA-256")).toString("hex");
+          const fingerprint = await thumbprint(leaf);
           const caller: Caller = { user: commonName, groups: organizations, extra: { [CREDENTIAL_ID_KEY]: [`X509SHA256=${fingerprint}`] } };
           return { ok: true as const, caller };
         },

@@ -106,11 +106,6 @@ export interface AuthenticationConfigSource {
   stop(): Promise<void>;
 }
 
-/** A fixed configuration (tests, or a cluster without aggregation authentication). */
-export function staticAuthenticationConfig(config: AuthenticationConfig): AuthenticationConfigSource {
-  return { current: () => config, stop: async () => {} };
-}
-
 /**
  * Follow the ConfigMap through the Kubernetes API.
  *

@@ -69,6 +69,9 @@ export interface AuthorizationDecision {
   reason?: string;
 }
 
+/** Label selector operators as the webhook authorizer maps them; `gt`/`lt` have no SAR operator. */
+const SAR_LABEL_OPERATORS = { "=": "In", "==": "In", in: "In", "!=": "NotIn", notin: "NotIn", exists: "Exists", "!": "DoesNotExist" } as const;
+
 /** The SubjectAccessReview spec for a caller and request (`webhook.go` `Authorize`). */
 export function reviewSpec(caller: Caller, info: RequestInfo): SubjectAccessReviewSpec {
   const spec: SubjectAccessReviewSpec = { user: caller.user };
@@ -94,9 +97,7 @@ export function reviewSpec(caller: Caller, info: RequestInfo): SubjectAccessRevi
   if (fields.length > 0) ra.fieldSelector = { requirements: fields };
   const labels: NonNullable<NonNullable<SubjectAccessReviewSpec["resourceAttributes"]>["labelSelector"]>["requirements"] = [];
   for (const r of info.labelRequirements) {
-    const operator = ({ "=": "In", "==": "In", in: "In", "!=": "NotIn", notin: "NotIn", exists: "Exists", "!": "DoesNotExist" } as const)[
-      r.operator as "=" | "==" | "in" | "!=" | "notin" | "exists" | "!"
-    ];
+    const operator = SAR_LABEL_OPERATORS[r.operator as keyof typeof SAR_LABEL_OPERATORS];
     if (operator === undefined) continue; // Gt/Lt: dropped, the check is only broader
     labels.push({ key: r.key, operator, ...(r.values.length > 0 ? { values: [...r.values] } : {}) });
   }

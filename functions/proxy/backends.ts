@@ -70,6 +70,8 @@ export class BackendClient {
   readonly name: string;
   readonly config: BackendConfig;
   readonly #base: URL;
+  /** the base URL's path without trailing slashes; request paths are appended to it */
+  readonly #prefix: string;
   readonly #agent: http.Agent;
   readonly #options: BackendClientOptions;
   #token: { value: string; readAt: number } | undefined;
@@ -79,6 +81,7 @@ export class BackendClient {
     this.config = config;
     this.#options = options;
     this.#base = new URL(config.url);
+    this.#prefix = this.#base.pathname.replace(/\/+$/, "");
     if (this.#base.protocol === "https:") {
       this.#agent = new https.Agent({
         keepAlive: true,
@@ -107,7 +110,7 @@ export class BackendClient {
    *   `unsigned` (a bridge backend but no signing key configured)
    */
   async get(request: BackendRequest): Promise<BackendResponse> {
-    const url = new URL(this.#base.pathname.replace(/\/+$/, "") + request.pathAndQuery, this.#base);
+    const url = new URL(this.#prefix + request.pathAndQuery, this.#base);
     const headers: Record<string, string> = { accept: "application/json", "x-request-id": request.requestId, "user-agent": "external-metrics-bridge-proxy" };
     if (this.config.type === "bridge") {
       const key = this.#options.signingKeys()?.[0];

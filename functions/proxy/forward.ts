@@ -158,11 +158,10 @@ export class Forwarder {
   }
 
   #cached(cache: CoalescingCache<Answer>, key: string, ttlMs: number, load: () => Promise<Answer>) {
-    const before = { ...cache.stats };
+    const { hits, coalesced } = cache.stats;
     const promise = cache.get(key, ttlMs, load);
     // CoalescingCache updates its counters synchronously inside get().
-    const outcome: "hit" | "coalesced" | "miss" =
-      cache.stats.hits > before.hits ? "hit" : cache.stats.coalesced > before.coalesced ? "coalesced" : "miss";
+    const outcome: "hit" | "coalesced" | "miss" = cache.stats.hits > hits ? "hit" : cache.stats.coalesced > coalesced ? "coalesced" : "miss";
     return { promise, outcome };
   }
 

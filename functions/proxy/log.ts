@@ -19,6 +19,3 @@ export function jsonLogger(now: () => number = Date.now): Logger {
     else process.stderr.write(`${line}\n`);
   };
 }
-
-/** Discard everything (tests). */
-export const silentLogger: Logger = () => {};

@@ -9,8 +9,21 @@
  * `in` on the rule's labels; `!=`, `notin`, `exists`, `!key`, `>` and `<`
  * then narrow that set through apimachinery's own matcher.
  */
-import { matchesLabels, selectorToString, type Selector } from "../k8s/selector.ts";
+import { z } from "zod";
+import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound } from "../k8s/status.ts";
+
+/** Config schema of a selector label key a rule maps (apimachinery label-key syntax). */
+export const labelKeySchema = z.string().superRefine((key, ctx) => {
+  const problem = validateLabelKey(key);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
+});
+
+/** Config schema of a selector label value a rule lists (apimachinery label-value syntax). */
+export const labelValueSchema = z.string().superRefine((value, ctx) => {
+  const problem = validateLabelValue(value);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
+});
 
 /** One selector label a rule understands. */
 export interface MappedLabel {
@@ -22,6 +35,26 @@ export interface MappedLabel {
    * When absent, the selector must name the values.
    */
   values?: readonly string[];
+}
+
+/**
+ * How a rule's config maps one selector label to a backend name: the name
+ * itself, or an object whose optional `values` allow-list maps each allowed
+ * label value to the backend value (CloudWatch `dimensionLabels`, Cloud
+ * Monitoring `selectorLabels`).
+ */
+export type LabelMapping = string | { values?: Readonly<Record<string, string>> | undefined };
+
+/** The {@link MappedLabel}s of a rule's label mappings, in the rule's order. */
+export function mappedLabels(mappings: Readonly<Record<string, LabelMapping>>): MappedLabel[] {
+  return Object.entries(mappings).map(([label, m]) =>
+    typeof m === "string" || m.values === undefined ? { label } : { label, values: Object.keys(m.values) },
+  );
+}
+
+/** The backend value for a selector label value: its `values` entry, else the label value itself. */
+export function mappedValue(mapping: LabelMapping, value: string): string {
+  return typeof mapping === "string" ? value : (mapping.values?.[value] ?? value);
 }
 
 /** Most series one request may name (bounded work per request). */

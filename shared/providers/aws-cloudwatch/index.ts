@@ -33,7 +33,7 @@ import { CoalescingCache } from "../../cache.ts";
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { internalError, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
-import { resolveLabelSets, type MappedLabel } from "../label-mapping.ts";
+import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
 import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 import {
   cloudWatchProviderSchema,
@@ -92,20 +92,12 @@ interface QueryResult {
   messages: string[];
 }
 
-/** The selector labels a rule maps to dimensions, in the rule's order. */
-function mappedLabels(query: CloudWatchQuery): MappedLabel[] {
-  return Object.entries(query.dimensionLabels).map(([label, d]) =>
-    typeof d === "string" || d.values === undefined ? { label } : { label, values: Object.keys(d.values) },
-  );
-}
-
 /** The dimensions a label set adds: `{name, value}` per mapped label. */
 function labelDimensions(query: CloudWatchQuery, labels: Record<string, string>): Dimension[] {
-  return Object.entries(query.dimensionLabels).map(([label, d]) => {
-    const value = labels[label]!;
-    if (typeof d === "string") return { Name: d, Value: value };
-    return { Name: d.dimension, Value: d.values?.[value] ?? value };
-  });
+  return Object.entries(query.dimensionLabels).map(([label, d]) => ({
+    Name: typeof d === "string" ? d : d.dimension,
+    Value: mappedValue(d, labels[label]!),
+  }));
 }
 
 function sortDimensions(dims: Dimension[]): Dimension[] {
@@ -196,14 +188,14 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
   }
 
   plan(request: QueryRequest<CloudWatchQuery>): string {
-    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query));
+    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.dimensionLabels));
     const items = sets.map((labels) => readItem(request.rule, labels));
     return `CloudWatch GetMetricData, newest datapoint in the last ${items[0]!.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
   }
 
   async query(request: QueryRequest<CloudWatchQuery>): Promise<Series[]> {
     const rule = request.rule;
-    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query));
+    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.dimensionLabels));
     const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
     // Every series must be read; the HPA sums them, so one failure fails the request.
     const readings = await Promise.all(
@@ -212,12 +204,7 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
         return this.cache.get(item.key, ttlMs, () => this.load(item));
       }),
     );
-    return readings.map((r, i) => ({
-      labels: { ...sets[i]! },
-      value: r.value,
-      timestamp: r.timestamp,
-      ...(r.windowSeconds !== undefined ? { windowSeconds: r.windowSeconds } : {}),
-    }));
+    return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
   }
 
   private async load(item: ReadItem): Promise<Reading> {

@@ -6,8 +6,8 @@
  * "CloudWatch statistics definitions"; "Using metric math").
  */
 import { z } from "zod";
-import { validateLabelKey, validateLabelValue } from "../../k8s/selector.ts";
 import { awsProviderSchema } from "../aws/common.ts";
+import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 
 /** Most queries one `GetMetricData` call may carry (API reference: MetricDataQueries, max 500). */
 export const MAX_QUERIES_PER_CALL = 500;
@@ -42,14 +42,6 @@ const MATH_ID = /^[a-z][a-zA-Z0-9_]{0,200}$/;
 /** Functions that read every query of the request; they cannot be batched with other rules' queries. */
 const REQUEST_WIDE_FUNCTIONS = new Set(["METRICS", "SEARCH", "SELECT"]);
 
-const labelKey = z.string().superRefine((key, ctx) => {
-  const problem = validateLabelKey(key);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
-});
-const labelValue = z.string().superRefine((value, ctx) => {
-  const problem = validateLabelValue(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
-});
 
 /** `Dimension.Name`: 1–255 characters. */
 const dimensionName = z.string().min(1).max(255);
@@ -89,7 +81,7 @@ const dimensionLabel = z.union([
   dimensionName,
   z.strictObject({
     dimension: dimensionName,
-    values: z.record(labelValue, dimensionValue).optional(),
+    values: z.record(labelValueSchema, dimensionValue).optional(),
   }),
 ]);
 
@@ -127,7 +119,7 @@ export const cloudWatchQuerySchema = z
     dimensions: z.record(dimensionName, dimensionValue).optional(),
     expression: z.string().min(1).max(2048).optional(),
     metrics: z.record(z.string().regex(MATH_ID, "metric ids start with a lowercase letter, then letters, digits or _"), metricSchema).optional(),
-    dimensionLabels: z.record(labelKey, dimensionLabel).default({}),
+    dimensionLabels: z.record(labelKeySchema, dimensionLabel).default({}),
     period,
     lookbackSeconds: z.number().int().positive().max(MAX_LOOKBACK_SECONDS).optional(),
     accountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),

@@ -15,9 +15,10 @@ import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAtt
 import { z } from "zod";
 import { CoalescingCache } from "../../cache.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue } from "../../k8s/selector.ts";
+import { matchesLabels, selectorToString } from "../../k8s/selector.ts";
 import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
+import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 
 /** The queue attributes a rule may read (and sum). */
@@ -36,14 +37,6 @@ const QUEUE_URL_TTL_MS = 10 * 60_000;
 /** SQS queue names: 1–80 of `[A-Za-z0-9_-]`, FIFO queues end in `.fifo` (CreateQueue reference). */
 const SQS_QUEUE_NAME = /^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$/;
 
-const labelKey = z.string().superRefine((key, ctx) => {
-  const problem = validateLabelKey(key);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
-});
-const labelValue = z.string().superRefine((value, ctx) => {
-  const problem = validateLabelValue(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
-});
 
 /**
  * A rule's `query:` section for `aws-sqs`:
@@ -56,8 +49,8 @@ const labelValue = z.string().superRefine((value, ctx) => {
  * - `attribute`: one attribute, or a list whose values are summed.
  */
 export const sqsQuerySchema = z.strictObject({
-  queueLabel: labelKey.default("queue"),
-  queues: z.array(labelValue).min(1).optional(),
+  queueLabel: labelKeySchema.default("queue"),
+  queues: z.array(labelValueSchema).min(1).optional(),
   queueNameTemplate: z
     .string()
     .refine((t) => t.includes("{queue}"), "must contain {queue}")

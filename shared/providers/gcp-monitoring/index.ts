@@ -29,7 +29,7 @@ import { parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
 import { FilterError, timeSeriesFilter } from "../gcp/filter.ts";
-import { resolveLabelSets, type MappedLabel } from "../label-mapping.ts";
+import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
 import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 import { restTransportFactory } from "./rest.ts";
 import {
@@ -86,12 +86,6 @@ function fieldOf(mapping: MonitoringQuery["selectorLabels"][string]): string {
   return typeof mapping === "string" ? mapping : mapping.field;
 }
 
-function mappedLabels(query: MonitoringQuery): MappedLabel[] {
-  return Object.entries(query.selectorLabels).map(([label, m]) =>
-    typeof m === "string" || m.values === undefined ? { label } : { label, values: Object.keys(m.values) },
-  );
-}
-
 /** The value of `field` (`metric.labels.K` / `resource.labels.K`) in a returned series. */
 function fieldValue(series: TimeSeriesData, field: string): string | undefined {
   const [scope, , key] = field.split(".", 3) as [string, string, string];
@@ -105,10 +99,7 @@ function fieldValue(series: TimeSeriesData, field: string): string | undefined {
 function readItem(rule: MetricRule<MonitoringQuery>, labels: Record<string, string>, defaultProject: string): ReadItem {
   const q = rule.query;
   const fields = Object.values(q.selectorLabels).map(fieldOf);
-  const alternative = Object.entries(q.selectorLabels).map(([label, m]): [string, string] => {
-    const value = labels[label]!;
-    return [fieldOf(m), typeof m === "string" ? value : (m.values?.[value] ?? value)];
-  });
+  const alternative = Object.entries(q.selectorLabels).map(([label, m]): [string, string] => [fieldOf(m), mappedValue(m, labels[label]!)]);
   const fixed: [string, string][] = [
     ...Object.entries(q.metricLabels).map(([k, v]): [string, string] => [`metric.labels.${k}`, v]),
     ...Object.entries(q.resourceLabels).map(([k, v]): [string, string] => [`resource.labels.${k}`, v]),
@@ -177,24 +168,19 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
   }
 
   plan(request: QueryRequest<MonitoringQuery>): string {
-    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query));
+    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.selectorLabels));
     const items = sets.map((labels) => readItem(request.rule, labels, this.config.project));
     return `Cloud Monitoring ListTimeSeries, newest point in the last ${request.rule.query.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
   }
 
   async query(request: QueryRequest<MonitoringQuery>): Promise<Series[]> {
     const rule = request.rule;
-    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query));
+    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.selectorLabels));
     const items = sets.map((labels) => readItem(rule, labels, this.config.project));
     const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
     // Every series must be read; the HPA sums them, so one failure fails the request.
     const readings = await Promise.all(items.map((item) => this.cache.get(item.key, ttlMs, () => this.load(item))));
-    return readings.map((r, i) => ({
-      labels: { ...sets[i]! },
-      value: r.value,
-      timestamp: r.timestamp,
-      ...(r.windowSeconds !== undefined ? { windowSeconds: r.windowSeconds } : {}),
-    }));
+    return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
   }
 
   private async load(item: ReadItem): Promise<Reading> {

@@ -14,7 +14,7 @@
 import { z } from "zod";
 import { internalError } from "../../k8s/status.ts";
 import { readServiceAccountKey } from "../gcp/credentials.ts";
-import { codeForHttpStatus, GoogleApiError } from "../gcp/errors.ts";
+import { codeForHttpStatus, GoogleApiError, jsonOrUndefined } from "../gcp/errors.ts";
 import { ServiceAccountTokenSource } from "../gcp/token.ts";
 import {
   formatRfc3339,
@@ -120,12 +120,7 @@ class RestTransport implements MonitoringTransport {
       source.invalidate();
     }
     const text = await response.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
+    const body = jsonOrUndefined(text);
     if (!response.ok) {
       if (response.status === 401) source.invalidate();
       const parsed = errorSchema.safeParse(body);

@@ -5,10 +5,10 @@
  * `Reducer`; "Monitoring filters").
  */
 import { z } from "zod";
-import { validateLabelKey, validateLabelValue } from "../../k8s/selector.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { gcpCredentialsSchema } from "../gcp/credentials.ts";
 import { FILTER_FIELD, filterValueProblem } from "../gcp/filter.ts";
+import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 
 /** `Aggregation.perSeriesAligner` values (`google/monitoring/v3/common.proto`). */
 export const ALIGNERS = [
@@ -31,14 +31,6 @@ export const MAX_LOOKBACK_SECONDS = 86_400;
 /** Most series one ListTimeSeries call may select (keeps the filter a few KiB). */
 export const MAX_SERIES_PER_CALL = 100;
 
-const labelKey = z.string().superRefine((key, ctx) => {
-  const problem = validateLabelKey(key);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
-});
-const labelValue = z.string().superRefine((value, ctx) => {
-  const problem = validateLabelValue(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
-});
 /** Any string a filter can quote. */
 const filterValue = z.string().superRefine((value, ctx) => {
   const problem = filterValueProblem(value);
@@ -59,7 +51,7 @@ const labelField = z
  */
 const selectorLabel = z.union([
   labelField,
-  z.strictObject({ field: labelField, values: z.record(labelValue, filterValue).optional() }),
+  z.strictObject({ field: labelField, values: z.record(labelValueSchema, filterValue).optional() }),
 ]);
 
 /**
@@ -96,7 +88,7 @@ export const monitoringQuerySchema = z
     resourceType: z.string().regex(/^[a-z0-9_]{1,128}$/, "must be a monitored resource type such as pubsub_subscription").optional(),
     metricLabels: z.record(monitoringLabelKey, filterValue).default({}),
     resourceLabels: z.record(monitoringLabelKey, filterValue).default({}),
-    selectorLabels: z.record(labelKey, selectorLabel).default({}),
+    selectorLabels: z.record(labelKeySchema, selectorLabel).default({}),
     aligner: z.enum(ALIGNERS).optional(),
     alignmentPeriod: z.number().int().min(1).max(MAX_LOOKBACK_SECONDS).optional(),
     reducer: z.enum(REDUCERS).optional(),

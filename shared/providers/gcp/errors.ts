@@ -28,6 +28,18 @@ export class GoogleApiError extends Error {
   }
 }
 
+/**
+ * A response body parsed as JSON, or `undefined` when it is not JSON (e.g.
+ * an HTML error page from a proxy); callers then validate it with their schema.
+ */
+export function jsonOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The canonical code of an HTTP status without a JSON error body (google.rpc.Code mapping table). */
 export function codeForHttpStatus(status: number): string {
   switch (status) {

@@ -17,6 +17,7 @@ import { importPKCS8, SignJWT } from "jose";
 import { z } from "zod";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
 import type { ServiceAccountKey } from "./credentials.ts";
+import { jsonOrUndefined } from "./errors.ts";
 
 /** Scope of a read-only Cloud Monitoring token. */
 export const MONITORING_READ_SCOPE = "https://www.googleapis.com/auth/monitoring.read";
@@ -111,12 +112,7 @@ export class ServiceAccountTokenSource {
       throw serviceUnavailable(`${where} failed: token endpoint unreachable (${(err as Error).message})`, 5, undefined, err);
     }
     const text = await response.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
+    const body = jsonOrUndefined(text);
     if (!response.ok) {
       const parsed = tokenErrorSchema.safeParse(body);
       const reason = parsed.success ? `${parsed.data.error}${parsed.data.error_description ? `: ${parsed.data.error_description}` : ""}` : `HTTP ${response.status}`;
