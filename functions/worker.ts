@@ -83,7 +83,7 @@ function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusEr
 function statusResponse(err: StatusError): Response {
   return new Response(JSON.stringify(err.toStatus()), {
     status: err.code,
-    headers: { "Content-Type": "application/json", "Cache-Control": "no-store" },
+    headers: { "Content-Type": "application/json", "Cache-Control": "no-store", ...err.headers() },
   });
 }
 

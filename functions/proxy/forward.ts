@@ -23,7 +23,7 @@
  */
 import { CoalescingCache } from "../../shared/cache.ts";
 import type { Caller } from "../../shared/identity.ts";
-import { EXTERNAL_METRICS_GROUP, internalError, notFound, serviceUnavailable, StatusError, toStatusError } from "../../shared/k8s/status.ts";
+import { EXTERNAL_METRICS_GROUP, internalError, MAX_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../../shared/k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../../shared/k8s/types.ts";
 import { metricKey } from "../../shared/metric-name.ts";
 import { BackendError, type BackendClient, type BackendResponse } from "./backends.ts";
@@ -31,8 +31,12 @@ import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 
-/** Seconds a client should wait after a backend failure. */
-export const BACKEND_RETRY_AFTER_SECONDS = 5;
+/**
+ * Seconds a client should wait after a backend failure: the shared cap
+ * (`MAX_RETRY_AFTER_SECONDS`, 1 s), so client-go's up to 10 retries do not
+ * stall the HPA controller (see shared/k8s/status.ts).
+ */
+export const BACKEND_RETRY_AFTER_SECONDS = MAX_RETRY_AFTER_SECONDS;
 /** The discovery path. */
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
 /** The identity the readiness probe signs its discovery requests with. */
