@@ -13,6 +13,16 @@
  * returned, so staleness is bounded by the rule's `maxAgeSeconds`.
  */
 
+/**
+ * How long a backend read of a metric rule may be re-used, ms: the rule's
+ * `cacheTTLSeconds`, never past its `maxAgeSeconds` — the staleness bound.
+ * (Config validation already refuses a TTL above maxAge; this keeps the
+ * bound where the cache is used.)
+ */
+export function ruleCacheTtlMs(rule: { cacheTTLSeconds: number; maxAgeSeconds: number }): number {
+  return Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+}
+
 /** A cached value and the time it was stored (ms since epoch). */
 interface Entry<V> {
   value: V;

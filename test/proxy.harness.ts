@@ -19,6 +19,7 @@ import { loadServingMaterial, type ServingMaterial } from "../functions/proxy/tl
 import type { Caller } from "../shared/identity.ts";
 import { parseSigningKeys, verifyRequest } from "../shared/signing.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+import { closeServer } from "./helpers/http.ts";
 
 /** Keys shared by the proxy and the bridges in tests: `id:secret,id:secret`. */
 export const KEYS = `k1:${Buffer.alloc(32, 11).toString("base64")},k2:${Buffer.alloc(32, 22).toString("base64")}`;
@@ -125,10 +126,7 @@ export async function startEchoBackend(metrics: string[], keys = KEYS): Promise<
     requests: [],
     metrics,
     delayMs: 0,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
+    close: () => closeServer(server),
   };
   const server = http.createServer(async (req, res) => {
     const url = `http://${req.headers.host}${req.url}`;

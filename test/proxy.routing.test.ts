@@ -16,6 +16,7 @@ import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { createPki, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { closeServer } from "./helpers/http.ts";
 
 const NS = `${V1}/namespaces/default`;
 const ADAPTER_TOKEN = `proxy-sa-token-${crypto.randomUUID()}`;
@@ -67,11 +68,7 @@ async function startAdapter() {
     url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
     caPem: ca.certPem,
     seen,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
+    close: () => closeServer(server),
   };
 }
 

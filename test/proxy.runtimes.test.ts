@@ -22,6 +22,7 @@ import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.
 import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
 import { createPki, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { closeServer } from "./helpers/http.ts";
 
 const NS = `${V1}/namespaces/default`;
 const HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
@@ -59,11 +60,7 @@ async function startLambdaAdapter(handler: HttpHandler) {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
+    close: () => closeServer(server),
   };
 }
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBridge, type Bridge } from "../shared/bridge.ts";
 import { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { closeServer } from "./helpers/http.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 
@@ -148,10 +149,7 @@ describe("aws-sqs provider against misbehaving backends", () => {
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
+  afterAll(() => closeServer(server));
 
   it("503 with Retry-After when SQS does not answer within timeoutSeconds", async () => {
     behaviour = "hang";

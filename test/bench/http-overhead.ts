@@ -70,6 +70,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { serve, getRequestListener, type ServerType } from "@hono/node-server";
 import { Hono } from "hono";
+import { closeServer } from "../helpers/http.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
@@ -199,11 +200,7 @@ async function startRole(role: string, options: Record<string, unknown>): Promis
       return {
         url: listenUrl(server, "https"),
         info: { caPem: serving.caPem ?? "" },
-        close: () =>
-          new Promise((r) => {
-            server.closeAllConnections();
-            server.close(() => r());
-          }),
+        close: () => closeServer(server),
       };
     }
     case "bridge": {

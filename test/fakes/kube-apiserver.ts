@@ -20,6 +20,7 @@ import type { AddressInfo } from "node:net";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createCA, issueCertificate, type IssuedCertificate } from "../../functions/proxy/certs.ts";
 import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../functions/proxy/authorize.ts";
+import { closeServer } from "../helpers/http.ts";
 
 /** A TokenReview's user. */
 export interface FakeUser {
@@ -105,8 +106,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     close: async () => {
       for (const w of watches) w.res.end();
       watches.clear();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await closeServer(server);
     },
   };
 

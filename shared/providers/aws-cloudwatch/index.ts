@@ -29,7 +29,7 @@ import {
   type MetricStat,
 } from "@aws-sdk/client-cloudwatch";
 import { Batcher, type Outcome } from "../../batch.ts";
-import { CoalescingCache } from "../../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { internalError, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
@@ -196,7 +196,7 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
   async query(request: QueryRequest<CloudWatchQuery>): Promise<Series[]> {
     const rule = request.rule;
     const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.dimensionLabels));
-    const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+    const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
     const readings = await Promise.all(
       sets.map((labels) => {

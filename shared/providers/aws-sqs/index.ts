@@ -13,7 +13,7 @@
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
 import { z } from "zod";
-import { CoalescingCache } from "../../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { matchesLabels, selectorToString } from "../../k8s/selector.ts";
 import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
@@ -211,7 +211,7 @@ export class SqsProvider implements Provider<SqsQuery> {
     attributes: QueueAttributeName[],
   ): Promise<{ value: Decimal; timestamp: number }> {
     const url = await this.queueUrl(rule, name);
-    const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+    const ttlMs = ruleCacheTtlMs(rule);
     return this.values.get(`${url}|${attributes.join(",")}`, ttlMs, async () => {
       let out;
       try {

@@ -24,7 +24,7 @@
  * by default, the official gRPC client where the entry point injects it.
  */
 import { Batcher, type Outcome } from "../../batch.ts";
-import { CoalescingCache } from "../../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
 import { parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
@@ -177,7 +177,7 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     const rule = request.rule;
     const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.selectorLabels));
     const items = sets.map((labels) => readItem(rule, labels, this.config.project));
-    const ttlMs = Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
+    const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
     const readings = await Promise.all(items.map((item) => this.cache.get(item.key, ttlMs, () => this.load(item))));
     return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
