@@ -172,10 +172,7 @@ export const lambdaTransports = officialTransports;
 /** A handler answering every request with the Status of `err`. */
 function failing(err: StatusError): LambdaHandler {
   const app = new Hono();
-  app.all("*", (c) => {
-    for (const [k, v] of Object.entries(err.headers())) c.header(k, v);
-    return c.body(JSON.stringify(err.toStatus()), err.code as 500, { "Content-Type": "application/json", "Cache-Control": "no-store" });
-  });
+  app.all("*", () => err.toResponse());
   return handle(app);
 }
 

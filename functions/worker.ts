@@ -79,14 +79,6 @@ function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusEr
   return built;
 }
 
-/** A bare `metav1.Status` response (for when there is no app to build it). */
-function statusResponse(err: StatusError): Response {
-  return new Response(JSON.stringify(err.toStatus()), {
-    status: err.code,
-    headers: { "Content-Type": "application/json", "Cache-Control": "no-store", ...err.headers() },
-  });
-}
-
 export default {
   async fetch(request: Request, env: WorkerEnv, ctx: WorkerContext): Promise<Response> {
     runtime.env = stringBindings(env);
@@ -101,7 +93,7 @@ export default {
         ),
       };
     }
-    if (found.app === undefined) return statusResponse(found.error!);
+    if (found.app === undefined) return found.error!.toResponse();
     return found.app.fetch(request, env, ctx as never);
   },
 };

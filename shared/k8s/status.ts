@@ -102,6 +102,19 @@ export class StatusError extends Error {
     return status;
   }
 
+  /**
+   * The whole answer as a standard `Response`: the Status JSON with the
+   * headers every bridge answer carries (`Content-Type`, `Cache-Control:
+   * no-store`) and `Retry-After` when set. For answers given outside the
+   * Hono app (an entry point whose config failed to load).
+   */
+  toResponse(): Response {
+    return new Response(JSON.stringify(this.toStatus()), {
+      status: this.code,
+      headers: { "Content-Type": "application/json", "Cache-Control": "no-store", ...this.headers() },
+    });
+  }
+
   /** Response headers: `Retry-After` (whole seconds) when a retry helps. */
   headers(): Record<string, string> {
     const retry = this.details?.retryAfterSeconds;
