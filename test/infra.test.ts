@@ -13,10 +13,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { reviewSpec } from "../functions/proxy/authorize.ts";
-import { loadProxyConfig, PROXY_API_VERSION } from "../functions/proxy/config.ts";
+import { reviewSpec } from "../shared/proxy/authorize.ts";
+import { loadProxyConfig, PROXY_API_VERSION } from "../shared/proxy/config.ts";
 import { proxyCommand } from "../functions/proxy/main.ts";
-import { requestInfo } from "../functions/proxy/request-info.ts";
+import { requestInfo } from "../shared/proxy/request-info.ts";
 import { CONFIG_API_VERSION } from "../shared/config/config.ts";
 import { rbac, type FakeRule } from "./fakes/kube-apiserver.ts";
 import {

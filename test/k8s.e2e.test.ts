@@ -139,7 +139,7 @@ interface Deployment {
   status: { replicas?: number };
 }
 
-/** The proxy's JSON request log lines (functions/proxy/app.ts). */
+/** The proxy's JSON request log lines (shared/proxy/app.ts). */
 interface ProxyRequestLog {
   msg?: string;
   user?: string;

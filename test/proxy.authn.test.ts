@@ -8,9 +8,9 @@
  */
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authenticator } from "../functions/proxy/authenticate.ts";
-import type { SubjectAccessReviewSpec } from "../functions/proxy/authorize.ts";
-import { x509 } from "../functions/proxy/x509.ts";
+import { Authenticator } from "../shared/proxy/authenticate.ts";
+import type { SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import { x509 } from "../shared/proxy/x509.ts";
 import { authenticationData, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 let seq = 0;

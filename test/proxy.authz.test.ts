@@ -6,8 +6,8 @@
  * TLS against the fake Kubernetes API.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authorizer, reviewSpec, type SubjectAccessReviewSpec } from "../functions/proxy/authorize.ts";
-import { requestInfo } from "../functions/proxy/request-info.ts";
+import { Authorizer, reviewSpec, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
 import { rbac } from "./fakes/kube-apiserver.ts";
 import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";

@@ -7,7 +7,7 @@
  * (`authorizerfactory.DelegatingAuthorizerConfig`), which sends a real
  * SubjectAccessReview to a recording endpoint. For thousands of requests
  * (methods × paths × queries × callers) the oracle's request info and
- * review spec must equal what functions/proxy/request-info.ts and
+ * review spec must equal what shared/proxy/request-info.ts and
  * authorize.ts compute.
  */
 import { spawnSync } from "node:child_process";
@@ -16,8 +16,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reviewSpec } from "../functions/proxy/authorize.ts";
-import { requestInfo } from "../functions/proxy/request-info.ts";
+import { reviewSpec } from "../shared/proxy/authorize.ts";
+import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
 import { findGo } from "../infra/tools/validate.ts";
 

@@ -6,11 +6,11 @@
  * carried to the backend, and config validation.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadProxyConfig } from "../functions/proxy/config.ts";
-import { kubeConfigFor } from "../functions/proxy/kube.ts";
-import { loadServingMaterial } from "../functions/proxy/tls.ts";
-import { certificatesFromPem } from "../functions/proxy/certs.ts";
-import { x509 } from "../functions/proxy/x509.ts";
+import { loadProxyConfig } from "../shared/proxy/config.ts";
+import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { loadServingMaterial } from "../shared/proxy/tls.ts";
+import { certificatesFromPem } from "../shared/proxy/certs.ts";
+import { x509 } from "../shared/proxy/x509.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { call, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";

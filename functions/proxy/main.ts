@@ -12,12 +12,12 @@ import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
-import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "./authn-config.ts";
-import { readProxyConfig, type ProxyConfig } from "./config.ts";
-import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "./kube.ts";
-import { jsonLogger } from "./log.ts";
-import { startProxy } from "./server.ts";
-import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "./tls.ts";
+import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn-config.ts";
+import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
+import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "../../shared/proxy/kube.ts";
+import { jsonLogger } from "../../shared/proxy/log.ts";
+import { startProxy } from "../../shared/proxy/server.ts";
+import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "../../shared/proxy/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 

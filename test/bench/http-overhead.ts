@@ -40,7 +40,7 @@
  * - B: the trivial Hono route over HTTPS with the proxy's TLS setup
  *   (generated serving certificate, `requestCert`, TLS ≥ 1.2), the client
  *   presenting the front-proxy certificate on every connection;
- * - proxy → bridge: `functions/proxy` (via `test/proxy.harness.ts`, fake
+ * - proxy → bridge: `shared/proxy` (via `test/proxy.harness.ts`, fake
  *   Kubernetes API `test/fakes/kube-apiserver.ts`) authenticating the
  *   front-proxy client certificate and `X-Remote-*` headers, authorizing with
  *   SubjectAccessReview (cached 10 s, as apiserver's webhook authorizer),
@@ -187,8 +187,8 @@ async function startRole(role: string, options: Record<string, unknown>): Promis
       return { url: listenUrl(server, "http"), close: () => new Promise((r) => server.close(() => r())) };
     }
     case "hono-https": {
-      // The proxy's TLS setup (functions/proxy/server.ts): generated serving certificate, requestCert.
-      const { loadServingMaterial } = await import("../../functions/proxy/tls.ts");
+      // The proxy's TLS setup (shared/proxy/server.ts): generated serving certificate, requestCert.
+      const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
       const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
       const listener = getRequestListener(trivialApp().fetch);
       const server = https.createServer(
@@ -228,7 +228,7 @@ async function startRole(role: string, options: Record<string, unknown>): Promis
     }
     case "proxy": {
       const { startHarness, KEYS } = await import("../proxy.harness.ts");
-      const { jsonLogger } = await import("../../functions/proxy/log.ts");
+      const { jsonLogger } = await import("../../shared/proxy/log.ts");
       const proxyConfig = `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: ProxyConfig
 backends:

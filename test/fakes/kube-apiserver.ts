@@ -18,8 +18,8 @@
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createCA, issueCertificate, type IssuedCertificate } from "../../functions/proxy/certs.ts";
-import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../functions/proxy/authorize.ts";
+import { createCA, issueCertificate, type IssuedCertificate } from "../../shared/proxy/certs.ts";
+import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../shared/proxy/authorize.ts";
 import { closeServer } from "../helpers/http.ts";
 
 /** A TokenReview's user. */

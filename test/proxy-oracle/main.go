@@ -1,5 +1,5 @@
 // Oracle for test/proxy.oracle.test.ts: what kube-apiserver's own code
-// computes for a request, to compare with functions/proxy/request-info.ts and
+// computes for a request, to compare with shared/proxy/request-info.ts and
 // authorize.ts.
 //
 // For each JSON line {method, url, user:{name,uid,groups,extra}} on stdin it

@@ -14,7 +14,7 @@ import { getRequestListener } from "@hono/node-server";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { SigningKey } from "../../shared/signing.ts";
+import type { SigningKey } from "../signing.ts";
 import { createProxyApp } from "./app.ts";
 import type { AuthenticationConfigSource } from "./authn-config.ts";
 import { Authenticator, type TokenReviewer } from "./authenticate.ts";

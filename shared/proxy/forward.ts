@@ -21,11 +21,11 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { CoalescingCache } from "../../shared/cache.ts";
-import type { Caller } from "../../shared/identity.ts";
-import { EXTERNAL_METRICS_GROUP, internalError, MAX_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../../shared/k8s/status.ts";
-import { GROUP_VERSION, type APIResource, type APIResourceList } from "../../shared/k8s/types.ts";
-import { metricKey } from "../../shared/metric-name.ts";
+import { CoalescingCache } from "../cache.ts";
+import type { Caller } from "../identity.ts";
+import { EXTERNAL_METRICS_GROUP, internalError, MAX_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
+import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
+import { metricKey } from "../metric-name.ts";
 import { BackendError, type BackendClient, type BackendResponse } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";

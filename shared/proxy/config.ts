@@ -24,8 +24,8 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
-import { compileMetricPattern, PatternError, type MetricPattern } from "../../shared/policy/regex.ts";
+import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
+import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
 
 /**
  * API group/version of ProxyConfig: the project's own, equal to

@@ -18,8 +18,8 @@
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import type { Caller } from "../../shared/identity.ts";
-import { signRequest, type SigningKey } from "../../shared/signing.ts";
+import type { Caller } from "../identity.ts";
+import { signRequest, type SigningKey } from "../signing.ts";
 import type { BackendConfig } from "./config.ts";
 
 /** Largest backend answer read, bytes. */

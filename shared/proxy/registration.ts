@@ -10,7 +10,7 @@
  * keeps running and is reached as the pass-through backend.
  */
 import { ApiregistrationV1Api, type KubeConfig, type V1APIService } from "@kubernetes/client-node";
-import { GROUP, VERSION } from "../../shared/k8s/types.ts";
+import { GROUP, VERSION } from "../k8s/types.ts";
 import { apiStatus } from "./kube.ts";
 
 /** The APIService name. */

@@ -14,8 +14,8 @@
  * - `GET /apis/external.metrics.k8s.io/v1beta1` (and `/apis`, `/metrics`, …)
  *   → non-resource request, verb `get`, the path.
  */
-import { parseSelector, type Requirement } from "../../shared/k8s/selector.ts";
-import { badRequest } from "../../shared/k8s/status.ts";
+import { parseSelector, type Requirement } from "../k8s/selector.ts";
+import { badRequest } from "../k8s/status.ts";
 
 /** `request.RequestInfo` plus the parsed selectors of `authorizer.AttributesRecord`. */
 export interface RequestInfo {

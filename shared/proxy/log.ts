@@ -4,7 +4,7 @@
  * `metric`, `backend`, `code`, `durationMs`. The request id is the one the
  * proxy forwards to the function (`X-Request-Id`), so both sides' lines join.
  */
-import type { LogRecord } from "../../shared/app.ts";
+import type { LogRecord } from "../app.ts";
 
 export type { LogRecord };
 

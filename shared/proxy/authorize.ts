@@ -16,9 +16,9 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { CoalescingCache } from "../../shared/cache.ts";
-import type { Caller } from "../../shared/identity.ts";
-import { forbidden, internalError, type StatusError } from "../../shared/k8s/status.ts";
+import { CoalescingCache } from "../cache.ts";
+import type { Caller } from "../identity.ts";
+import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
 import type { RequestInfo } from "./request-info.ts";
 
 /** Paths allowed without a review. */

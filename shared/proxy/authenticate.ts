@@ -28,9 +28,9 @@
 import { createHash } from "node:crypto";
 import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
 import { x509 } from "./x509.ts";
-import { CoalescingCache } from "../../shared/cache.ts";
-import { ANONYMOUS, type Caller } from "../../shared/identity.ts";
-import { MAX_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../../shared/k8s/status.ts";
+import { CoalescingCache } from "../cache.ts";
+import { ANONYMOUS, type Caller } from "../identity.ts";
+import { MAX_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
 import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from "./client-cert.ts";
 

@@ -19,10 +19,10 @@
 import type { HttpBindings } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { TLSSocket } from "node:tls";
-import type { Caller } from "../../shared/identity.ts";
-import { notFound, StatusError, toStatusError } from "../../shared/k8s/status.ts";
-import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../../shared/k8s/types.ts";
-import { decodeMetricName } from "../../shared/metric-name.ts";
+import type { Caller } from "../identity.ts";
+import { notFound, StatusError, toStatusError } from "../k8s/status.ts";
+import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
+import { decodeMetricName } from "../metric-name.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
 import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from "./forward.ts";
