@@ -5,8 +5,25 @@
  * every 15 s (kube-controller-manager `--horizontal-pod-autoscaler-sync-period`),
  * so many identical reads arrive together. Identical reads share one backend
  * call while it is in flight, and a value is re-used for at most `ttlMs`.
- * Failures are never cached: the next read tries the backend again (callers
- * waiting on the same in-flight load all receive the same failure).
+ *
+ * Bounds (every cache here is bounded by entries **and** bytes):
+ * - `maxEntries` stored values and `maxBytes` of stored keys + values
+ *   (least recently used dropped first); a single entry larger than
+ *   `maxBytes / 8` is not stored at all (it is still returned to its caller);
+ * - at most `maxEntries` loads in flight: past it a new key is refused
+ *   with {@link CacheFullError} instead of growing without bound.
+ *
+ * Deadlines and cancellation: every load receives an `AbortSignal`. It is
+ * aborted when the load exceeds `loadTimeoutMs` (the waiters then reject with
+ * a `TimeoutError` DOMException even if the loader ignores the signal), and
+ * when every caller waiting for it has gone (each caller may pass its own
+ * `signal`; when it aborts, that caller rejects at once with the signal's
+ * reason). Nobody waits → the backend call is cancelled.
+ *
+ * Failures are cached only when `failureTtlMs(error)` says so (default never):
+ * a brief negative cache keeps repeated reads of a failing series from each
+ * hitting the backend. Callers waiting on the same in-flight load all receive
+ * the same failure.
  *
  * The cache lives per process or per Worker isolate; it is an optimisation,
  * never a source of truth: an entry older than the caller's `ttlMs` is never
@@ -23,109 +40,314 @@ export function ruleCacheTtlMs(rule: { cacheTTLSeconds: number; maxAgeSeconds: n
   return Math.min(rule.cacheTTLSeconds, rule.maxAgeSeconds) * 1000;
 }
 
-/** A cached value and the time it was stored (ms since epoch). */
-interface Entry<V> {
-  value: V;
-  storedAt: number;
+/** A cached outcome and the time it was stored (ms since epoch). */
+type Entry<V> = { ok: true; value: V; storedAt: number; bytes: number } | { ok: false; error: unknown; storedAt: number; expiresAt: number; bytes: number };
+
+interface Inflight<V> {
+  promise: Promise<V>;
+  controller: AbortController;
+  waiters: number;
 }
 
 /** Counters for observability and tests. */
 export interface CacheStats {
   /** reads answered from a fresh stored value */
   hits: number;
+  /** reads answered from a stored failure (negative cache) */
+  failureHits: number;
   /** reads that joined a load already in flight */
   coalesced: number;
   /** loads started (backend calls) */
   loads: number;
   /** loads that failed */
   failures: number;
+  /** loads aborted because they ran past `loadTimeoutMs` */
+  timeouts: number;
+  /** loads aborted because every caller had gone */
+  abandoned: number;
+  /** entries dropped to stay within `maxEntries`/`maxBytes` */
+  evictions: number;
+  /** reads refused because `maxEntries` loads were already in flight */
+  refused: number;
 }
 
+/** How a read was answered. */
+export type CacheOutcome = "hit" | "failure-hit" | "coalesced" | "miss";
+
 /** Options of a {@link CoalescingCache}. */
-export interface CoalescingCacheOptions {
-  /** most entries kept; the least recently used is dropped first (default 10 000) */
+export interface CoalescingCacheOptions<V> {
+  /** most entries stored, and most loads in flight; the least recently used is dropped first (default 10 000) */
   maxEntries?: number;
+  /** most bytes of stored keys and values (default 16 MiB) */
+  maxBytes?: number;
+  /**
+   * Size of a value in bytes, for `maxBytes`. Default: the length of its
+   * JSON text × 2 (UTF-16), or 64 when it does not serialize. The key is
+   * always counted as `key.length × 2`.
+   */
+  sizeOf?: (value: V) => number;
+  /** longest a load may run, ms; then its signal aborts and its waiters reject (default: no limit) */
+  loadTimeoutMs?: number;
+  /** how long a failure is re-used for the same key, ms; 0 = not cached (default: 0 for every error) */
+  failureTtlMs?: (error: unknown) => number;
   /** clock in ms since epoch (tests inject one) */
   now?: () => number;
 }
+
+/** Per-read options of {@link CoalescingCache.get}. */
+export interface CacheReadOptions {
+  /** this caller stops waiting when it aborts (the load is cancelled when no caller is left) */
+  signal?: AbortSignal;
+}
+
+/** Thrown when `maxEntries` loads are already in flight and a new key arrives. */
+export class CacheFullError extends Error {
+  constructor(maxEntries: number) {
+    super(`too many different reads in flight (${maxEntries}); try again shortly`);
+    this.name = "CacheFullError";
+  }
+}
+
+const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * TTL + LRU cache with in-flight coalescing, keyed by string.
  *
  * @example
- * const v = await cache.get("sqs|us-east-1|worker_tasks", 5_000, () => readQueue());
+ * const v = await cache.get("sqs|us-east-1|worker_tasks", 5_000, (signal) => readQueue(signal));
  */
 export class CoalescingCache<V> {
-  readonly stats: CacheStats = { hits: 0, coalesced: 0, loads: 0, failures: 0 };
-  private readonly entries = new Map<string, Entry<V>>();
-  private readonly inflight = new Map<string, Promise<V>>();
-  private readonly maxEntries: number;
-  private readonly now: () => number;
+  readonly stats: CacheStats = { hits: 0, failureHits: 0, coalesced: 0, loads: 0, failures: 0, timeouts: 0, abandoned: 0, evictions: 0, refused: 0 };
+  readonly #entries = new Map<string, Entry<V>>();
+  readonly #inflight = new Map<string, Inflight<V>>();
+  readonly #maxEntries: number;
+  readonly #maxBytes: number;
+  readonly #sizeOf: (value: V) => number;
+  readonly #loadTimeoutMs: number | undefined;
+  readonly #failureTtlMs: (error: unknown) => number;
+  readonly #now: () => number;
+  #bytes = 0;
+  #lastOutcome: CacheOutcome = "miss";
 
-  constructor(options: CoalescingCacheOptions = {}) {
-    this.maxEntries = options.maxEntries ?? 10_000;
-    this.now = options.now ?? Date.now;
+  constructor(options: CoalescingCacheOptions<V> = {}) {
+    this.#maxEntries = options.maxEntries ?? 10_000;
+    this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+    this.#sizeOf = options.sizeOf ?? jsonSize;
+    this.#loadTimeoutMs = options.loadTimeoutMs;
+    this.#failureTtlMs = options.failureTtlMs ?? (() => 0);
+    this.#now = options.now ?? Date.now;
   }
 
   /**
-   * Return the value for `key`: a stored one no older than `ttlMs`, else the
-   * result of the load already in flight for `key`, else a new `load()`.
+   * Return the value for `key`: a stored one no older than `ttlMs` (or a
+   * stored failure still within its failure TTL), else the result of the
+   * load already in flight for `key`, else a new `load(signal)`.
+   *
+   * {@link lastOutcome} says, synchronously after the call, how it was answered.
    *
    * @param ttlMs longest age (ms) of a stored value that may be returned; 0
    *   disables re-use of stored values (in-flight loads are still shared)
-   * @throws whatever `load` rejects with (not cached)
+   * @throws whatever `load` rejects with; a `TimeoutError` DOMException past
+   *   `loadTimeoutMs`; the caller's `signal.reason` when it aborts;
+   *   {@link CacheFullError} when `maxEntries` loads are in flight
    */
-  async get(key: string, ttlMs: number, load: () => Promise<V>): Promise<V> {
-    const entry = this.entries.get(key);
+  get(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, options: CacheReadOptions = {}): Promise<V> {
+    const entry = this.#entries.get(key);
     if (entry !== undefined) {
-      if (ttlMs > 0 && this.now() - entry.storedAt <= ttlMs) {
-        // refresh LRU position
-        this.entries.delete(key);
-        this.entries.set(key, entry);
+      const now = this.#now();
+      if (entry.ok && ttlMs > 0 && now - entry.storedAt <= ttlMs) {
+        this.#touch(key, entry);
         this.stats.hits++;
-        return entry.value;
+        this.#lastOutcome = "hit";
+        return Promise.resolve(entry.value);
+      }
+      if (!entry.ok && now < entry.expiresAt) {
+        this.stats.failureHits++;
+        this.#lastOutcome = "failure-hit";
+        return Promise.reject(entry.error);
       }
     }
-    const pending = this.inflight.get(key);
-    if (pending !== undefined) {
+    let inflight = this.#inflight.get(key);
+    if (inflight !== undefined) {
       this.stats.coalesced++;
-      return pending;
+      this.#lastOutcome = "coalesced";
+    } else {
+      if (this.#inflight.size >= this.#maxEntries) {
+        this.stats.refused++;
+        this.#lastOutcome = "miss";
+        return Promise.reject(new CacheFullError(this.#maxEntries));
+      }
+      inflight = this.#start(key, load);
+      this.#lastOutcome = "miss";
     }
+    return this.#wait(key, inflight, options.signal);
+  }
+
+  /** How the last {@link get} call was answered (set synchronously inside it). */
+  get lastOutcome(): CacheOutcome {
+    return this.#lastOutcome;
+  }
+
+  #start(key: string, load: (signal: AbortSignal) => Promise<V>): Inflight<V> {
     this.stats.loads++;
-    const promise = (async () => {
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline =
+      this.#loadTimeoutMs === undefined
+        ? undefined
+        : new Promise<never>((_, reject) => {
+            timer = setTimeout(() => {
+              const reason = new DOMException(`the load did not finish within ${this.#loadTimeoutMs} ms`, "TimeoutError");
+              this.stats.timeouts++;
+              controller.abort(reason);
+              reject(reason);
+            }, this.#loadTimeoutMs);
+          });
+    const aborted = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true });
+    });
+    const record: Inflight<V> = { promise: undefined as unknown as Promise<V>, controller, waiters: 0 };
+    this.#inflight.set(key, record); // before the load starts: a loader may throw synchronously
+    record.promise = (async () => {
       try {
-        const value = await load();
-        this.set(key, value);
+        const value = await Promise.race([load(controller.signal), aborted, ...(deadline ? [deadline] : [])]);
+        if (this.#inflight.get(key) === record) this.#store(key, { ok: true, value, storedAt: this.#now(), bytes: 0 });
         return value;
       } catch (err) {
         this.stats.failures++;
+        const ttl = controller.signal.aborted ? 0 : this.#failureTtlMs(err);
+        if (ttl > 0 && this.#inflight.get(key) === record) {
+          const now = this.#now();
+          this.#store(key, { ok: false, error: err, storedAt: now, expiresAt: now + ttl, bytes: 0 });
+        }
         throw err;
       } finally {
-        this.inflight.delete(key);
+        clearTimeout(timer);
+        if (this.#inflight.get(key) === record) this.#inflight.delete(key);
       }
     })();
-    this.inflight.set(key, promise);
-    return promise;
+    // Waiters observe the promise; this keeps an unobserved rejection from being reported.
+    record.promise.catch(() => {});
+    return record;
   }
 
-  /** Store `value` for `key` now, evicting the least recently used entry past the bound. */
-  set(key: string, value: V): void {
-    this.entries.delete(key);
-    this.entries.set(key, { value, storedAt: this.now() });
-    while (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest === undefined) break;
-      this.entries.delete(oldest);
+  #wait(key: string, inflight: Inflight<V>, signal: AbortSignal | undefined): Promise<V> {
+    inflight.waiters++;
+    if (signal === undefined) {
+      return inflight.promise.finally(() => inflight.waiters--);
+    }
+    if (signal.aborted) {
+      this.#leave(key, inflight);
+      return Promise.reject(signal.reason);
+    }
+    return new Promise<V>((resolve, reject) => {
+      let done = false;
+      const onAbort = () => {
+        if (done) return;
+        done = true;
+        this.#leave(key, inflight);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      inflight.promise.then(
+        (v) => {
+          if (done) return;
+          done = true;
+          inflight.waiters--;
+          signal.removeEventListener("abort", onAbort);
+          resolve(v);
+        },
+        (e) => {
+          if (done) return;
+          done = true;
+          inflight.waiters--;
+          signal.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** A waiter left: when none is left, the load is cancelled. */
+  #leave(key: string, inflight: Inflight<V>): void {
+    inflight.waiters--;
+    if (inflight.waiters <= 0 && !inflight.controller.signal.aborted) {
+      this.stats.abandoned++;
+      if (this.#inflight.get(key) === inflight) this.#inflight.delete(key);
+      inflight.controller.abort(new DOMException("every caller waiting for this load has gone", "AbortError"));
     }
   }
 
-  /** Forget `key` (e.g. a queue URL that stopped existing). */
+  /** Store `value` for `key` now, evicting least recently used entries past the bounds. */
+  set(key: string, value: V): void {
+    this.#store(key, { ok: true, value, storedAt: this.#now(), bytes: 0 });
+  }
+
+  #store(key: string, entry: Entry<V>): void {
+    this.#drop(key);
+    let valueBytes: number;
+    try {
+      valueBytes = entry.ok ? this.#sizeOf(entry.value) : 256;
+    } catch {
+      valueBytes = 64;
+    }
+    entry.bytes = key.length * 2 + valueBytes + 64;
+    if (entry.bytes > this.#maxBytes / 8) return; // too large to keep: returned, not stored
+    this.#entries.set(key, entry);
+    this.#bytes += entry.bytes;
+    while (this.#entries.size > 0 && (this.#entries.size > this.#maxEntries || this.#bytes > this.#maxBytes)) {
+      const oldest = this.#entries.keys().next().value as string;
+      this.#drop(oldest);
+      this.stats.evictions++;
+    }
+  }
+
+  #touch(key: string, entry: Entry<V>): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, entry);
+  }
+
+  /** Forget `key` (e.g. a queue URL that stopped existing); an in-flight load still answers its waiters but is not stored. */
   delete(key: string): void {
-    this.entries.delete(key);
+    this.#drop(key);
+    this.#inflight.delete(key);
+  }
+
+  #drop(key: string): void {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return;
+    this.#entries.delete(key);
+    this.#bytes -= entry.bytes;
+  }
+
+  /** Forget every stored entry (in-flight loads continue). */
+  clear(): void {
+    this.#entries.clear();
+    this.#bytes = 0;
   }
 
   /** Number of stored entries. */
   get size(): number {
-    return this.entries.size;
+    return this.#entries.size;
+  }
+
+  /** Bytes accounted to stored keys and values. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Loads in flight. */
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+}
+
+function jsonSize(value: unknown): number {
+  if (typeof value === "string") return value.length * 2;
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? 64 : text.length * 2;
+  } catch {
+    return 64;
   }
 }
