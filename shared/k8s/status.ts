@@ -11,7 +11,9 @@
  * `{kind:"Status", apiVersion:"v1", metadata:{}, status:"Failure", message,
  *   reason, details?, code}`. client-go only reads the body when `kind` is
  * `Status` and `status` is `Failure`, and retries 429/5xx only when a
- * `Retry-After` header is present (client-go `rest/request.go`).
+ * `Retry-After` header is present (client-go `rest/request.go`); the
+ * bridge's `Retry-After` is a back-off hint for the in-cluster proxy, which
+ * never passes it on to the HPA (see {@link MAX_RETRY_AFTER_SECONDS}).
  */
 
 /** `metav1.StatusReason` values the bridge uses, keyed by their HTTP code. */
@@ -36,7 +38,7 @@ export interface StatusDetails {
   name?: string;
   group?: string;
   kind?: string;
-  /** Seconds the client should wait before retrying (429, 503). */
+  /** Seconds the caller should back off before asking again (429, 503), within [1, 30]. */
   retryAfterSeconds?: number;
   causes?: { reason?: string; message: string; field?: string }[];
 }
@@ -54,16 +56,40 @@ export interface Status {
 }
 
 /**
- * Longest `Retry-After` the bridge sends, seconds. client-go retries a 429
- * or 5xx that carries `Retry-After` up to 10 times, sleeping that long each
- * time, with no overall deadline (client-go `rest/with_retry.go`,
- * `maxRetries: 10`). A larger value would stall the HPA controller's sync —
- * and one of its 5 workers — for 10 × Retry-After before it sees that the
- * metric is invalid. With 1 s a transient blip is still retried and a dead
- * backend reaches the HPA as `FailedGetExternalMetric` within about 10 s
- * (measured in `test/k8s.e2e.test.ts`).
+ * Bounds of the `Retry-After` a Status carries, seconds: every hint is
+ * clamped to [{@link MIN_RETRY_AFTER_SECONDS}, {@link MAX_RETRY_AFTER_SECONDS}].
+ *
+ * What the header is for: a back-off hint from the bridge to the in-cluster
+ * proxy, never an instruction to client-go. The bridge sends the cloud's own
+ * throttling hint (AWS `Retry-After`/`x-amz-retry-after`, Google
+ * `google.rpc.RetryInfo.retry_delay`) and, for any other backend failure,
+ * 1 s; it also keeps the same failure cached for that long (`shared/cache.ts`
+ * `failureTtlMs`), so a throttled backend is not asked again by every read.
+ * The proxy uses the hint as back-off for that series and strips it from the
+ * answer it gives the HPA: client-go retries a 429 or 5xx that carries
+ * `Retry-After` up to 10 times, sleeping that long each time, with no overall
+ * deadline (client-go `rest/with_retry.go`, `maxRetries: 10`), which would
+ * hold one of the HPA controller's 5 workers (issue 10, item 2).
+ *
+ * 30 s is the longest back-off that stays useful for an HPA that reads every
+ * 15 s (kube-controller-manager `--horizontal-pod-autoscaler-sync-period`):
+ * a larger cloud hint (Cloud Monitoring quota refills per minute) is cut so
+ * the series is tried again within two HPA syncs.
  */
-export const MAX_RETRY_AFTER_SECONDS = 1;
+export const MAX_RETRY_AFTER_SECONDS = 30;
+
+/** Shortest `Retry-After` sent, seconds (the header has whole-second resolution, RFC 9110 §10.2.3). */
+export const MIN_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * A back-off hint clamped to [{@link MIN_RETRY_AFTER_SECONDS},
+ * {@link MAX_RETRY_AFTER_SECONDS}] and rounded up to whole seconds;
+ * NaN or a negative hint gives the minimum.
+ */
+export function clampRetryAfter(seconds: number): number {
+  if (!Number.isFinite(seconds)) return seconds > 0 ? MAX_RETRY_AFTER_SECONDS : MIN_RETRY_AFTER_SECONDS;
+  return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(MIN_RETRY_AFTER_SECONDS, Math.ceil(seconds)));
+}
 
 /** The API group every Status detail names by default. */
 export const EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io";
@@ -82,9 +108,7 @@ export class StatusError extends Error {
     this.name = "StatusError";
     this.code = code;
     this.details =
-      details?.retryAfterSeconds !== undefined && details.retryAfterSeconds > MAX_RETRY_AFTER_SECONDS
-        ? { ...details, retryAfterSeconds: MAX_RETRY_AFTER_SECONDS }
-        : details;
+      details?.retryAfterSeconds !== undefined ? { ...details, retryAfterSeconds: clampRetryAfter(details.retryAfterSeconds) } : details;
   }
 
   /** The `metav1.Status` body for this error. */
@@ -115,10 +139,15 @@ export class StatusError extends Error {
     });
   }
 
-  /** Response headers: `Retry-After` (whole seconds) when a retry helps. */
+  /** Response headers: `Retry-After` (whole seconds, the back-off hint) when set. */
   headers(): Record<string, string> {
     const retry = this.details?.retryAfterSeconds;
-    return retry !== undefined ? { "Retry-After": String(Math.max(1, Math.ceil(retry))) } : {};
+    return retry !== undefined ? { "Retry-After": String(clampRetryAfter(retry)) } : {};
+  }
+
+  /** The back-off hint in seconds (429/503 with `retryAfterSeconds`), else undefined. */
+  get retryAfterSeconds(): number | undefined {
+    return this.details?.retryAfterSeconds;
   }
 }
 
@@ -145,7 +174,7 @@ export function notFound(message: string, details?: StatusDetails): StatusError 
   return new StatusError(404, message, details);
 }
 
-/** 429 TooManyRequests with `Retry-After` (capped at {@link MAX_RETRY_AFTER_SECONDS}). */
+/** 429 TooManyRequests with `Retry-After` (clamped by {@link clampRetryAfter}). */
 export function tooManyRequests(message: string, retryAfterSeconds: number, details?: StatusDetails): StatusError {
   return new StatusError(429, message, { ...details, retryAfterSeconds });
 }
@@ -153,12 +182,12 @@ export function tooManyRequests(message: string, retryAfterSeconds: number, deta
 /**
  * 503 ServiceUnavailable with `Retry-After`: a backend failed, timed out or
  * throttled. A backend failure is never reported as a value.
- * `retryAfterSeconds` is the caller's hint, capped at
- * {@link MAX_RETRY_AFTER_SECONDS}.
+ * `retryAfterSeconds` is the back-off hint (default 1 s; a throttled backend
+ * passes the cloud's own hint), clamped by {@link clampRetryAfter}.
  */
 export function serviceUnavailable(
   message: string,
-  retryAfterSeconds = 5,
+  retryAfterSeconds = MIN_RETRY_AFTER_SECONDS,
   details?: StatusDetails,
   cause?: unknown,
 ): StatusError {

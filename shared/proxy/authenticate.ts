@@ -30,7 +30,7 @@ import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
 import { x509 } from "./x509.ts";
 import { CoalescingCache } from "../cache.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
-import { MAX_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
+import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
 import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from "./client-cert.ts";
 
@@ -109,7 +109,7 @@ export class Authenticator {
   async authenticate(request: ConnectionRequest): Promise<Authenticated> {
     const config = this.#config.current();
     if (config === undefined) {
-      throw serviceUnavailable("the proxy has not loaded kube-system/extension-apiserver-authentication yet", MAX_RETRY_AFTER_SECONDS);
+      throw serviceUnavailable("the proxy has not loaded kube-system/extension-apiserver-authentication yet", MIN_RETRY_AFTER_SECONDS);
     }
     const errors: string[] = [];
     const headers = headerMap(request.rawHeaders);
