@@ -265,17 +265,19 @@ describe("the container image", () => {
   const dockerfile = readFileSync(join(ROOT, "infra/Dockerfile"), "utf8");
   const stages = dockerfile.split(/^FROM /m).slice(1);
 
-  it("is multi-stage: dependencies installed in a build stage, production only, no install scripts", () => {
+  it("is multi-stage: locked install without install scripts and the proxy bundle in a build stage; the final stage holds only the bundle", () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    expect(stages[0]).toMatch(/npm ci --omit=dev --ignore-scripts/);
+    expect(stages[0]).toMatch(/npm ci --ignore-scripts/);
+    expect(stages[0]).toMatch(/node infra\/proxy\/build\.ts --outdir \/app\/dist\/proxy/);
     expect(stages.at(-1)).not.toMatch(/npm (ci|install)/);
-    expect(stages.at(-1)).toMatch(/COPY --from=deps/);
+    expect(stages.at(-1)).not.toMatch(/node_modules/);
+    expect(stages.at(-1)).toMatch(/COPY --from=build --chown=65532:65532 \/app\/dist\/proxy \.\//);
   });
 
   it("runs the proxy as a non-root user", () => {
     const final = stages.at(-1)!;
     expect(final).toMatch(/^USER 65532:65532$/m);
-    expect(final).toMatch(/CMD \["functions\/proxy\/main\.ts"\]/);
+    expect(final).toMatch(/CMD \["main\.mjs"\]/);
     const deployment = find(manifests, "Deployment");
     expect(deployment.spec.template.spec.securityContext.runAsUser).toBe(65532);
   });
