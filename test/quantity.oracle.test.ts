@@ -13,6 +13,13 @@
  * 3. milliValue(v) must equal Go's MilliValue() of formatQuantity(v) — what
  *    the HPA reads from our JSON.
  *
+ * And the guard the app serves through: for every value fitsMilliValue(v)
+ * accepts — generated near the boundaries where apimachinery's reading goes
+ * wrong (19+ canonical digits, large magnitudes with many fractional digits,
+ * negative values, |v|×1000 near 2^63) — Go's MilliValue() of
+ * formatQuantity(v) must equal the faithful value ×1000 rounded away from
+ * zero (faithfulMilliValue), with the right sign.
+ *
  * Needs Go (`go` on PATH, $GO, or /usr/local/go/bin/go); fails, never skips,
  * without it. Seed: QUANTITY_ORACLE_SEED (printed on failure).
  */
@@ -25,6 +32,8 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   decimalFromNumber,
+  faithfulMilliValue,
+  fitsMilliValue,
   formatDecimal,
   formatQuantity,
   milliValue,
@@ -159,6 +168,38 @@ function generatedValues(): QuantityInput[] {
   ];
 }
 
+/**
+ * Values near where fitsMilliValue must draw its line: canonical mantissas of
+ * 17–21 digits (apimachinery's int64Amount/inf.Dec switch at 19), large
+ * magnitudes with many fractional digits, both signs, and |v|×1000 around 2^63.
+ */
+function guardBoundaryValues(): QuantityInput[] {
+  const out: QuantityInput[] = ["-1563536821837.1743", "1563536821837.1743", -1563536821837.1743, 1563536821837.1743];
+  const digitsOf = (n: number) =>
+    fc.array(fc.integer({ min: 0, max: 9 }), { minLength: n, maxLength: n }).map((d) => BigInt(`1${d.join("")}`));
+  // mantissa of 15–22 digits, exponent placing the value anywhere from 1e3 to 1e17 with fraction digits
+  const nearDigits = fc
+    .record({ length: fc.integer({ min: 14, max: 21 }), exponent: fc.integer({ min: -12, max: 3 }), negative: fc.boolean() })
+    .chain(({ length, exponent, negative }) =>
+      digitsOf(length).map((m): QuantityInput => ({ mantissa: negative ? -m : m, exponent })),
+    );
+  // doubles of large magnitude (their shortest text carries many fraction digits)
+  const bigDoubles = fc.oneof(fc.double({ min: 1e9, max: 1e16, noNaN: true }), fc.double({ min: -1e16, max: -1e9, noNaN: true }));
+  // |v|×1000 within a few units of 2^63 at every suffix
+  const int64Max = (1n << 63n) - 1n;
+  for (let e = -12; e <= 0; e++) {
+    for (const delta of [-2n, -1n, 0n, 1n, 2n]) {
+      const m = (int64Max + delta) * 10n ** BigInt(-e) / 1000n + delta;
+      out.push({ mantissa: m, exponent: e }, { mantissa: -m, exponent: e });
+    }
+  }
+  return [
+    ...out,
+    ...fc.sample(nearDigits, { numRuns: 3000, seed: SEED + 2 }),
+    ...fc.sample(bigDoubles, { numRuns: 1000, seed: SEED + 3 }),
+  ];
+}
+
 interface Mismatch {
   value: string;
   exactText: string;
@@ -260,6 +301,31 @@ describe("formatQuantity / milliValue against k8s.io/apimachinery", () => {
     const { mismatches, lossyGo } = compareWithOracle(values);
     expect(mismatches.slice(0, 20), `${mismatches.length} of ${values.length} values disagree with Go`).toEqual([]);
     expect(lossyGo, "corpus must exercise Go's lossy ≥1e21 String()").toBeGreaterThan(0);
+  });
+
+  it("fitsMilliValue accepts only values apimachinery reads back with the right MilliValue (generated near the boundaries)", () => {
+    const values = [
+      ...QUANTITY_CASES.map(([value]) => value),
+      ...boundaryValues(),
+      ...generatedValues(),
+      ...guardBoundaryValues(),
+    ];
+    const accepted = values.filter((v) => fitsMilliValue(v));
+    const refused = values.filter((v) => !fitsMilliValue(v));
+    const answers = askOracle(accepted.map((v) => formatQuantity(v)));
+    const wrong = accepted
+      .map((v, i) => ({ value: label(v), served: formatQuantity(v), want: String(faithfulMilliValue(v)), go: answers[i]?.milli ?? answers[i]?.error }))
+      .filter((r) => r.go !== r.want);
+    expect(wrong.slice(0, 20), `${wrong.length} of ${accepted.length} accepted values are misread by Go (seed ${SEED})`).toEqual([]);
+    // The guard is not vacuous: both sides of the line are exercised, and the
+    // refused side holds values Go really misreads (the issue's example first).
+    expect(accepted.length).toBeGreaterThan(5000);
+    expect(refused.length).toBeGreaterThan(1000);
+    const refusedAnswers = askOracle(refused.map((v) => formatQuantity(v)));
+    const misreadRefused = refused.filter((v, i) => refusedAnswers[i]?.milli !== String(faithfulMilliValue(v)));
+    expect(misreadRefused.length).toBeGreaterThan(100);
+    expect(fitsMilliValue("-1563536821837.1743")).toBe(false);
+    expect(askOracle(["-1563536821837174300u"])[0]).toMatchObject({ ok: true, milli: "4436424428138" });
   });
 
   it(`${GENERATED_DECIMALS} generated decimals and ${GENERATED_DOUBLES} doubles (seed ${SEED})`, () => {

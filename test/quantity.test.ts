@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   addDecimals,
+  faithfulMilliValue,
   fitsMilliValue,
   decimalFromNumber,
   formatDecimal,
@@ -140,11 +141,28 @@ describe("formatDecimal", () => {
 
 describe("fitsMilliValue (what the HPA can read)", () => {
   it("accepts values whose milli value fits int64 and refuses larger ones", () => {
-    expect(fitsMilliValue("9223372036854775.807")).toBe(true);
-    expect(fitsMilliValue("9223372036854775.8071")).toBe(false); // rounds up past 2^63-1 milli
-    expect(fitsMilliValue("-9223372036854775.807")).toBe(true);
+    expect(fitsMilliValue("9223372036854775")).toBe(true);
+    expect(fitsMilliValue("-9223372036854775")).toBe(true);
+    expect(fitsMilliValue("9223372036854776")).toBe(false); // ×1000 past 2^63-1
     expect(fitsMilliValue("1e16")).toBe(false);
     expect(fitsMilliValue(0)).toBe(true);
     expect(fitsMilliValue("1e-12")).toBe(true);
+  });
+
+  it("refuses canonical strings of more than 18 digits, which apimachinery reads through inf.Dec (sign flips, wraps)", () => {
+    // issue 10: served as -1563536821837174300u, read back by client-go as MilliValue() = 4436424428138
+    expect(formatQuantity("-1563536821837.1743")).toBe("-1563536821837174300u");
+    expect(milliValue("-1563536821837.1743")).toBe(4436424428138n);
+    expect(fitsMilliValue("-1563536821837.1743")).toBe(false);
+    expect(fitsMilliValue(-1563536821837.1743)).toBe(false);
+    // 19 digits: milli fits int64, but the inf.Dec path gives 1 for the negative one
+    expect(milliValue("-9223372036854775.807")).toBe(1n);
+    expect(fitsMilliValue("-9223372036854775.807")).toBe(false);
+    expect(fitsMilliValue("9223372036854775.807")).toBe(false);
+    // 18 digits: the exact int64 path, both signs
+    expect(formatQuantity("-999999999999.999999")).toBe("-999999999999999999u");
+    expect(fitsMilliValue("-999999999999.999999")).toBe(true);
+    expect(milliValue("-999999999999.999999")).toBe(faithfulMilliValue("-999999999999.999999"));
+    expect(faithfulMilliValue("-999999999999.999999")).toBe(-1000000000000000n);
   });
 });

@@ -373,15 +373,55 @@ export function milliValue(value: QuantityInput): bigint {
 }
 
 /**
- * Whether the HPA reads `value` faithfully: `Quantity.MilliValue()` is an
- * int64, so |value| × 1000 (rounded away from zero) must be ≤ 2^63−1, i.e.
- * |value| below about 9.22e15. Past that {@link milliValue} wraps or gives 0
- * (apimachinery math.go), and an HPA would act on a wrong number.
+ * Longest canonical mantissa, in digits, that apimachinery reads through its
+ * exact int64 fast path: `ParseQuantity` keeps an `int64Amount` only when the
+ * digits fit `int64` (quantity.go, `parseQuantityString` then
+ * `int64Amount`/`infDecAmount`; at most 18 digits always fit). With 19 or
+ * more digits it switches to `inf.Dec`, whose `MilliValue` goes through
+ * math.go `scaledValue` with wrapping `big.Int.Int64()` conversions and a
+ * truncate-then-add-one "ceil" that is wrong for negative values.
+ */
+export const MAX_EXACT_QUANTITY_DIGITS = 18;
+
+/**
+ * Whether the HPA reads `value` faithfully: apimachinery, parsing our
+ * canonical string ({@link formatQuantity}), must return from
+ * `Quantity.MilliValue()` exactly value × 1000 rounded away from zero.
+ * That holds when both:
+ * - the canonical mantissa has at most {@link MAX_EXACT_QUANTITY_DIGITS}
+ *   digits (int64Amount, whose AsScaledInt64 is exact); longer strings take
+ *   the inf.Dec path, which misreads e.g. `-1563536821837.1743` —
+ *   canonical `-1563536821837174300u`, read back as MilliValue()
+ *   4436424428138, sign flipped;
+ * - |value| × 1000, rounded away from zero, is ≤ 2^63−1 (|value| below
+ *   about 9.22e15): past it {@link milliValue} wraps or gives 0
+ *   (apimachinery math.go `positiveScaleInt64`).
+ * Proven against the real apimachinery by `test/quantity.oracle.test.ts`:
+ * every value accepted here is read back with the right MilliValue.
  *
  * @throws {QuantityError} as for {@link formatQuantity}
  */
 export function fitsMilliValue(value: QuantityInput): boolean {
   const { mantissa, exponent } = canonicalAmount(toDecimal(value));
+  if (digitCount(mantissa) > MAX_EXACT_QUANTITY_DIGITS) return false;
+  return abs(exactMilliValue(mantissa, exponent)) <= INT64_MAX;
+}
+
+/**
+ * The milli-value a faithful reader gets from a value: value × 1000 rounded
+ * away from zero (ParseQuantity rounds to nano away from zero, MilliValue
+ * then rounds to milli away from zero; the two compose into one rounding),
+ * with no int64 bound. `fitsMilliValue(v)` implies `milliValue(v) ===
+ * faithfulMilliValue(v)`.
+ *
+ * @throws {QuantityError} as for {@link formatQuantity}
+ */
+export function faithfulMilliValue(value: QuantityInput): bigint {
+  const { mantissa, exponent } = canonicalAmount(toDecimal(value));
+  return exactMilliValue(mantissa, exponent);
+}
+
+function exactMilliValue(mantissa: bigint, exponent: number): bigint {
   const magnitude = abs(mantissa);
   const shift = exponent + 3;
   let milli: bigint;
@@ -391,5 +431,5 @@ export function fitsMilliValue(value: QuantityInput): boolean {
     const divisor = pow10(-shift);
     milli = magnitude / divisor + (magnitude % divisor === 0n ? 0n : 1n);
   }
-  return milli <= INT64_MAX;
+  return mantissa < 0n ? -milli : milli;
 }
