@@ -20,6 +20,12 @@
  *
  * Identical reads are not merged here: callers put a {@link CoalescingCache}
  * in front (`shared/cache.ts`), which shares one in-flight load per key.
+ *
+ * Cancellation: each read may pass an `AbortSignal`. When it aborts, that
+ * read rejects at once with the signal's reason and leaves its batch; a
+ * batch whose every read has left is not sent, and a call already running
+ * for it has its own signal (the third argument of `execute`) aborted, so a
+ * backend call nobody waits for is cancelled.
  */
 
 /** What `execute` says about one item: its value, or the error its reads fail with. */
@@ -40,13 +46,16 @@ export interface BatcherOptions<I, R> {
   group?: (item: I) => string;
   /**
    * One backend call for `items` (all of one group). Resolves to exactly one
-   * outcome per item, in order. Rejects when the whole call failed.
+   * outcome per item, in order. Rejects when the whole call failed. `signal`
+   * aborts when every read waiting for this call has gone; pass it to the
+   * backend call.
    */
-  execute: (items: readonly I[], group: string) => Promise<readonly Outcome<R>[]>;
+  execute: (items: readonly I[], group: string, signal: AbortSignal) => Promise<readonly Outcome<R>[]>;
   /**
    * Whether a whole-call failure may be caused by one item, so that the
    * batch should be split and retried in halves (only for batches of ≥ 2).
-   * Default: never split.
+   * Default: never split. If it throws, every read of the batch rejects with
+   * the call's error.
    */
   splitOnError?: (error: unknown, items: readonly I[]) => boolean;
   /** timer used for the window (tests inject one); default `setTimeout` */
@@ -67,8 +76,13 @@ export interface BatcherStats {
 
 interface Waiter<I, R> {
   item: I;
+  /** settle once; later calls are ignored */
   resolve: (value: R) => void;
   reject: (error: unknown) => void;
+  /** true once settled (answered, failed, or its caller's signal aborted) */
+  settled: boolean;
+  /** called when the caller's signal aborts (set by the run that carries this read) */
+  onGone?: (reason: unknown) => void;
 }
 
 interface Pending<I, R> {
@@ -99,13 +113,38 @@ export class Batcher<I, R> {
   /**
    * Queue `item` for the next call of its group and resolve with its value.
    *
-   * @throws (rejects with) the item's own error from `execute`, or the
-   *   whole-call error when the call failed and could not be split further
+   * @param signal this read stops waiting when it aborts (see the module doc)
+   * @throws (rejects with) the item's own error from `execute`, the
+   *   whole-call error when the call failed and could not be split further,
+   *   or `signal.reason` when the caller's signal aborted first
    */
-  load(item: I): Promise<R> {
+  load(item: I, signal?: AbortSignal): Promise<R> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     const group = this.options.group?.(item) ?? "";
     const units = Math.max(1, this.options.size?.(item) ?? 1);
-    return new Promise<R>((resolve, reject) => {
+    return new Promise<R>((resolveOuter, rejectOuter) => {
+      const onAbort = () => {
+        const reason = signal!.reason;
+        waiter.reject(reason);
+        waiter.onGone?.(reason);
+      };
+      const waiter: Waiter<I, R> = {
+        item,
+        settled: false,
+        resolve: (value) => {
+          if (waiter.settled) return;
+          waiter.settled = true;
+          signal?.removeEventListener("abort", onAbort);
+          resolveOuter(value);
+        },
+        reject: (error) => {
+          if (waiter.settled) return;
+          waiter.settled = true;
+          signal?.removeEventListener("abort", onAbort);
+          rejectOuter(error);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
       let batch = this.pending.get(group);
       if (batch !== undefined && batch.units + units > this.options.maxBatchSize) {
         this.flush(group);
@@ -120,7 +159,7 @@ export class Batcher<I, R> {
           if (this.pending.get(group) === opened) this.flush(group);
         }, this.options.windowMs ?? 0);
       }
-      batch.waiters.push({ item, resolve, reject });
+      batch.waiters.push(waiter);
       batch.units += units;
       if (batch.units >= this.options.maxBatchSize) this.flush(group);
     });
@@ -140,16 +179,30 @@ export class Batcher<I, R> {
     void this.run(batch.waiters, group);
   }
 
-  private async run(waiters: Waiter<I, R>[], group: string): Promise<void> {
+  private async run(all: Waiter<I, R>[], group: string): Promise<void> {
+    // Reads whose caller already left are not sent.
+    const waiters = all.filter((w) => !w.settled);
+    if (waiters.length === 0) return;
     const items = waiters.map((w) => w.item);
     this.stats.calls++;
     this.stats.items += items.length;
     this.stats.largestCall = Math.max(this.stats.largestCall, items.length);
+    const controller = new AbortController();
+    const onGone = (reason: unknown) => {
+      if (!controller.signal.aborted && waiters.every((w) => w.settled)) controller.abort(reason);
+    };
+    for (const w of waiters) w.onGone = onGone;
     let outcomes: readonly Outcome<R>[];
     try {
-      outcomes = await this.options.execute(items, group);
+      outcomes = await this.options.execute(items, group, controller.signal);
     } catch (error) {
-      if (waiters.length > 1 && this.options.splitOnError?.(error, items) === true) {
+      let split = false;
+      try {
+        split = waiters.length > 1 && !controller.signal.aborted && this.options.splitOnError?.(error, items) === true;
+      } catch {
+        split = false; // a throwing splitOnError must not leave reads unsettled
+      }
+      if (split) {
         this.stats.splits++;
         const half = Math.ceil(waiters.length / 2);
         await Promise.all([this.run(waiters.slice(0, half), group), this.run(waiters.slice(half), group)]);

@@ -157,6 +157,84 @@ describe("Batcher", () => {
     expect(calls).toHaveLength(1);
   });
 
+  it("a throwing splitOnError rejects every read of the batch with the call's error (none left unsettled)", async () => {
+    let calls = 0;
+    const batcher = new Batcher<number, number>({
+      maxBatchSize: 500,
+      execute: async () => {
+        calls++;
+        throw new Error("backend refused the call");
+      },
+      splitOnError: () => {
+        throw new TypeError("splitOnError is broken");
+      },
+    });
+    // Before the fix these promises never settled: the test timed out.
+    const results = await Promise.race([
+      Promise.all([1, 2, 3].map((n) => settle(batcher.load(n)))),
+      new Promise<"unsettled">((resolve) => setTimeout(() => resolve("unsettled"), 2000)),
+    ]);
+    expect(results).toEqual([{ error: "backend refused the call" }, { error: "backend refused the call" }, { error: "backend refused the call" }]);
+    expect(calls).toBe(1);
+  });
+
+  it("a read whose signal aborts rejects at once with the reason; the call goes on for the others", async () => {
+    const signals: AbortSignal[] = [];
+    let release: () => void = () => {};
+    const batcher = new Batcher<number, number>({
+      maxBatchSize: 500,
+      execute: async (items, _group, signal) => {
+        signals.push(signal);
+        await new Promise<void>((resolve) => (release = resolve));
+        return items.map((n) => ({ ok: true as const, value: n * 2 }));
+      },
+    });
+    const leaving = new AbortController();
+    const a = settle(batcher.load(1, leaving.signal));
+    const b = batcher.load(2);
+    await new Promise((r) => setTimeout(r, 5));
+    leaving.abort(new Error("caller left"));
+    expect(await a).toEqual({ error: "caller left" });
+    expect(signals[0]!.aborted).toBe(false); // read 2 still waits
+    release();
+    expect(await b).toBe(4);
+  });
+
+  it("aborts the backend call's signal when every read of the call has gone", async () => {
+    const signals: AbortSignal[] = [];
+    const batcher = new Batcher<number, number>({
+      maxBatchSize: 500,
+      execute: (items, _group, signal) => {
+        signals.push(signal);
+        return new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+      },
+    });
+    const callers = [new AbortController(), new AbortController()];
+    const reads = callers.map((c, i) => settle(batcher.load(i, c.signal)));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(signals).toHaveLength(1);
+    callers[0]!.abort(new Error("first left"));
+    expect(signals[0]!.aborted).toBe(false);
+    callers[1]!.abort(new Error("second left"));
+    expect(signals[0]!.aborted).toBe(true);
+    expect(await Promise.all(reads)).toEqual([{ error: "first left" }, { error: "second left" }]);
+  });
+
+  it("does not send a batch whose reads all left before it was flushed", async () => {
+    const { batcher, calls } = doubling({ windowMs: 20 });
+    const caller = new AbortController();
+    const read = settle(batcher.load(1, caller.signal));
+    caller.abort(new Error("gone"));
+    expect(await read).toEqual({ error: "gone" });
+    await new Promise((r) => setTimeout(r, 40));
+    expect(calls).toHaveLength(0);
+    expect(batcher.stats.calls).toBe(0);
+    // an already-aborted signal is refused without queueing
+    const aborted = AbortSignal.abort(new Error("already gone"));
+    expect(await settle(batcher.load(2, aborted))).toEqual({ error: "already gone" });
+    expect(batcher.queued).toBe(0);
+  });
+
   it("refuses a maxBatchSize below 1", () => {
     expect(() => new Batcher({ maxBatchSize: 0, execute: async () => [] })).toThrow(RangeError);
   });
