@@ -11,9 +11,12 @@
  *   and/or a client certificate. The adapter authorizes the proxy's
  *   ServiceAccount; the caller was already authorized by the proxy.
  *
- * Every call has the backend's timeout (≤ 4.5 s, under the aggregator's 5 s)
- * for the whole exchange, and a 4 MiB response limit. Failures are
- * {@link BackendError}s with a kind the caller maps to a Status.
+ * Every call has the backend's timeout (default 4 s, ≤ 4.5 s: longer than the
+ * bridge's 3 s deadline, under the aggregator's 5 s; see config.ts) for the
+ * whole exchange, a 4 MiB response limit, and is cancelled (its connection
+ * destroyed) when the request's `signal` aborts — nobody waits for it any
+ * more. Failures are {@link BackendError}s with a kind the caller maps to a
+ * Status.
  */
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -35,7 +38,7 @@ export interface BackendResponse {
 }
 
 /** Why a backend call failed. */
-export type BackendErrorKind = "timeout" | "connect" | "protocol" | "too-large" | "unsigned";
+export type BackendErrorKind = "timeout" | "connect" | "protocol" | "too-large" | "unsigned" | "aborted";
 
 /** A failed backend call (no HTTP answer to pass on). */
 export class BackendError extends Error {
@@ -56,6 +59,8 @@ export interface BackendRequest {
   /** the authenticated caller (signed to bridge backends) */
   caller: Caller;
   requestId: string;
+  /** cancels the call (the connection is destroyed; rejects with kind `aborted`) */
+  signal?: AbortSignal;
 }
 
 /** Options shared by all backends. */
@@ -106,8 +111,9 @@ export class BackendClient {
    * GET `request.pathAndQuery` from the backend.
    *
    * @throws BackendError `timeout` (no full answer within the timeout),
-   *   `connect` (refused, reset, DNS, TLS), `too-large`, `protocol`, or
-   *   `unsigned` (a bridge backend but no signing key configured)
+   *   `connect` (refused, reset, DNS, TLS), `too-large`, `protocol`,
+   *   `unsigned` (a bridge backend but no signing key configured), or
+   *   `aborted` (`request.signal` aborted)
    */
   async get(request: BackendRequest): Promise<BackendResponse> {
     const url = new URL(this.#prefix + request.pathAndQuery, this.#base);
@@ -123,7 +129,7 @@ export class BackendClient {
       const token = this.#bearerToken();
       if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
     }
-    return this.#send(url, headers);
+    return this.#send(url, headers, request.signal);
   }
 
   #bearerToken(): string | undefined {
@@ -136,15 +142,18 @@ export class BackendClient {
     return this.#token.value;
   }
 
-  #send(url: URL, headers: Record<string, string>): Promise<BackendResponse> {
+  #send(url: URL, headers: Record<string, string>, signal: AbortSignal | undefined): Promise<BackendResponse> {
     const transport = url.protocol === "https:" ? https : http;
     const timeoutMs = this.timeoutMs;
+    if (signal?.aborted) return Promise.reject(new BackendError(this.name, "aborted", `the call to backend ${this.name} was cancelled: nobody waits for it`));
     return new Promise<BackendResponse>((resolve, reject) => {
       let settled = false;
+      const onAbort = () => fail(new BackendError(this.name, "aborted", `the call to backend ${this.name} was cancelled: nobody waits for it`));
       const fail = (err: BackendError) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
         req.destroy();
         reject(err);
       };
@@ -160,6 +169,7 @@ export class BackendClient {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
+          signal?.removeEventListener("abort", onAbort);
           const out: Record<string, string> = {};
           for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
           resolve({ status: res.statusCode ?? 0, headers: out, body: Buffer.concat(chunks) });
@@ -171,6 +181,7 @@ export class BackendClient {
         timeoutMs,
       );
       req.on("error", (err) => fail(new BackendError(this.name, "connect", `backend ${this.name} is unreachable: ${err.message}`, { cause: err })));
+      signal?.addEventListener("abort", onAbort, { once: true });
       req.end();
     });
   }

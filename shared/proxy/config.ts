@@ -11,7 +11,7 @@
  * kind: ProxyConfig
  * backends:
  *   aws:  { url: "https://emb.example.workers.dev" }                 # a bridge function: signed
- *   gcp:  { url: "https://abc.lambda-url.eu-west-1.on.aws", timeoutSeconds: 4 }
+ *   gcp:  { url: "https://abc.lambda-url.eu-west-1.on.aws", timeoutSeconds: 4 }   # default 4, at most 4.5
  *   keda: { url: "https://keda-operator-metrics-apiserver.keda.svc", type: passthrough,
  *           caFile: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt,
  *           bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token }
@@ -19,7 +19,7 @@
  *   - { metric: "queue_.*", backend: aws }
  *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
  * passthrough: keda             # metrics no route claims (optional)
- * cache: { ttlSeconds: 2, maxEntries: 10000 }
+ * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 33554432 }   # seconds, entries, bytes
  * ```
  */
 import { readFileSync } from "node:fs";
@@ -37,12 +37,22 @@ export const PROXY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
 
 /**
  * Longest per-backend timeout, seconds: under the aggregator's 5 s
- * (kube-aggregator `pkg/apiserver/handler_proxy.go` discovery/availability
- * checks time out at 5 s; the HPA's client uses the same budget).
+ * (kube-aggregator's APIService availability check probes the service with a
+ * 5 s HTTP client timeout: `pkg/controllers/status/remote/remote_available_controller.go`,
+ * `available_controller.go` in earlier releases).
+ *
+ * The agreed budget of one HPA read: backend cloud call < bridge
+ * whole-request deadline (3 s, `REQUEST_DEADLINE_MS` in shared/app.ts) <
+ * proxy → backend timeout (default 4 s, at most 4.5 s) < the aggregator's 5 s.
+ * The proxy's timeout is longer than the bridge's deadline so the bridge's
+ * own Status (naming the slow provider) reaches the HPA instead of a bare
+ * proxy timeout.
  */
 export const MAX_BACKEND_TIMEOUT_SECONDS = 4.5;
-/** Default per-backend timeout, seconds. */
-export const DEFAULT_BACKEND_TIMEOUT_SECONDS = 3;
+/** Default per-backend timeout, seconds (see {@link MAX_BACKEND_TIMEOUT_SECONDS} for the budget). */
+export const DEFAULT_BACKEND_TIMEOUT_SECONDS = 4;
+/** Default bound of the values answer cache, bytes of keys + answers (32 MiB). */
+export const DEFAULT_CACHE_MAX_BYTES = 32 * 1024 * 1024;
 
 const backendSchema = z.strictObject({
   /** base URL; the request path is appended (`https://host[:port][/prefix]`) */
@@ -90,11 +100,23 @@ export const proxyConfigSchema = z.strictObject({
   passthrough: z.string().min(1).optional(),
   cache: z
     .strictObject({
-      /** how long a successful answer is re-used for the same caller, seconds (0 = only coalesce in-flight reads) */
+      /**
+       * longest a successful values answer is re-used for the same caller,
+       * seconds (0 = only coalesce in-flight reads); a backend's
+       * `Cache-Control: max-age=N` shortens it, `no-store`/`max-age=0` turns it off
+       */
       ttlSeconds: z.number().min(0).max(30).default(2),
+      /** most cached answers (and most distinct reads in flight) */
       maxEntries: z.number().int().positive().max(1_000_000).default(10_000),
+      /** most bytes of cached keys + answers (UTF-16 estimate); a single answer over maxBytes/8 is not cached */
+      maxBytes: z
+        .number()
+        .int()
+        .min(64 * 1024)
+        .max(1024 * 1024 * 1024)
+        .default(DEFAULT_CACHE_MAX_BYTES),
     })
-    .default({ ttlSeconds: 2, maxEntries: 10_000 }),
+    .default({ ttlSeconds: 2, maxEntries: 10_000, maxBytes: DEFAULT_CACHE_MAX_BYTES }),
   discovery: z
     .strictObject({
       /** how long merged discovery is re-used, seconds */
@@ -119,7 +141,14 @@ export interface ProxyConfig {
   backends: BackendConfig[];
   routes: Route[];
   passthrough?: string;
-  cache: { ttlSeconds: number; maxEntries: number };
+  /**
+   * Values answer cache. `ttlSeconds`: longest re-use of a success, seconds
+   * (0–30, default 2), shortened by the backend's `Cache-Control: max-age`;
+   * `maxEntries` (default 10 000) and `maxBytes` (bytes, default 32 MiB)
+   * bound it. Failures are kept only briefly as back-off (1–30 s, see
+   * shared/proxy/forward.ts).
+   */
+  cache: { ttlSeconds: number; maxEntries: number; maxBytes: number };
   discovery: { ttlSeconds: number };
 }
 
