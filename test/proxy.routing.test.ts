@@ -235,24 +235,32 @@ describe("a backend that is down", () => {
     expect(res.headers["retry-after"]).toBe("1");
     expect(res.json()).toMatchObject({ kind: "Status", reason: "ServiceUnavailable", details: { retryAfterSeconds: 1 } });
     expect(res.json().message).toMatch(/backend b is unreachable/);
-    const names = (await h.get(V1, masters())).json().resources.map((r: { name: string }) => r.name);
-    expect(names).toEqual(["externalmetrics", "queue_messages_ready", "s0-rabbitmq-queue"]);
+    // Discovery keeps what b listed last: a backend's outage never removes its metrics.
     expect(await h.proxy.checkReadiness()).toBe(true);
+    const names = (await h.get(V1, masters())).json().resources.map((r: { name: string }) => r.name);
+    expect(names).toEqual(["externalmetrics", "queue_messages_backlog", "queue_messages_ready", "s0-rabbitmq-queue", "team|queue_depth"]);
+    expect(h.proxy.forwarder.backendHealth.get("b")).toBe(false);
     expect((await h.get("/readyz")).status).toBe(200);
     // Bridge a still serves.
     expect((await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Djobs`, hpa())).status).toBe(200);
   });
 
-  it("is not ready and answers discovery with 503 when no backend answers", async () => {
+  it("stays ready and answers discovery from the list it holds when no backend answers", async () => {
     await a.close();
     await adapter.close();
+    expect(await h.proxy.checkReadiness()).toBe(true);
     const res = await h.get(V1, masters());
-    expect(res.status).toBe(503);
-    expect(res.headers["retry-after"]).toBe("1");
-    expect(res.json().message).toMatch(/no backend answered discovery/);
-    expect(await h.proxy.checkReadiness()).toBe(false);
+    expect(res.status, res.text).toBe(200);
+    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.json().resources.map((r: { name: string }) => r.name)).toEqual([
+      "externalmetrics",
+      "queue_messages_backlog",
+      "queue_messages_ready",
+      "s0-rabbitmq-queue",
+      "team|queue_depth",
+    ]);
+    expect(Object.fromEntries(h.proxy.forwarder.backendHealth)).toEqual({ a: false, b: false, keda: false });
     const ready = await h.get("/readyz");
-    expect(ready.status).toBe(503);
-    expect(ready.text).toMatch(/no backend answered discovery/);
+    expect(ready.status, ready.text).toBe(200);
   });
 });

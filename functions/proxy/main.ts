@@ -53,7 +53,7 @@ export function proxyCommand(): Command {
       ),
     )
     .addOption(new Option("--no-token-review", "do not authenticate bearer tokens with TokenReview"))
-    .addOption(new Option("--readiness-interval-seconds <s>", "how often backends' discovery is probed").default(10).argParser(seconds))
+    .addOption(new Option("--readiness-interval-seconds <s>", "period of the readiness loop, which also refreshes the discovery list held from backends").default(10).argParser(seconds))
     .addOption(new Option("--shutdown-delay-seconds <s>", "on SIGTERM, stay up unready this long before closing the listener").default(5).argParser(seconds))
     .addOption(new Option("--drain-timeout-seconds <s>", "longest wait for in-flight requests on shutdown").default(20).argParser(seconds))
     .addHelpText(

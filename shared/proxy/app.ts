@@ -4,9 +4,9 @@
  * | path | answer |
  * |---|---|
  * | `GET /healthz`, `/livez` | `ok` (no authentication: kubelet probes) |
- * | `GET /readyz` | `ok` when the authentication ConfigMap is loaded and a backend answers discovery, else 503 |
+ * | `GET /readyz` | `ok` when the authentication ConfigMap is loaded, a serving certificate is present and the proxy is not shutting down, else 503 (never depends on a backend) |
  * | `GET /apis`, `/apis/external.metrics.k8s.io` | APIGroupList / APIGroup (plain JSON, so aggregated discovery falls back) |
- * | `GET /apis/external.metrics.k8s.io/v1beta1` | merged APIResourceList of all backends |
+ * | `GET /apis/external.metrics.k8s.io/v1beta1` | the held, merged APIResourceList of all backends (never waits on one, never 503) |
  * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}` | forwarded to the routed backend |
  * | `GET /metrics` | Prometheus text |
  * | anything else | 404 Status (405 for other methods) |

@@ -9,11 +9,22 @@
  *   key includes the caller's whole identity, so one caller never receives an
  *   answer made for another (a backend's policy may treat them differently).
  *   Failures are never cached.
- * - Discovery (`/apis/external.metrics.k8s.io/v1beta1`): every backend's
- *   APIResourceList, each resource kept only if the routes send its name to
- *   that backend, deduplicated, sorted, never empty (`externalmetrics`
- *   placeholder, as KEDA lists). Backends that fail are left out; when none
- *   answers, 503.
+ * - Discovery (`/apis/external.metrics.k8s.io/v1beta1`) is answered from
+ *   state the proxy holds and never waits on a backend, never answers 503:
+ *   the aggregator probes this path (5 s, `Available=False
+ *   FailedDiscoveryCheck` on failure) and a failure there stalls namespace
+ *   deletion and `kubectl api-resources` for the whole cluster
+ *   (kube-aggregator `pkg/controllers/status/remote/remote_available_controller.go`).
+ *   The held list merges each backend's last successful APIResourceList,
+ *   each resource kept only if the routes send its name to that backend,
+ *   deduplicated, sorted, never empty (`externalmetrics` placeholder, as
+ *   KEDA lists, before any backend has answered). A backend that fails keeps
+ *   the resources it last listed. The list is refreshed in the background by
+ *   the readiness loop and by a discovery read older than
+ *   `discovery.ttlSeconds`, with the proxy's own identity (discovery carries
+ *   no secret: every caller gets the same answer). Each backend's health
+ *   (did its last discovery call answer?) is logged once per change and
+ *   exported as `emb_proxy_backend_up{backend}`.
  * - A backend answer is checked before it is passed on: a 200 must be an
  *   `ExternalMetricValueList` with at least one item (an empty or malformed
  *   success is a 503 — a failed read is never reported as a value); an error
@@ -39,7 +50,14 @@ import type { ProxyMetrics } from "./metrics.ts";
 export const BACKEND_RETRY_AFTER_SECONDS = MAX_RETRY_AFTER_SECONDS;
 /** The discovery path. */
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
-/** The identity the readiness probe signs its discovery requests with. */
+/**
+ * Most resources the held discovery list keeps (backends listing more are
+ * cut, with a warning): bounds its memory and the `metric` label of the
+ * proxy's metrics, which names only listed metrics.
+ */
+export const MAX_DISCOVERY_RESOURCES = 10_000;
+/** The identity the proxy signs its own discovery requests with (readiness loop and background refresh). */
+
 export const PROBE_CALLER: Caller = Object.freeze({
   user: "system:external-metrics-bridge-proxy:readiness",
   groups: ["system:authenticated"],
@@ -82,8 +100,17 @@ export class Forwarder {
   readonly #metrics: ProxyMetrics;
   readonly #log: Logger;
   readonly #values: CoalescingCache<Answer>;
-  readonly #discovery: CoalescingCache<Answer>;
-  /** metric names of the last merged discovery (bounds the `metric` label) */
+  readonly #now: () => number;
+  /** each backend's routed resources from its last successful discovery answer */
+  readonly #listed = new Map<string, APIResource[]>();
+  /** each backend's health: did its last discovery call answer? (absent = not asked yet) */
+  readonly #up = new Map<string, boolean>();
+  /** the discovery answer served to every caller (placeholder until a backend answers) */
+  #held: Answer = discoveryAnswer([placeholder()]);
+  /** when the last discovery refresh started, ms since epoch */
+  #refreshedAt = Number.NEGATIVE_INFINITY;
+  #refreshing: Promise<boolean> | undefined;
+  /** metric names of the held discovery list (bounds the `metric` label) */
   #known = new Set<string>();
 
   constructor(options: ForwarderOptions) {
@@ -93,7 +120,7 @@ export class Forwarder {
     this.#log = options.log;
     const cacheOptions = { maxEntries: options.config.cache.maxEntries, ...(options.now ? { now: options.now } : {}) };
     this.#values = new CoalescingCache(cacheOptions);
-    this.#discovery = new CoalescingCache(cacheOptions);
+    this.#now = options.now ?? Date.now;
   }
 
   /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
@@ -135,25 +162,65 @@ export class Forwarder {
   }
 
   /**
-   * The merged APIResourceList.
+   * The held APIResourceList (see the module doc): answered at once, the
+   * same for every caller, never an error. Starts a background refresh when
+   * the last one started `discovery.ttlSeconds` ago or more.
    *
-   * @throws StatusError 503 when no backend answered discovery
+   * @param _caller the authenticated caller (unused: discovery is the same for everyone)
+   * @param requestId logged with the refresh this read may start
    */
-  async discovery(caller: Caller, requestId: string): Promise<Answer> {
-    const key = JSON.stringify([callerKey(caller)]);
-    const { promise, outcome } = this.#cached(this.#discovery, key, this.#config.discovery.ttlSeconds * 1000, () => this.#merge(caller, requestId));
-    this.#metrics.cache.inc({ result: outcome });
-    return { ...(await promise), cache: outcome };
+  async discovery(_caller: Caller, requestId: string): Promise<Answer> {
+    if (this.#now() - this.#refreshedAt >= this.#config.discovery.ttlSeconds * 1000) {
+      void this.refreshDiscovery(requestId);
+    }
+    return { ...this.#held, cache: "hit" };
   }
 
-  /** Readiness: true when at least one backend answers discovery (with the probe's identity). */
-  async probe(requestId: string): Promise<boolean> {
-    try {
-      await this.#merge(PROBE_CALLER, requestId);
-      return true;
-    } catch {
-      return false;
-    }
+  /**
+   * Ask every backend for its APIResourceList now (with {@link PROBE_CALLER})
+   * and update the held list as each answers; a backend that fails keeps the
+   * resources it last listed. One refresh at a time: a call while one runs
+   * shares it. Each backend call has the backend's timeout (≤ 4.5 s).
+   *
+   * @returns true when at least one backend answered this round; never rejects
+   */
+  refreshDiscovery(requestId: string): Promise<boolean> {
+    this.#refreshing ??= (async () => {
+      this.#refreshedAt = this.#now();
+      const answered = await Promise.all(
+        [...this.#clients.values()].map(async (client) => {
+          try {
+            const response = await this.#call(client, DISCOVERY_PATH, PROBE_CALLER, requestId, false);
+            this.#listed.set(client.name, this.#routed(client, checkDiscovery(client, response)));
+            this.#rebuild();
+            this.#health(client.name, true, requestId);
+            return true;
+          } catch (err) {
+            this.#health(client.name, false, requestId, toStatusError(err).message);
+            return false;
+          }
+        }),
+      );
+      return answered.some(Boolean);
+    })().finally(() => {
+      this.#refreshing = undefined;
+    });
+    return this.#refreshing;
+  }
+
+  /**
+   * The readiness loop's discovery refresh ({@link refreshDiscovery}). Its
+   * result is informational: readiness never depends on a remote backend.
+   *
+   * @returns true when at least one backend answered discovery
+   */
+  probe(requestId: string): Promise<boolean> {
+    return this.refreshDiscovery(requestId);
+  }
+
+  /** Each backend's health as last seen by discovery: true up, false down, absent = not asked yet. */
+  get backendHealth(): ReadonlyMap<string, boolean> {
+    return this.#up;
   }
 
   /** Close backend connections. */
@@ -169,52 +236,62 @@ export class Forwarder {
     return { promise, outcome };
   }
 
-  async #merge(caller: Caller, requestId: string): Promise<Answer> {
-    const results = await Promise.allSettled(
-      [...this.#clients.values()].map(async (client) => {
-        const response = await this.#call(client, DISCOVERY_PATH, caller, requestId);
-        return { client, list: checkDiscovery(client, response) };
-      }),
-    );
-    const byName = new Map<string, APIResource>();
-    const failures: string[] = [];
-    let answered = 0;
-    for (const r of results) {
-      if (r.status === "rejected") {
-        failures.push(toStatusError(r.reason).message);
+  /** The resources of `list` that the routes send to `client`, normalised. */
+  #routed(client: BackendClient, list: APIResourceList): APIResource[] {
+    const out: APIResource[] = [];
+    const seen = new Set<string>();
+    for (const resource of list.resources) {
+      if (typeof resource?.name !== "string" || seen.has(resource.name)) continue;
+      let key: string;
+      try {
+        key = metricKey(resource.name);
+      } catch {
         continue;
       }
-      answered++;
-      for (const resource of r.value.list.resources) {
-        let key: string;
-        try {
-          key = metricKey(resource.name);
-        } catch {
-          continue;
-        }
-        if (routeFor(this.#config, key) !== r.value.client.name || byName.has(resource.name)) continue;
-        byName.set(resource.name, {
-          name: resource.name,
-          singularName: resource.singularName ?? "",
-          namespaced: resource.namespaced ?? true,
-          kind: resource.kind ?? "ExternalMetricValueList",
-          verbs: Array.isArray(resource.verbs) && resource.verbs.length > 0 ? resource.verbs : ["get"],
-        });
-      }
+      if (routeFor(this.#config, key) !== client.name) continue;
+      seen.add(resource.name);
+      out.push({
+        name: resource.name,
+        singularName: resource.singularName ?? "",
+        namespaced: resource.namespaced ?? true,
+        kind: resource.kind ?? "ExternalMetricValueList",
+        verbs: Array.isArray(resource.verbs) && resource.verbs.length > 0 ? resource.verbs : ["get"],
+      });
     }
-    if (answered === 0) {
-      throw serviceUnavailable(`no backend answered discovery: ${failures.join("; ")}`, BACKEND_RETRY_AFTER_SECONDS);
+    return out;
+  }
+
+  /** Merge every backend's last listed resources (config order, first name wins) into the held answer. */
+  #rebuild(): void {
+    const byName = new Map<string, APIResource>();
+    for (const client of this.#clients.values()) {
+      for (const resource of this.#listed.get(client.name) ?? []) if (!byName.has(resource.name)) byName.set(resource.name, resource);
     }
-    if (failures.length > 0) this.#log({ level: "warn", msg: "discovery is partial: some backends failed", requestId, failures });
-    const names = [...byName.keys()].sort();
+    let names = [...byName.keys()].sort();
+    if (names.length > MAX_DISCOVERY_RESOURCES) {
+      this.#log({ level: "warn", msg: `backends list ${names.length} metrics; discovery keeps the first ${MAX_DISCOVERY_RESOURCES}` });
+      names = names.slice(0, MAX_DISCOVERY_RESOURCES);
+    }
     this.#known = new Set(names.map((n) => metricKey(n)));
-    const resources = names.length > 0 ? names.map((n) => byName.get(n)!) : [placeholder()];
-    const list: APIResourceList = { kind: "APIResourceList", apiVersion: "v1", groupVersion: GROUP_VERSION, resources };
-    return { status: 200, body: JSON.stringify(list), headers: {} };
+    this.#held = discoveryAnswer(names.length > 0 ? names.map((n) => byName.get(n)!) : [placeholder()]);
+  }
+
+  /** Record a backend's health; log and export it only when it changes. */
+  #health(backend: string, up: boolean, requestId: string, error?: string): void {
+    this.#metrics.backendUp.set({ backend }, up ? 1 : 0);
+    const before = this.#up.get(backend);
+    if (before === up) return;
+    this.#up.set(backend, up);
+    if (up) {
+      this.#log({ level: "info", msg: before === undefined ? "backend answers discovery" : "backend answers discovery again", backend, requestId });
+    } else {
+      const kept = this.#listed.get(backend)?.length ?? 0;
+      this.#log({ level: "warn", msg: "backend does not answer discovery; discovery keeps what it last listed", backend, requestId, error, keptResources: kept });
+    }
   }
 
   /** One backend call with metrics and logging; BackendErrors become Status errors. */
-  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string): Promise<BackendResponse> {
+  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string, logFailure = true): Promise<BackendResponse> {
     const started = performance.now();
     try {
       const response = await client.get({ pathAndQuery, caller, requestId });
@@ -224,7 +301,8 @@ export class Forwarder {
       if (!(err instanceof BackendError)) throw err;
       this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
       this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
-      this.#log({ level: "warn", msg: "backend call failed", requestId, backend: client.name, kind: err.kind, error: err.message });
+      // Discovery failures are logged once per health change instead (#health).
+      if (logFailure) this.#log({ level: "warn", msg: "backend call failed", requestId, backend: client.name, kind: err.kind, error: err.message });
       if (err.kind === "unsigned") throw internalError(err.message);
       throw serviceUnavailable(err.message, BACKEND_RETRY_AFTER_SECONDS, undefined, err);
     } finally {
@@ -308,6 +386,11 @@ export function callerKey(caller: Caller): string {
     .sort()
     .map((k) => [k, caller.extra[k]]);
   return JSON.stringify([caller.user, caller.uid ?? "", caller.groups, extra]);
+}
+
+function discoveryAnswer(resources: APIResource[]): Answer {
+  const list: APIResourceList = { kind: "APIResourceList", apiVersion: "v1", groupVersion: GROUP_VERSION, resources };
+  return { status: 200, body: JSON.stringify(list), headers: {} };
 }
 
 function placeholder(): APIResource {

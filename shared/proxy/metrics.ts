@@ -24,7 +24,7 @@ export interface ProxyMetrics {
   /** backend calls that gave no usable answer, by kind (timeout, connect, protocol, empty, …) */
   backendErrors: Counter<"backend" | "kind">;
   backendDuration: Histogram<"backend">;
-  /** values and discovery reads by cache outcome: hit, coalesced, miss */
+  /** values reads by cache outcome: hit, coalesced, miss (discovery is always answered from held state) */
   cache: Counter<"result">;
   /** denials: `rbac` (SubjectAccessReview) or `policy` (a backend's ExternalMetricPolicy 403) */
   denials: Counter<"source">;
@@ -32,8 +32,10 @@ export interface ProxyMetrics {
   authorizations: Counter<"by" | "decision">;
   /** authentications by method (front-proxy, x509, token, anonymous) or `failed` */
   authentications: Counter<"method">;
-  /** 1 when ready (a backend answered discovery), else 0 */
+  /** 1 when ready (`/readyz` ok: authentication ConfigMap loaded, serving certificate present, not shutting down), else 0 */
   ready: Gauge;
+  /** per backend: 1 when its last discovery call answered, 0 when it failed (absent until first asked) */
+  backendUp: Gauge<"backend">;
 }
 
 /** Create the registry and instruments; `defaults` adds Node process metrics. */
@@ -69,6 +71,12 @@ export function createMetrics(defaults = true): ProxyMetrics {
       registers,
     }),
     authentications: new Counter({ name: `${PREFIX}authentications_total`, help: "Authentications by method.", labelNames: ["method"], registers }),
-    ready: new Gauge({ name: `${PREFIX}ready`, help: "1 when a backend answers discovery.", registers }),
+    ready: new Gauge({ name: `${PREFIX}ready`, help: "1 when the proxy is ready to serve (its own state; never a backend's).", registers }),
+    backendUp: new Gauge({
+      name: `${PREFIX}backend_up`,
+      help: "1 when the backend's last discovery call answered, 0 when it failed.",
+      labelNames: ["backend"],
+      registers,
+    }),
   };
 }

@@ -5,6 +5,12 @@
  * `@hono/node-server`'s request listener, a readiness loop, optional
  * APIService self-registration, and graceful shutdown.
  *
+ * Readiness (`/readyz`) is the proxy's own state: the authentication
+ * ConfigMap loaded, a serving certificate present, not shutting down. It
+ * never depends on a backend (discovery is served from held state, see
+ * forward.ts). The APIService is registered once the proxy is ready. The
+ * readiness loop also refreshes the held discovery list.
+ *
  * Shutdown (`close()`): `/readyz` turns 503 at once; after `shutdownDelayMs`
  * (time for the endpoints controller to take the pod out of the Service) the
  * listener stops accepting, idle keep-alive connections are closed, in-flight
@@ -37,14 +43,18 @@ export interface ProxyOptions {
   subjectAccessReview: SubjectAccessReviewer;
   /** the keys of BRIDGE_SIGNING_KEYS (first signs); required when a backend has type bridge */
   signingKeys?: readonly SigningKey[];
-  /** APIService self-registration; undefined turns it off */
-  registration?: { kc: KubeConfig; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number };
+  /**
+   * APIService self-registration; undefined turns it off. `isLeader`: with
+   * several replicas, only the one it answers true for writes (the holder of
+   * the serving-certificate Lease, see `lease.ts`); the others never do.
+   */
+  registration?: { kc: KubeConfig; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number; isLeader?: () => boolean };
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
   log: Logger;
   now?: () => number;
-  /** readiness probe period, ms (default 10 000) */
+  /** period of the readiness loop (readiness, registration trigger, discovery refresh), ms (default 10 000) */
   readinessIntervalMs?: number;
   /** wait after turning unready before closing the listener, ms (default 0; the chart sets 5 000) */
   shutdownDelayMs?: number;
@@ -65,7 +75,11 @@ export interface RunningProxy {
   forwarder: Forwarder;
   /** reasons it is not ready (empty = ready) */
   notReady(): string[];
-  /** run the readiness probe now (and register when it first passes) */
+  /**
+   * Run a readiness round now: register the APIService when the proxy is
+   * ready and not yet registered, refresh the held discovery list; resolves
+   * to whether the proxy is ready (its own state, never a backend's).
+   */
   checkReadiness(): Promise<boolean>;
   /** replace the serving certificate (e.g. rotated files) */
   setServing(serving: ServingMaterial): void;
@@ -90,14 +104,19 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const authorizer = new Authorizer({ review: options.subjectAccessReview, now });
   const forwarder = new Forwarder({ config, clients, metrics, log, now });
 
-  let backendReady = false;
   let shuttingDown = false;
   let registered = false;
+  let serving = options.serving;
+  // Readiness is the proxy's own state only. A remote backend being down
+  // must not make it unready: an unready pod leaves the Service without
+  // endpoints, the aggregator marks the APIService FailedDiscoveryCheck, and
+  // namespace deletion and discovery break for the whole cluster
+  // (kube-aggregator remote_available_controller.go).
   const notReady = (): string[] => {
     const reasons: string[] = [];
     if (shuttingDown) reasons.push("shutting down");
     if (options.authentication.current() === undefined) reasons.push("the authentication ConfigMap is not loaded");
-    if (!backendReady) reasons.push("no backend answered discovery");
+    if (!serving.certPem || !serving.keyPem) reasons.push("no serving certificate");
     return reasons;
   };
 
@@ -127,7 +146,6 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
   const port = (server.address() as AddressInfo).port;
 
-  let serving = options.serving;
   const register = async () => {
     const reg = options.registration;
     if (reg === undefined || serving.caPem === undefined || shuttingDown) return;
@@ -141,23 +159,32 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   };
   if (options.registration !== undefined && options.serving.caPem === undefined) {
     log({ level: "error", msg: "APIService registration is on but the CA of the serving certificate is unknown (pass --tls-ca-file); not registering" });
+    if (reg.isLeader !== undefined && !reg.isLeader()) return; // one writer: the Lease holder
   }
 
-  let probing: Promise<boolean> | undefined;
-  const checkReadiness = () => {
-    probing ??= (async () => {
-      const ok = await forwarder.probe(`readiness-${crypto.randomUUID()}`);
-      if (ok !== backendReady) log({ level: ok ? "info" : "warn", msg: ok ? "ready: a backend answers discovery" : "not ready: no backend answers discovery" });
-      backendReady = ok;
-      metrics.ready.set(notReady().length === 0 ? 1 : 0);
-      // Register only once serving works: an unavailable APIService breaks discovery
-      // of the whole group (and namespace deletion) for the cluster.
-      if (ok && !registered) await register();
-      return ok;
-    })().finally(() => {
-      probing = undefined;
-    });
-    return probing;
+  let wasReady: boolean | undefined;
+  let registering: Promise<void> | undefined;
+  /**
+   * One readiness round: publish readiness (the proxy's own state), register
+   * the APIService once ready (never waiting on a backend), and refresh the
+   * held discovery list (backends' answers only change what discovery lists).
+   * Resolves, after the refresh, to whether the proxy is ready.
+   */
+  const checkReadiness = async (): Promise<boolean> => {
+    const reasons = notReady();
+    const ready = reasons.length === 0;
+    metrics.ready.set(ready ? 1 : 0);
+    if (ready !== wasReady) log({ level: ready ? "info" : "warn", msg: ready ? "ready" : "not ready", ...(ready ? {} : { reasons }) });
+    wasReady = ready;
+    const refresh = forwarder.probe(`readiness-${crypto.randomUUID()}`);
+    if (ready && !registered) {
+      registering ??= register().finally(() => {
+        registering = undefined;
+      });
+      await registering;
+    }
+    await refresh;
+    return notReady().length === 0;
   };
   await checkReadiness();
   const readinessTimer = setInterval(() => void checkReadiness(), options.readinessIntervalMs ?? 10_000);
