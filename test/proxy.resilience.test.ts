@@ -320,7 +320,7 @@ describe("serving certificate Secret shared by replicas", () => {
     expect(two).toEqual(one);
     const secret = fake.getSecret("emb", "proxy-tls") as unknown as { type: string; data: Record<string, string> };
     expect(secret.type).toBe("kubernetes.io/tls");
-    expect(Object.keys(secret.data).sort()).toEqual(["ca.crt", "tls.crt", "tls.key"]);
+    expect(Object.keys(secret.data).sort()).toEqual(["ca.crt", "ca.key", "tls.crt", "tls.key"]); // ca.key: the writer renews from the same CA (rotation.ts)
     const three = await loadServingMaterial(source, service, { kc, log: () => {} });
     expect(three).toEqual(one);
     const moved = await loadServingMaterial(source, { namespace: "emb", name: "renamed" }, { kc, log: () => {} });

@@ -9,6 +9,7 @@
  * drain it gracefully.
  */
 import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
@@ -17,7 +18,9 @@ import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts"
 import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "../../shared/proxy/kube.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
 import { startProxy } from "../../shared/proxy/server.ts";
-import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "../../shared/proxy/tls.ts";
+import { LeaderElector } from "../../shared/proxy/lease.ts";
+import { DEFAULT_ROTATION, startSecretServing, validateRotation, type SecretServing } from "../../shared/proxy/rotation.ts";
+import { filesVersion, loadServingMaterial, readServingFiles, type ServingMaterial, type ServingSource } from "../../shared/proxy/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -43,6 +46,26 @@ export function proxyCommand(): Command {
         "Secret holding the serving certificate; created with a generated CA and certificate when absent (shared by all replicas)",
       ),
     )
+    .addOption(
+      new Option("--tls-cert-validity-seconds <s>", "with --tls-secret: validity of serving certificates the proxy issues (renewed with 1/3 left)")
+        .default(DEFAULT_ROTATION.certValiditySeconds)
+        .argParser(seconds),
+    )
+    .addOption(
+      new Option("--tls-ca-validity-seconds <s>", "with --tls-secret: validity of the CA (rotated with overlap with 1/3 left); >= 3 x the certificate validity")
+        .default(DEFAULT_ROTATION.caValiditySeconds)
+        .argParser(seconds),
+    )
+    .addOption(
+      new Option("--tls-rotation-overlap-seconds <s>", "with --tls-secret: time between the steps of a CA rotation (both CAs in caBundle meanwhile)")
+        .default(DEFAULT_ROTATION.overlapSeconds)
+        .argParser(seconds),
+    )
+    .addOption(new Option("--leader-elect-lease <namespace/name>", "Lease electing the one replica that renews the Secret and writes the APIService (default: the Secret's namespace/name)"))
+    .addOption(new Option("--leader-elect-identity <id>", "this replica's identity in the Lease (default: POD_NAME, else hostname_uuid)").env("POD_NAME"))
+    .addOption(new Option("--leader-elect-lease-duration-seconds <s>", "how long a Lease holds after its last renewal").default(15).argParser(seconds))
+    .addOption(new Option("--leader-elect-renew-deadline-seconds <s>", "the holder stops acting after failing to renew this long").default(10).argParser(seconds))
+    .addOption(new Option("--leader-elect-retry-period-seconds <s>", "how often candidates try and the holder renews").default(2).argParser(seconds))
     .addOption(new Option("--service-name <name>", "the proxy's Service (certificate names, APIService)").default("external-metrics-bridge-proxy"))
     .addOption(new Option("--service-namespace <namespace>", "the Service's namespace (default: the pod's namespace)").env("POD_NAMESPACE"))
     .addOption(new Option("--service-port <port>", "the Service's port").default(443).argParser(port))
@@ -66,7 +89,8 @@ Environment:
   POD_NAMESPACE          same as --service-namespace
 
 Serving certificate: --tls-cert-file/--tls-private-key-file[/--tls-ca-file] (re-read when they change),
-else --tls-secret, else generated in memory (one replica only: each replica would publish its own CA).
+else --tls-secret (every replica follows the Secret and reloads it; the holder of a Lease alone renews it,
+rotating the CA with overlap, and writes the APIService), else generated in memory (one replica, local runs).
 
 Example (in a cluster):
   node functions/proxy/main.ts --config /etc/external-metrics-bridge/proxy.yaml \\
@@ -136,6 +160,14 @@ async function main(argv: string[]): Promise<void> {
   let signingKeys: SigningKey[] | undefined;
   const keysText = process.env[SIGNING_KEYS_ENV];
   if (keysText !== undefined && keysText.trim() !== "") {
+    tlsCertValiditySeconds: number;
+    tlsCaValiditySeconds: number;
+    tlsRotationOverlapSeconds: number;
+    leaderElectLease?: string;
+    leaderElectIdentity?: string;
+    leaderElectLeaseDurationSeconds: number;
+    leaderElectRenewDeadlineSeconds: number;
+    leaderElectRetryPeriodSeconds: number;
     try {
       signingKeys = parseSigningKeys(keysText);
     } catch (err) {
@@ -151,7 +183,41 @@ async function main(argv: string[]): Promise<void> {
     : opts.tlsSecret
       ? { kind: "secret", ...namespacedName(opts.tlsSecret, "--tls-secret") }
       : { kind: "generate" };
-  const serving = await loadServingMaterial(source, service, { kc, log });
+  let serving: ServingMaterial;
+  let secretServing: SecretServing | undefined;
+  let elector: LeaderElector | undefined;
+  if (source.kind === "secret") {
+    // One source of truth: every replica follows the Secret; the Lease holder renews it and writes the APIService.
+    let rotation;
+    try {
+      rotation = validateRotation({
+        certValiditySeconds: opts.tlsCertValiditySeconds,
+        caValiditySeconds: opts.tlsCaValiditySeconds,
+        overlapSeconds: opts.tlsRotationOverlapSeconds,
+      });
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+    const lease = opts.leaderElectLease ? namespacedName(opts.leaderElectLease, "--leader-elect-lease") : { namespace: source.namespace, name: source.name };
+    try {
+      elector = new LeaderElector({
+        kc,
+        ...lease,
+        identity: opts.leaderElectIdentity || `${hostname()}_${crypto.randomUUID()}`,
+        leaseDurationSeconds: opts.leaderElectLeaseDurationSeconds,
+        renewDeadlineMs: opts.leaderElectRenewDeadlineSeconds * 1000,
+        retryPeriodMs: opts.leaderElectRetryPeriodSeconds * 1000,
+        log,
+      });
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+    secretServing = startSecretServing({ kc, secret: { namespace: source.namespace, name: source.name }, service, elector, rotation, log });
+    elector.start();
+    serving = await secretServing.ready(120_000);
+  } else {
+    serving = await loadServingMaterial(source, service, { kc, log });
+  }
   const cm = namespacedName(opts.authenticationConfigmap, "--authentication-configmap");
   const authentication = watchAuthenticationConfig(kc, log, cm);
 
@@ -162,7 +228,9 @@ async function main(argv: string[]): Promise<void> {
     ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc) } : {}),
     subjectAccessReview: subjectAccessReviewer(kc),
     ...(signingKeys ? { signingKeys } : {}),
-    ...(opts.register ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } } } } : {}),
+    ...(opts.register
+      ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(elector ? { isLeader: () => elector.isLeader() } : {}) } }
+      : {}),
     host: opts.bindAddress,
     port: opts.securePort,
     log,
@@ -197,7 +265,8 @@ async function main(argv: string[]): Promise<void> {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
       log({ level: "info", msg: `received ${signal}` });
-      proxy.close().then(
+      // Hand the Lease over at once (another replica takes over at its next retry), then drain.
+      Promise.all([proxy.close(), elector?.stop(), secretServing?.stop()]).then(
         () => process.exit(0),
         () => process.exit(1),
       );
@@ -206,3 +275,4 @@ async function main(argv: string[]): Promise<void> {
 }
 
 if (import.meta.main) await main(process.argv);
+  secretServing?.onChange((next) => proxy.setServing(next));

@@ -4,6 +4,7 @@
  * bundle parsing. ECDSA P-256 with SHA-256, which Go's crypto/tls (the
  * kube-aggregator's client) and Node's OpenSSL both accept.
  */
+import { createPrivateKey, createPublicKey } from "node:crypto";
 import { x509 } from "./x509.ts";
 
 
@@ -35,6 +36,13 @@ export interface CertificateOptions {
   usages?: ("serverAuth" | "clientAuth")[];
   /** validity from `notBefore` (default now − 1 h), days (default 365) */
   validDays?: number;
+  /**
+   * validity, seconds, counted from now (overrides `validDays`); `notBefore`
+   * is then backdated by min(1 h, validSeconds / 10) for clock skew
+   */
+  validSeconds?: number;
+  /** latest `notAfter` (e.g. the issuing CA's): a later one is cut back to it */
+  notAfterLimit?: Date;
   notBefore?: Date;
   /** make it an intermediate CA */
   isCA?: boolean;
@@ -44,15 +52,17 @@ export interface CertificateOptions {
  * Create a self-signed CA (basicConstraints CA:true, keyCertSign).
  *
  * @param validDays validity in days (default 3650)
+ * @param options.validSeconds validity in seconds counted from now (overrides
+ *   `validDays`; `notBefore` is backdated by min(1 h, validSeconds / 10))
  */
-export async function createCA(commonName: string, validDays = 3650): Promise<IssuedCertificate> {
+export async function createCA(commonName: string, validDays = 3650, options: { validSeconds?: number } = {}): Promise<IssuedCertificate> {
   const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
-  const notBefore = new Date(Date.now() - 3600_000);
+  const { notBefore, notAfter } = validity(options.validSeconds, validDays, undefined);
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomSerial(),
     name: new x509.Name([{ CN: [commonName] }]),
     notBefore,
-    notAfter: new Date(notBefore.getTime() + validDays * DAY_MS),
+    notAfter,
     keys,
     signingAlgorithm: SIGNING_ALGORITHM,
     extensions: [
@@ -71,7 +81,8 @@ export async function createCA(commonName: string, validDays = 3650): Promise<Is
  */
 export async function issueCertificate(ca: IssuedCertificate, options: CertificateOptions): Promise<IssuedCertificate> {
   const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
-  const notBefore = options.notBefore ?? new Date(Date.now() - 3600_000);
+  const { notBefore, notAfter: wanted } = validity(options.validSeconds, options.validDays ?? 365, options.notBefore);
+  const notAfter = options.notAfterLimit !== undefined && options.notAfterLimit < wanted ? options.notAfterLimit : wanted;
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(options.isCA === true, undefined, true),
     new x509.KeyUsagesExtension(
@@ -98,7 +109,7 @@ export async function issueCertificate(ca: IssuedCertificate, options: Certifica
     subject: new x509.Name(subject),
     issuer: ca.cert.subjectName,
     notBefore,
-    notAfter: new Date(notBefore.getTime() + (options.validDays ?? 365) * DAY_MS),
+    notAfter,
     publicKey: keys.publicKey,
     signingKey: ca.keys.privateKey,
     signingAlgorithm: SIGNING_ALGORITHM,
@@ -136,6 +147,81 @@ export async function generateServingCertificate(
     validDays,
   });
   return { ca, serving };
+}
+
+/**
+ * A new CA for a Service's serving certificates. The common name carries the
+ * creation time (Unix seconds) so successive CAs are told apart in logs.
+ *
+ * @param validSeconds CA validity, seconds from now
+ */
+export function createServingCA(service: string, namespace: string, validSeconds: number): Promise<IssuedCertificate> {
+  return createCA(`${service}.${namespace}.svc-ca@${Math.floor(Date.now() / 1000)}`, 0, { validSeconds });
+}
+
+/**
+ * A serving certificate for a Service (plus `localhost` and 127.0.0.1)
+ * signed by `ca`, never outliving it.
+ *
+ * @param validSeconds validity, seconds from now (cut back to the CA's notAfter)
+ */
+export function issueServingCertificate(ca: IssuedCertificate, service: string, namespace: string, validSeconds: number): Promise<IssuedCertificate> {
+  return issueCertificate(ca, {
+    commonName: `${service}.${namespace}.svc`,
+    dnsNames: [...serviceDnsNames(service, namespace), "localhost"],
+    ipAddresses: ["127.0.0.1"],
+    usages: ["serverAuth"],
+    validSeconds,
+    notAfterLimit: ca.cert.notAfter,
+  });
+}
+
+/**
+ * A CA from its PEM certificate and PEM PKCS #8 private key, ready to sign.
+ *
+ * @throws Error when the certificate or key does not parse, or the key is not the certificate's
+ */
+export async function caFromPem(certPem: string, keyPem: string): Promise<IssuedCertificate> {
+  const cert = certificatesFromPem(certPem)[0];
+  if (cert === undefined) throw new Error("no CA certificate");
+  if (!keyMatchesCertificate(cert, keyPem)) throw new Error("the CA key does not belong to the CA certificate");
+  const der = x509.PemConverter.decodeFirst(keyPem);
+  const privateKey = await crypto.subtle.importKey("pkcs8", der, KEY_ALGORITHM, true, ["sign"]);
+  const publicKey = await cert.publicKey.export(KEY_ALGORITHM, ["verify"]);
+  return { cert, keys: { privateKey, publicKey }, certPem: cert.toString("pem"), keyPem };
+}
+
+/**
+ * Whether a PEM private key (any type Node's OpenSSL reads) is the key of
+ * `cert`: their SubjectPublicKeyInfo DER encodings are equal.
+ */
+export function keyMatchesCertificate(cert: x509.X509Certificate, keyPem: string): boolean {
+  try {
+    const spki = createPublicKey(createPrivateKey(keyPem)).export({ type: "spki", format: "der" });
+    return Buffer.from(cert.publicKey.rawData).equals(spki);
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `leaf`'s signature verifies with `ca`'s public key (signature only, no validity check). */
+export async function signedBy(leaf: x509.X509Certificate, ca: x509.X509Certificate): Promise<boolean> {
+  try {
+    return await leaf.verify({ publicKey: ca.publicKey, signatureOnly: true });
+  } catch {
+    return false;
+  }
+}
+
+/** notBefore/notAfter from a validity in seconds (from now) or days (from notBefore). */
+function validity(validSeconds: number | undefined, validDays: number, notBefore: Date | undefined): { notBefore: Date; notAfter: Date } {
+  if (validSeconds !== undefined) {
+    const now = Date.now();
+    const backdate = Math.min(3600_000, validSeconds * 100);
+    return { notBefore: notBefore ?? new Date(now - backdate), notAfter: new Date(now + validSeconds * 1000) };
+  }
+  const from = notBefore ?? new Date(Date.now() - 3600_000);
+  return { notBefore: from, notAfter: new Date(from.getTime() + validDays * DAY_MS) };
 }
 
 /**

@@ -4,23 +4,19 @@
  *
  * - `files`: PEM files mounted from a Secret (e.g. cert-manager's
  *   `tls.crt`/`tls.key`/`ca.crt`), re-read when they change;
- * - `secret`: a Secret the proxy owns (`namespace/name`): read when it
- *   exists, else a CA and serving certificate are generated and the Secret is
- *   created — the first replica creates it, the others (losing the create
- *   race with 409) read it — so every replica serves the same certificate and
- *   one `caBundle` is right for all. Regenerated when it expires within 30
- *   days or does not cover the Service's names;
+ * - `secret`: a Secret the proxy owns (`namespace/name`), the single source
+ *   of truth for every replica: followed with a watch and reloaded on change,
+ *   renewed (with CA overlap) only by the holder of a Lease — see
+ *   `rotation.ts`; {@link loadServingMaterial} is its one-shot read;
  * - `generate`: a fresh CA and certificate in memory (one replica, local runs).
  */
 import { readFileSync, statSync } from "node:fs";
 import { CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
-import { x509 } from "./x509.ts";
-import { certificatesFromPem, generateServingCertificate, serviceDnsNames } from "./certs.ts";
+import { generateServingCertificate } from "./certs.ts";
 import { apiStatus } from "./kube.ts";
+import { apiDeadline } from "./lease.ts";
 import type { Logger } from "./log.ts";
-
-/** Renew a stored certificate this long before it expires, ms. */
-const RENEW_BEFORE_MS = 30 * 24 * 3600 * 1000;
+import { DEFAULT_ROTATION, reconcileSecret, servingFromSecret } from "./rotation.ts";
 
 /** Serving certificate, key and the CA bundle clients verify it with. */
 export interface ServingMaterial {
@@ -62,7 +58,7 @@ export async function loadServingMaterial(
     }
     case "secret":
       if (deps.kc === undefined) throw new Error("a Kubernetes client is required for --tls-secret");
-      return servingFromSecret(deps.kc.makeApiClient(CoreV1Api), source, service, deps.log);
+      return oneShotFromSecret(deps.kc.makeApiClient(CoreV1Api), source, service, deps.log);
   }
 }
 
@@ -89,75 +85,28 @@ export function filesVersion(source: { certFile: string; keyFile: string; caFile
     .join(",");
 }
 
-async function servingFromSecret(core: CoreV1Api, source: { namespace: string; name: string }, service: ServiceName, log: Logger): Promise<ServingMaterial> {
+/**
+ * One-shot read of the shared Secret (for a single start, without a writer
+ * elected): a usable Secret is served as it is — never replaced by a
+ * replica's own CA; an absent or unusable one is written once (see
+ * `rotation.ts` for the layout; a concurrent writer makes it 409 and its
+ * Secret is read instead). Running proxies use `startSecretServing`, which
+ * also follows and renews it.
+ */
+async function oneShotFromSecret(core: CoreV1Api, source: { namespace: string; name: string }, service: ServiceName, log: Logger): Promise<ServingMaterial> {
   for (let attempt = 0; attempt < 5; attempt++) {
     let existing: V1Secret | undefined;
     try {
-      existing = await core.readNamespacedSecret({ namespace: source.namespace, name: source.name });
+      existing = await core.readNamespacedSecret({ namespace: source.namespace, name: source.name }, apiDeadline(5000));
     } catch (err) {
       if (apiStatus(err) !== 404) throw new Error(`reading Secret ${source.namespace}/${source.name}: ${(err as Error).message}`);
     }
-    const material = existing !== undefined ? materialOf(existing) : undefined;
-    const problem = material === undefined ? "absent" : unusable(material, service);
-    if (problem === undefined) {
+    const seen = await servingFromSecret(existing, service);
+    if ("material" in seen) {
       log({ level: "info", msg: "serving certificate read from Secret", secret: `${source.namespace}/${source.name}` });
-      return material!;
+      return seen.material;
     }
-    const { ca, serving } = await generateServingCertificate(service.name, service.namespace);
-    const generated: ServingMaterial = { certPem: serving.certPem, keyPem: serving.keyPem, caPem: ca.certPem };
-    const body: V1Secret = {
-      apiVersion: "v1",
-      kind: "Secret",
-      type: "kubernetes.io/tls",
-      metadata: {
-        name: source.name,
-        namespace: source.namespace,
-        labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy", "app.kubernetes.io/component": "serving-certificate" },
-        ...(existing?.metadata?.resourceVersion ? { resourceVersion: existing.metadata.resourceVersion } : {}),
-      },
-      data: {
-        "tls.crt": Buffer.from(generated.certPem).toString("base64"),
-        "tls.key": Buffer.from(generated.keyPem).toString("base64"),
-        "ca.crt": Buffer.from(generated.caPem!).toString("base64"),
-      },
-    };
-    try {
-      if (existing === undefined) await core.createNamespacedSecret({ namespace: source.namespace, body });
-      else await core.replaceNamespacedSecret({ namespace: source.namespace, name: source.name, body });
-      log({ level: "info", msg: "serving certificate generated and stored", secret: `${source.namespace}/${source.name}`, reason: problem });
-      return generated;
-    } catch (err) {
-      // 409: another replica wrote it first — read theirs.
-      if (apiStatus(err) !== 409) throw new Error(`writing Secret ${source.namespace}/${source.name}: ${(err as Error).message}`);
-    }
+    await reconcileSecret(core, source, service, DEFAULT_ROTATION, log);
   }
   throw new Error(`Secret ${source.namespace}/${source.name} kept changing; could not agree on a serving certificate`);
-}
-
-function materialOf(secret: V1Secret): ServingMaterial | undefined {
-  const data = secret.data ?? {};
-  const get = (k: string) => (data[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined);
-  const certPem = get("tls.crt");
-  const keyPem = get("tls.key");
-  if (certPem === undefined || keyPem === undefined) return undefined;
-  const caPem = get("ca.crt");
-  return { certPem, keyPem, ...(caPem !== undefined ? { caPem } : {}) };
-}
-
-/** Why stored material cannot be used (undefined when it can). */
-function unusable(material: ServingMaterial, service: ServiceName): string | undefined {
-  let leaf: x509.X509Certificate | undefined;
-  try {
-    leaf = certificatesFromPem(material.certPem)[0];
-  } catch {
-    return "tls.crt does not parse";
-  }
-  if (leaf === undefined) return "tls.crt holds no certificate";
-  if (material.caPem === undefined) return "ca.crt is missing";
-  if (leaf.notAfter.getTime() - Date.now() < RENEW_BEFORE_MS) return "the certificate expires within 30 days";
-  const san = leaf.getExtension(x509.SubjectAlternativeNameExtension);
-  const dns = new Set((san?.names.items ?? []).filter((n) => n.type === "dns").map((n) => n.value));
-  const wanted = serviceDnsNames(service.name, service.namespace)[2]!;
-  if (!dns.has(wanted)) return `the certificate does not cover ${wanted}`;
-  return undefined;
 }

@@ -6,6 +6,10 @@
  * - ConfigMaps: get, list with `fieldSelector=metadata.name=…`, and watch
  *   (`?watch=true`, newline-delimited `{type, object}` events) — what the
  *   proxy's informer for `kube-system/extension-apiserver-authentication` does;
+ * - Secrets: list and watch with `fieldSelector=metadata.name=…` (events on
+ *   every create/replace/set), what the proxy's serving-certificate informer does;
+ * - Leases (`coordination.k8s.io/v1`): get, create (409 when it exists),
+ *   replace (409 on a stale resourceVersion) — leader election;
  * - Secrets: get, create (409 when it exists), replace (409 on a stale
  *   resourceVersion);
  * - TokenReview and SubjectAccessReview (`create`), answered from test-set
@@ -51,6 +55,16 @@ export interface FakeKubeApiServer {
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
   failing: Set<string>;
+  /** the Leases stored, by `namespace/name` */
+  leases: Map<string, KubeObject>;
+  /** extra bearer tokens accepted besides `token` (one per proxy replica, to tell writers apart) */
+  clientTokens: Set<string>;
+  /** every write of a Secret, Lease or APIService, with the bearer token that made it, oldest first */
+  writes: { resource: "secrets" | "leases" | "apiservices"; method: string; name: string; by: string }[];
+  /** end every open watch stream (as an API server restart or a load balancer timeout would) */
+  endWatches(): void;
+  /** store a Secret as an administrator would (watchers get ADDED/MODIFIED) */
+  setSecret(namespace: string, name: string, secret: { type?: string; data: Record<string, string>; metadata?: Record<string, unknown> }): void;
   setConfigMap(namespace: string, name: string, data: Record<string, string>): void;
   deleteConfigMap(namespace: string, name: string): void;
   getSecret(namespace: string, name: string): KubeObject | undefined;
@@ -75,7 +89,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const nextRV = () => String(++rv);
   const configMaps = new Map<string, KubeObject>();
   const secrets = new Map<string, KubeObject>();
-  const watches = new Set<{ namespace: string; name?: string; res: ServerResponse }>();
+  const watches = new Set<{ namespace: string; name?: string; kind?: string; res: ServerResponse }>();
 
   const fake: FakeKubeApiServer = {
     url: "",
@@ -87,6 +101,20 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     apiServices: new Map(),
     apiServiceWrites: [],
     failing: new Set(),
+    leases: new Map(),
+    clientTokens: new Set(),
+    writes: [],
+    endWatches() {
+      for (const w of watches) w.res.end();
+      watches.clear();
+    },
+    setSecret(namespace, name, secret) {
+      const key = `${namespace}/${name}`;
+      const type = secrets.has(key) ? "MODIFIED" : "ADDED";
+      const obj: KubeObject = { apiVersion: "v1", kind: "Secret", type: secret.type ?? "kubernetes.io/tls", data: secret.data, metadata: { ...(secret.metadata ?? {}), name, namespace, resourceVersion: nextRV() } };
+      secrets.set(key, obj);
+      notify(type, obj);
+    },
     setConfigMap(namespace, name, data) {
       const key = `${namespace}/${name}`;
       const type = configMaps.has(key) ? "MODIFIED" : "ADDED";
@@ -114,6 +142,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     for (const w of watches) {
       if (w.namespace !== obj.metadata.namespace) continue;
       if (w.name !== undefined && w.name !== obj.metadata.name) continue;
+      if ((w.kind ?? "ConfigMap") !== (obj.kind ?? "ConfigMap")) continue;
       w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
     }
   }
@@ -123,7 +152,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
-    if (req.headers.authorization !== `Bearer ${token}`) return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
+    const bearer = (req.headers.authorization ?? "").replace(/^Bearer /, "");
+    if (bearer !== token && !fake.clientTokens.has(bearer)) return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
     const url = new URL(req.url ?? "/", "https://fake");
     const body = req.method === "POST" || req.method === "PUT" ? await readJson(req) : undefined;
     const p = url.pathname;
@@ -147,6 +177,49 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const obj = configMaps.get(`${m[1]}/${m[2]}`);
       return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `configmaps "${m[2]}" not found`));
     }
+    if ((m = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets$/)) && req.method === "GET") {
+      const namespace = m[1]!;
+      const name = fieldName(url.searchParams.get("fieldSelector"));
+      if (url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1") {
+        if (fake.failing.has("secrets-watch")) return send(res, 500, status(500, "InternalError", "secret watches are failing (fake)"));
+        res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+        res.flushHeaders();
+        const w = { namespace, kind: "Secret", ...(name !== undefined ? { name } : {}), res };
+        watches.add(w);
+        req.on("close", () => watches.delete(w));
+        return;
+      }
+      const items = [...secrets.values()].filter((c) => c.metadata.namespace === namespace && (name === undefined || c.metadata.name === name));
+      return send(res, 200, { apiVersion: "v1", kind: "SecretList", metadata: { resourceVersion: String(rv) }, items });
+    }
+    if ((m = p.match(/^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/))) {
+      const namespace = m[1]!;
+      if (fake.failing.has("leases")) return send(res, 500, status(500, "InternalError", "leases are failing (fake)"));
+      if (req.method === "GET" && m[2]) {
+        const obj = fake.leases.get(`${namespace}/${m[2]}`);
+        return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `leases.coordination.k8s.io "${m[2]}" not found`));
+      }
+      if (req.method === "POST" && !m[2]) {
+        const obj = body as KubeObject;
+        const key = `${namespace}/${obj.metadata.name}`;
+        if (fake.leases.has(key)) return send(res, 409, status(409, "AlreadyExists", `leases.coordination.k8s.io "${obj.metadata.name}" already exists`));
+        const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
+        fake.leases.set(key, stored);
+        fake.writes.push({ resource: "leases", method: "POST", name: obj.metadata.name, by: bearer });
+        return send(res, 201, stored);
+      }
+      if (req.method === "PUT" && m[2]) {
+        const obj = body as KubeObject;
+        const key = `${namespace}/${m[2]}`;
+        const current = fake.leases.get(key);
+        if (!current) return send(res, 404, status(404, "NotFound", `leases.coordination.k8s.io "${m[2]}" not found`));
+        if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified"));
+        const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
+        fake.leases.set(key, stored);
+        fake.writes.push({ resource: "leases", method: "PUT", name: m[2], by: bearer });
+        return send(res, 200, stored);
+      }
+    }
     if ((m = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/))) {
       const namespace = m[1]!;
       if (req.method === "GET" && m[2]) {
@@ -159,6 +232,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         if (secrets.has(key)) return send(res, 409, status(409, "AlreadyExists", `secrets "${obj.metadata.name}" already exists`));
         const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
         secrets.set(key, stored);
+        fake.writes.push({ resource: "secrets", method: "POST", name: obj.metadata.name, by: bearer });
+        notify("ADDED", stored);
         return send(res, 201, stored);
       }
       if (req.method === "PUT" && m[2]) {
@@ -169,6 +244,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified"));
         const stored = { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion: nextRV() } };
         secrets.set(key, stored);
+        fake.writes.push({ resource: "secrets", method: "PUT", name: m[2], by: bearer });
+        notify("MODIFIED", stored);
         return send(res, 200, stored);
       }
     }
@@ -203,6 +280,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } };
         fake.apiServices.set(obj.metadata.name, stored);
         fake.apiServiceWrites.push({ method: "POST", name: obj.metadata.name });
+        fake.writes.push({ resource: "apiservices", method: "POST", name: obj.metadata.name, by: bearer });
         return send(res, 201, stored);
       }
       if (req.method === "PUT" && m[1]) {
@@ -213,6 +291,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } };
         fake.apiServices.set(m[1], stored);
         fake.apiServiceWrites.push({ method: "PUT", name: m[1] });
+        fake.writes.push({ resource: "apiservices", method: "PUT", name: m[1], by: bearer });
         return send(res, 200, stored);
       }
     }

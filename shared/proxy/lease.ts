@@ -1,0 +1,255 @@
+/**
+ * Leader election on a `coordination.k8s.io/v1` Lease, as client-go's
+ * `tools/leaderelection` does (`leaderelection.go`, `resourcelock/leaselock.go`):
+ *
+ * - the record is the Lease's spec: `holderIdentity`, `leaseDurationSeconds`,
+ *   `acquireTime`, `renewTime`, `leaseTransitions`;
+ * - every `retryPeriodMs` a candidate reads the Lease; it may take it when it
+ *   is absent, unheld (`holderIdentity` empty), or expired. Expiry is judged
+ *   on the local clock — the time this process last saw the record CHANGE
+ *   plus `leaseDurationSeconds` (client-go's `observedTime`) — never by
+ *   comparing the holder's `renewTime` with our clock, so clock skew between
+ *   nodes cannot make two holders;
+ * - writes are `create` / `update` with the read `resourceVersion`, so of two
+ *   candidates racing only one succeeds (the other gets 409);
+ * - the holder renews every `retryPeriodMs`; when it could not renew for
+ *   `renewDeadlineMs` it stops leading (before anyone else may take the Lease,
+ *   since renewDeadline < leaseDuration);
+ * - `stop()` releases a held Lease (`holderIdentity: ""`,
+ *   `leaseDurationSeconds: 1`, client-go's `ReleaseOnCancel`) so another
+ *   replica takes over at its next retry instead of after the lease duration.
+ *
+ * Every API call has a deadline (the client's AbortSignal at `renewDeadlineMs`
+ * / 2, at most 5 s).
+ */
+import { CoordinationV1Api, Observable, V1MicroTime, type ConfigurationOptions, type KubeConfig, type ObservableMiddleware, type V1Lease } from "@kubernetes/client-node";
+import { apiStatus } from "./kube.ts";
+import type { Logger } from "./log.ts";
+
+/** Settings of {@link LeaderElector}; the defaults are client-go's (15 s, 10 s, 2 s). */
+export interface LeaderElectionOptions {
+  kc: KubeConfig;
+  namespace: string;
+  name: string;
+  /** this candidate's identity (pod name, or hostname_uuid) */
+  identity: string;
+  /** how long a Lease stays valid after its last renewal, seconds (default 15) */
+  leaseDurationSeconds?: number;
+  /** the holder gives up leading after failing to renew this long, ms (default 10 000; < leaseDuration) */
+  renewDeadlineMs?: number;
+  /** how often candidates try and the holder renews, ms (default 2 000) */
+  retryPeriodMs?: number;
+  log: Logger;
+  /** called when this candidate starts / stops leading */
+  onStartedLeading?: () => void;
+  onStoppedLeading?: () => void;
+  now?: () => number;
+}
+
+/**
+ * One candidate in a Lease-based election. Start it with {@link LeaderElector.start}.
+ */
+export class LeaderElector {
+  readonly #o: Required<Omit<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">> & Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">;
+  readonly #api: CoordinationV1Api;
+  #leading = false;
+  /** local time of our last successful renewal, ms */
+  #renewedAt = 0;
+  /** the record last seen and the local time it was first seen, ms (client-go observedRecord/observedTime) */
+  #observed: { raw: string; at: number } | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #stopped = true;
+  #running: Promise<void> | undefined;
+  readonly #listeners = { started: [] as (() => void)[], stopped: [] as (() => void)[] };
+
+  constructor(options: LeaderElectionOptions) {
+    this.#o = {
+      leaseDurationSeconds: 15,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      now: Date.now,
+      ...options,
+    };
+    if (this.#o.renewDeadlineMs >= this.#o.leaseDurationSeconds * 1000) {
+      throw new Error("leader election: the renew deadline must be shorter than the lease duration");
+    }
+    if (this.#o.retryPeriodMs >= this.#o.renewDeadlineMs) throw new Error("leader election: the retry period must be shorter than the renew deadline");
+    this.#api = options.kc.makeApiClient(CoordinationV1Api);
+  }
+
+  /** `namespace/name` of the Lease. */
+  get lease(): string {
+    return `${this.#o.namespace}/${this.#o.name}`;
+  }
+
+  get identity(): string {
+    return this.#o.identity;
+  }
+
+  /**
+   * Whether this candidate leads now: it holds the Lease and renewed it
+   * within the renew deadline (a holder cut off from the API stops acting
+   * before another candidate can take over).
+   */
+  isLeader(): boolean {
+    return this.#leading && this.#o.now() - this.#renewedAt < this.#o.renewDeadlineMs;
+  }
+
+  /** Also call `listener` when this candidate starts / stops leading. */
+  on(event: "started" | "stopped", listener: () => void): void {
+    this.#listeners[event].push(listener);
+  }
+
+  /** Begin trying (the first attempt runs at once). */
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#schedule(0);
+  }
+
+  /** One attempt now (tests, and callers that want a fresh answer). */
+  async tryNow(): Promise<boolean> {
+    this.#running ??= this.#attempt().finally(() => {
+      this.#running = undefined;
+    });
+    await this.#running;
+    return this.isLeader();
+  }
+
+  /** Stop trying; release the Lease when held. Never throws. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#running?.catch(() => {});
+    if (!this.#leading) return;
+    this.#setLeading(false);
+    try {
+      const lease = await this.#api.readNamespacedLease({ namespace: this.#o.namespace, name: this.#o.name }, this.#deadline());
+      if (lease.spec?.holderIdentity !== this.#o.identity) return;
+      const now = new V1MicroTime(this.#o.now());
+      await this.#api.replaceNamespacedLease(
+        {
+          namespace: this.#o.namespace,
+          name: this.#o.name,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: now, acquireTime: now } },
+        },
+        this.#deadline(),
+      );
+      this.#o.log({ level: "info", msg: "leader election: lease released", lease: this.lease, identity: this.#o.identity });
+    } catch (err) {
+      this.#o.log({ level: "warn", msg: "leader election: could not release the lease", lease: this.lease, error: (err as Error).message });
+    }
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      void this.tryNow().finally(() => this.#schedule(this.#o.retryPeriodMs));
+    }, ms);
+    this.#timer.unref?.();
+  }
+
+  #deadline(): ConfigurationOptions {
+    return apiDeadline(Math.min(5000, Math.max(250, this.#o.renewDeadlineMs / 2)));
+  }
+
+  async #attempt(): Promise<void> {
+    try {
+      const ok = await this.#tryAcquireOrRenew();
+      if (ok) {
+        this.#renewedAt = this.#o.now();
+        this.#setLeading(true);
+      } else {
+        this.#setLeading(false);
+      }
+    } catch (err) {
+      this.#o.log({ level: "warn", msg: "leader election: lease request failed", lease: this.lease, error: (err as Error).message });
+      // A holder that cannot renew keeps leading only until the renew deadline passes.
+      if (this.#leading && !this.isLeader()) this.#setLeading(false);
+    }
+  }
+
+  #setLeading(leading: boolean): void {
+    if (leading === this.#leading) return;
+    this.#leading = leading;
+    this.#o.log({ level: "info", msg: leading ? "leader election: leading" : "leader election: stopped leading", lease: this.lease, identity: this.#o.identity });
+    if (leading) this.#o.onStartedLeading?.();
+    else this.#o.onStoppedLeading?.();
+    for (const l of this.#listeners[leading ? "started" : "stopped"]) l();
+  }
+
+  /** client-go `tryAcquireOrRenew`. @returns whether we hold the Lease now */
+  async #tryAcquireOrRenew(): Promise<boolean> {
+    const { namespace, name, identity, leaseDurationSeconds } = this.#o;
+    const nowMs = this.#o.now();
+    const now = new V1MicroTime(nowMs);
+    let lease: V1Lease | undefined;
+    try {
+      lease = await this.#api.readNamespacedLease({ namespace, name }, this.#deadline());
+    } catch (err) {
+      if (apiStatus(err) !== 404) throw err;
+    }
+    if (lease === undefined) {
+      try {
+        await this.#api.createNamespacedLease(
+          {
+            namespace,
+            body: {
+              apiVersion: "coordination.k8s.io/v1",
+              kind: "Lease",
+              metadata: { name, namespace, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
+              spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+            },
+          },
+          this.#deadline(),
+        );
+        this.#observed = undefined;
+        return true;
+      } catch (err) {
+        if (apiStatus(err) === 409) return false; // another candidate created it first
+        throw err;
+      }
+    }
+    const spec = lease.spec ?? {};
+    const raw = JSON.stringify([spec.holderIdentity, spec.renewTime, spec.acquireTime, spec.leaseDurationSeconds, spec.leaseTransitions]);
+    if (this.#observed?.raw !== raw) this.#observed = { raw, at: nowMs };
+    const holder = spec.holderIdentity ?? "";
+    const duration = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
+    const heldByOther = holder !== "" && holder !== identity;
+    if (heldByOther && this.#observed.at + duration > nowMs) return false;
+    const next: V1Lease = {
+      ...lease,
+      spec: {
+        ...spec,
+        holderIdentity: identity,
+        leaseDurationSeconds,
+        renewTime: now,
+        acquireTime: holder === identity ? (spec.acquireTime ?? now) : now,
+        leaseTransitions: (spec.leaseTransitions ?? 0) + (holder === identity ? 0 : 1),
+      },
+    };
+    try {
+      await this.#api.replaceNamespacedLease({ namespace, name, body: next }, this.#deadline());
+      return true;
+    } catch (err) {
+      if (apiStatus(err) === 409) return false; // someone else wrote it since we read it
+      throw err;
+    }
+  }
+}
+
+/**
+ * Per-call options for a client-node API method that abort the request after
+ * `ms` milliseconds (the fetch `AbortSignal` set by a request middleware,
+ * appended to the client's own middleware).
+ */
+export function apiDeadline(ms: number): ConfigurationOptions {
+  const middleware: ObservableMiddleware = {
+    pre: (context) => {
+      context.setSignal(AbortSignal.timeout(ms));
+      return new Observable(Promise.resolve(context));
+    },
+    post: (context) => new Observable(Promise.resolve(context)),
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: "append" };
+}

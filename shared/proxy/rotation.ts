@@ -1,0 +1,519 @@
+/**
+ * The serving certificate kept in one Secret, shared by every replica, renewed
+ * by one of them.
+ *
+ * The Secret (`type: kubernetes.io/tls`) is the single source of truth:
+ *
+ * | key | content |
+ * |---|---|
+ * | `tls.crt`, `tls.key` | the serving certificate and its key (PEM) |
+ * | `ca.crt` | the CA bundle the APIService publishes as `caBundle`: every CA clients must trust now, oldest first; the last one signs |
+ * | `ca.key` | the private key (PKCS #8 PEM) of the signing CA (the last of `ca.crt`) |
+ *
+ * and two annotations, {@link CA_BUNDLE_CHANGED_AT} and
+ * {@link SERVING_CHANGED_AT} (RFC 3339), so a new leader continues a rotation
+ * where the previous one stopped.
+ *
+ * Every replica follows the Secret with a list+watch (client-node's
+ * `ListWatch` informer on `metadata.name=<name>`, re-listed from scratch after
+ * an error, with a back-off of 1 s doubling to 30 s) plus a periodic GET, and
+ * serves the newest usable certificate (parses, key matches, not expired,
+ * names the Service, signed by a CA of the bundle). A replica never makes a
+ * certificate of its own while a usable Secret exists.
+ *
+ * Only the holder of a `coordination.k8s.io/v1` Lease ({@link LeaderElector})
+ * writes the Secret (and the APIService, see `server.ts`). It renews:
+ *
+ * 1. a serving certificate with less than 1/3 of its lifetime left: a new one
+ *    from the SAME CA — `ca.crt`, hence `caBundle`, does not change;
+ * 2. a CA with less than max(1/3 of its lifetime, 2 × overlap) left (or
+ *    without its key in the Secret): in three steps, each at least `overlap`
+ *    apart so every reader has caught up before the next —
+ *    (a) a new CA is appended to `ca.crt` (caBundle = old + new), the
+ *    serving certificate is unchanged; (b) a serving certificate from the new
+ *    CA; (c) the old CA is dropped from `ca.crt` (caBundle = new).
+ *    Certificates are what the aggregator verifies against `caBundle`, so at
+ *    every moment the certificate any replica serves chains to a CA that
+ *    `caBundle` holds: through (a)–(b) both CAs are trusted, and the old one
+ *    goes only after every replica had `overlap` to load the new certificate.
+ *
+ * A Secret that is absent, or whose certificate is unusable while no CA key
+ * can repair it, is replaced by a fresh CA and certificate (nothing works with
+ * it anyway).
+ *
+ * Sources: client-go `tools/leaderelection` (one writer), cert-manager's CA
+ * issuer and trust-manager's bundle overlap (rotation by bundle), kube-aggregator
+ * `pkg/apiserver/handler_proxy.go` (verifies the Service name against `caBundle`).
+ */
+import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
+import { caFromPem, certificatesFromPem, createServingCA, issueServingCertificate, keyMatchesCertificate, serviceDnsNames, signedBy } from "./certs.ts";
+import { apiDeadline, type LeaderElector } from "./lease.ts";
+import { apiStatus } from "./kube.ts";
+import type { Logger } from "./log.ts";
+import type { ServiceName, ServingMaterial } from "./tls.ts";
+import { x509 } from "./x509.ts";
+
+/** When `ca.crt` last changed (RFC 3339). */
+export const CA_BUNDLE_CHANGED_AT = "external-metrics-bridge.io/ca-bundle-changed-at";
+/** When `tls.crt` last changed issuer (RFC 3339). */
+export const SERVING_CHANGED_AT = "external-metrics-bridge.io/serving-changed-at";
+
+const DAY_S = 24 * 3600;
+/** Deadline of each Secret read or write, ms. */
+const API_DEADLINE_MS = 5000;
+
+/** Lifetimes and pacing of renewal. */
+export interface RotationSettings {
+  /** serving certificate validity, seconds (default 365 days) */
+  certValiditySeconds: number;
+  /** CA validity, seconds (default 3650 days); at least 3 × certValiditySeconds */
+  caValiditySeconds: number;
+  /** minimum time between the steps of a CA rotation, seconds (default 600) */
+  overlapSeconds: number;
+}
+
+/** The defaults: 1-year certificates, 10-year CAs, 10 minutes between rotation steps. */
+export const DEFAULT_ROTATION: RotationSettings = { certValiditySeconds: 365 * DAY_S, caValiditySeconds: 3650 * DAY_S, overlapSeconds: 600 };
+
+/**
+ * Check settings.
+ *
+ * @throws Error when a value is not positive, the CA cannot cover three
+ *   certificate lifetimes, or the overlap is not shorter than a third of a certificate's life
+ */
+export function validateRotation(s: RotationSettings): RotationSettings {
+  for (const [k, v] of Object.entries(s)) if (!Number.isFinite(v) || v <= 0) throw new Error(`${k} must be a positive number of seconds`);
+  if (s.caValiditySeconds < 3 * s.certValiditySeconds) throw new Error("the CA validity must be at least 3 times the certificate validity");
+  if (s.overlapSeconds * 3 > s.certValiditySeconds) throw new Error("the rotation overlap must be at most a third of the certificate validity");
+  return s;
+}
+
+/** The Secret's content, decoded. */
+interface Stored {
+  certPem?: string;
+  keyPem?: string;
+  caBundlePem?: string;
+  caKeyPem?: string;
+  caBundleChangedAt?: number;
+  servingChangedAt?: number;
+  resourceVersion?: string;
+}
+
+function decode(secret: V1Secret | undefined): Stored | undefined {
+  if (secret === undefined) return undefined;
+  const data = secret.data ?? {};
+  const get = (k: string) => (data[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined);
+  const time = (k: string) => {
+    const t = Date.parse(secret.metadata?.annotations?.[k] ?? "");
+    return Number.isFinite(t) ? t : undefined;
+  };
+  const out: Stored = {};
+  const set = <K extends keyof Stored>(k: K, v: Stored[K] | undefined) => {
+    if (v !== undefined) out[k] = v;
+  };
+  set("certPem", get("tls.crt"));
+  set("keyPem", get("tls.key"));
+  set("caBundlePem", get("ca.crt"));
+  set("caKeyPem", get("ca.key"));
+  set("caBundleChangedAt", time(CA_BUNDLE_CHANGED_AT));
+  set("servingChangedAt", time(SERVING_CHANGED_AT));
+  set("resourceVersion", secret.metadata?.resourceVersion);
+  return out;
+}
+
+/** The parsed certificates of a stored Secret. */
+interface Parsed {
+  leaf?: x509.X509Certificate;
+  cas: x509.X509Certificate[];
+  /** the CA of `cas` that signed `leaf` */
+  leafIssuer?: x509.X509Certificate;
+  /** the last CA, when `ca.key` is its key */
+  signer?: x509.X509Certificate;
+}
+
+async function parse(s: Stored): Promise<Parsed> {
+  const certs = (pem: string | undefined) => {
+    try {
+      return pem === undefined ? [] : certificatesFromPem(pem);
+    } catch {
+      return [];
+    }
+  };
+  const leaf = certs(s.certPem)[0];
+  const cas = certs(s.caBundlePem);
+  const last = cas.at(-1);
+  const out: Parsed = { cas };
+  if (leaf !== undefined) out.leaf = leaf;
+  if (last !== undefined && s.caKeyPem !== undefined && keyMatchesCertificate(last, s.caKeyPem)) out.signer = last;
+  if (leaf !== undefined) {
+    for (const ca of cas) {
+      if (await signedBy(leaf, ca)) {
+        out.leafIssuer = ca;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Why the stored serving certificate cannot be served (undefined when it can):
+ * it must parse, match its key, be within its validity, name
+ * `<service>.<namespace>.svc`, and be signed by a CA of `ca.crt`.
+ */
+async function servingProblem(s: Stored, p: Parsed, service: ServiceName, now: number): Promise<string | undefined> {
+  if (s.certPem === undefined || s.keyPem === undefined) return "tls.crt or tls.key is missing";
+  if (p.leaf === undefined) return "tls.crt holds no certificate";
+  if (!keyMatchesCertificate(p.leaf, s.keyPem)) return "tls.key is not the key of tls.crt";
+  if (p.leaf.notAfter.getTime() <= now) return `the certificate expired at ${p.leaf.notAfter.toISOString()}`;
+  if (p.leaf.notBefore.getTime() > now) return "the certificate is not valid yet";
+  const wanted = serviceDnsNames(service.name, service.namespace)[2]!;
+  const san = p.leaf.getExtension(x509.SubjectAlternativeNameExtension);
+  if (!(san?.names.items ?? []).some((n) => n.type === "dns" && n.value === wanted)) return `the certificate does not cover ${wanted}`;
+  if (p.cas.length === 0) return "ca.crt holds no certificate";
+  if (p.leafIssuer === undefined) return "the certificate is not signed by a CA of ca.crt";
+  return undefined;
+}
+
+/**
+ * What the Secret's content means for a replica: the material to serve, or why not.
+ */
+export async function servingFromSecret(secret: V1Secret | undefined, service: ServiceName, now = Date.now()): Promise<{ material: ServingMaterial } | { problem: string }> {
+  const s = decode(secret);
+  if (s === undefined) return { problem: "the Secret does not exist" };
+  const problem = await servingProblem(s, await parse(s), service, now);
+  if (problem !== undefined) return { problem };
+  return { material: { certPem: s.certPem!, keyPem: s.keyPem!, caPem: s.caBundlePem! } };
+}
+
+/** One step the writer takes. */
+export type RotationStep =
+  | { kind: "none" }
+  | { kind: "create"; reason: string }
+  | { kind: "reissue"; reason: string }
+  | { kind: "add-ca"; reason: string }
+  | { kind: "switch"; reason: string }
+  | { kind: "drop-old-ca"; reason: string };
+
+/**
+ * Decide the writer's next step for the stored Secret (pure but for
+ * signature checks). See the module comment for the rules.
+ */
+export async function planRotation(secret: V1Secret | undefined, service: ServiceName, settings: RotationSettings, now = Date.now()): Promise<RotationStep> {
+  const s = decode(secret);
+  if (s === undefined) return { kind: "create", reason: "the Secret does not exist" };
+  const p = await parse(s);
+  const overlapMs = settings.overlapSeconds * 1000;
+  const signerUsable = p.signer !== undefined && p.signer.notAfter.getTime() - now > 2 * overlapMs;
+  const problem = await servingProblem(s, p, service, now);
+  if (problem !== undefined) {
+    // Nothing works with it now: repair from the signing CA when it still has time, else start over.
+    return signerUsable ? { kind: "reissue", reason: problem } : { kind: "create", reason: problem };
+  }
+  const leaf = p.leaf!;
+  const remaining = (c: x509.X509Certificate) => c.notAfter.getTime() - now;
+  const lifetime = (c: x509.X509Certificate) => c.notAfter.getTime() - c.notBefore.getTime();
+  const leafDue = remaining(leaf) < lifetime(leaf) / 3;
+  const rotating = p.signer !== undefined && p.leafIssuer !== p.signer;
+
+  if (rotating) {
+    // Step (b): serve from the new CA once caBundle has carried it for the overlap.
+    const since = now - (s.caBundleChangedAt ?? 0);
+    if (since >= overlapMs) return { kind: "switch", reason: "the new CA has been in caBundle for the overlap" };
+    if (remaining(leaf) < overlapMs) return { kind: "switch", reason: "the certificate expires before the overlap ends" };
+    return { kind: "none" };
+  }
+  const signer = p.signer;
+  const caDue =
+    signer === undefined
+      ? "ca.key is missing or is not the key of the last CA of ca.crt"
+      : remaining(signer) < Math.max(lifetime(signer) / 3, 2 * overlapMs)
+        ? `the CA expires at ${signer.notAfter.toISOString()}`
+        : undefined;
+  if (caDue !== undefined) return { kind: "add-ca", reason: caDue };
+  if (p.cas.length > 1) {
+    // Step (c): the old CA goes once every replica had the overlap to load the new certificate.
+    const since = now - (s.servingChangedAt ?? 0);
+    if (since >= overlapMs) return { kind: "drop-old-ca", reason: "every replica had the overlap to load the certificate of the new CA" };
+  }
+  if (leafDue) return { kind: "reissue", reason: `less than a third of the certificate's lifetime is left (expires ${leaf.notAfter.toISOString()})` };
+  return { kind: "none" };
+}
+
+/** The Secret body after a step (undefined for "none"). */
+async function applyStep(step: RotationStep, secret: V1Secret | undefined, target: { namespace: string; name: string }, service: ServiceName, settings: RotationSettings, now: number): Promise<V1Secret | undefined> {
+  const s = decode(secret) ?? {};
+  const p = await parse(s);
+  const stamp = new Date(now).toISOString();
+  let certPem = s.certPem;
+  let keyPem = s.keyPem;
+  let cas = p.cas;
+  let caKeyPem = s.caKeyPem;
+  const annotations: Record<string, string> = { ...(secret?.metadata?.annotations ?? {}) };
+  const issueFrom = async (caCert: x509.X509Certificate, caKey: string) => {
+    const ca = await caFromPem(caCert.toString("pem"), caKey);
+    const serving = await issueServingCertificate(ca, service.name, service.namespace, settings.certValiditySeconds);
+    certPem = serving.certPem;
+    keyPem = serving.keyPem;
+  };
+  switch (step.kind) {
+    case "none":
+      return undefined;
+    case "create": {
+      const ca = await createServingCA(service.name, service.namespace, settings.caValiditySeconds);
+      const serving = await issueServingCertificate(ca, service.name, service.namespace, settings.certValiditySeconds);
+      certPem = serving.certPem;
+      keyPem = serving.keyPem;
+      cas = [ca.cert];
+      caKeyPem = ca.keyPem;
+      annotations[CA_BUNDLE_CHANGED_AT] = stamp;
+      annotations[SERVING_CHANGED_AT] = stamp;
+      break;
+    }
+    case "reissue":
+    case "switch":
+      await issueFrom(p.signer!, s.caKeyPem!);
+      annotations[SERVING_CHANGED_AT] = stamp;
+      break;
+    case "add-ca": {
+      const ca = await createServingCA(service.name, service.namespace, settings.caValiditySeconds);
+      // Keep the CA that signed the certificate being served; drop expired ones.
+      cas = [...p.cas.filter((c) => c === p.leafIssuer || c.notAfter.getTime() > now), ca.cert];
+      caKeyPem = ca.keyPem;
+      annotations[CA_BUNDLE_CHANGED_AT] = stamp;
+      break;
+    }
+    case "drop-old-ca":
+      cas = [p.signer!];
+      annotations[CA_BUNDLE_CHANGED_AT] = stamp;
+      break;
+  }
+  const b64 = (text: string) => Buffer.from(text).toString("base64");
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    type: "kubernetes.io/tls",
+    metadata: {
+      ...(secret?.metadata ?? {}),
+      name: target.name,
+      namespace: target.namespace,
+      labels: { ...(secret?.metadata?.labels ?? {}), "app.kubernetes.io/name": "external-metrics-bridge-proxy", "app.kubernetes.io/component": "serving-certificate" },
+      annotations,
+    },
+    data: {
+      ...(secret?.data ?? {}),
+      "tls.crt": b64(certPem!),
+      "tls.key": b64(keyPem!),
+      "ca.crt": b64(cas.map((c) => c.toString("pem")).join("\n") + "\n"),
+      "ca.key": b64(caKeyPem!),
+    },
+  };
+}
+
+/**
+ * Take the writer's next step once: read the Secret, plan, write (create, or
+ * replace with the read resourceVersion — a concurrent write makes it 409,
+ * and the step is planned again from the newer Secret next time).
+ *
+ * @returns the step taken (`none` when nothing was due or the write lost a race)
+ * @throws Error when the API refuses for another reason (e.g. RBAC)
+ */
+export async function reconcileSecret(
+  core: CoreV1Api,
+  target: { namespace: string; name: string },
+  service: ServiceName,
+  settings: RotationSettings,
+  log: Logger,
+  now = Date.now(),
+): Promise<RotationStep> {
+  let secret: V1Secret | undefined;
+  try {
+    secret = await core.readNamespacedSecret(target, apiDeadline(API_DEADLINE_MS));
+  } catch (err) {
+    if (apiStatus(err) !== 404) throw new Error(`reading Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
+  }
+  const step = await planRotation(secret, service, settings, now);
+  const body = await applyStep(step, secret, target, service, settings, now);
+  if (body === undefined) return step;
+  try {
+    if (secret === undefined) await core.createNamespacedSecret({ namespace: target.namespace, body }, apiDeadline(API_DEADLINE_MS));
+    else await core.replaceNamespacedSecret({ ...target, body }, apiDeadline(API_DEADLINE_MS));
+  } catch (err) {
+    if (apiStatus(err) === 409) return { kind: "none" };
+    throw new Error(`writing Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
+  }
+  log({ level: "info", msg: "serving certificate Secret updated", secret: `${target.namespace}/${target.name}`, step: step.kind, reason: "reason" in step ? step.reason : undefined });
+  return step;
+}
+
+/** Settings of {@link startSecretServing}. */
+export interface SecretServingOptions {
+  kc: KubeConfig;
+  secret: { namespace: string; name: string };
+  service: ServiceName;
+  /** elects the one writer; undefined = this replica never writes (it only follows the Secret) */
+  elector?: LeaderElector;
+  rotation?: RotationSettings;
+  log: Logger;
+  /** how often the writer re-checks lifetimes, ms (default: 1/20 of the certificate validity, 1 s – 60 s) */
+  checkIntervalMs?: number;
+  /** how often every replica re-reads the Secret besides its watch, ms (default 60 000) */
+  resyncIntervalMs?: number;
+}
+
+/** A replica's view of the Secret. */
+export interface SecretServing {
+  /** the material served now (undefined until a usable Secret was seen) */
+  current(): ServingMaterial | undefined;
+  /** resolves with the first usable material; rejects after `timeoutMs` */
+  ready(timeoutMs: number): Promise<ServingMaterial>;
+  /** called with every new usable material (not with the first) */
+  onChange(listener: (material: ServingMaterial) => void): void;
+  /** run the writer's check now (no-op when not leading) */
+  reconcile(): Promise<RotationStep | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Follow the Secret (every replica) and, while `elector` leads, keep it
+ * renewed (see the module comment).
+ */
+export function startSecretServing(options: SecretServingOptions): SecretServing {
+  const { kc, secret: target, service, log } = options;
+  const settings = validateRotation(options.rotation ?? DEFAULT_ROTATION);
+  const core = kc.makeApiClient(CoreV1Api);
+  const fieldSelector = `metadata.name=${target.name}`;
+  const where = `${target.namespace}/${target.name}`;
+  let current: ServingMaterial | undefined;
+  const listeners: ((m: ServingMaterial) => void)[] = [];
+  const waiters: ((m: ServingMaterial) => void)[] = [];
+  let stopped = false;
+  let retryMs = 1000;
+  let retryTimer: ReturnType<typeof setTimeout> | undefined;
+  let lastProblem: string | undefined;
+  // Applies are serialized so an older object never overwrites a newer one.
+  let chain = Promise.resolve();
+  const elector = options.elector;
+
+  const apply = (secret: V1Secret | undefined, via: string) => {
+    chain = chain.then(async () => {
+      const seen = await servingFromSecret(secret, service);
+      if ("problem" in seen) {
+        if (seen.problem !== lastProblem) {
+          log({ level: current ? "warn" : "info", msg: "serving certificate Secret not usable; keeping the current certificate", secret: where, problem: seen.problem, via });
+        }
+        lastProblem = seen.problem;
+        if (elector?.isLeader()) void reconcile();
+        return;
+      }
+      lastProblem = undefined;
+      const next = seen.material;
+      if (current !== undefined && next.certPem === current.certPem && next.keyPem === current.keyPem && next.caPem === current.caPem) return;
+      const first = current === undefined;
+      current = next;
+      const leaf = certificatesFromPem(next.certPem)[0]!;
+      log({ level: "info", msg: first ? "serving certificate loaded from Secret" : "serving certificate changed in Secret", secret: where, notAfter: leaf.notAfter.toISOString(), cas: certificatesFromPem(next.caPem!).length, via });
+      if (first) for (const w of waiters.splice(0)) w(next);
+      else for (const l of listeners) l(next);
+    });
+    return chain;
+  };
+
+  let informer: ListWatch<V1Secret> | undefined;
+  const startInformer = () => {
+    if (stopped) return;
+    // A new informer each time: it lists from scratch (no resourceVersion to resume from).
+    const lw = new ListWatch<V1Secret>(
+      `/api/v1/namespaces/${target.namespace}/secrets`,
+      new Watch(kc),
+      async () => {
+        const list = await core.listNamespacedSecret({ namespace: target.namespace, fieldSelector }, apiDeadline(API_DEADLINE_MS));
+        retryMs = 1000;
+        const found = list.items.find((s) => s.metadata?.name === target.name);
+        if (found === undefined) void apply(undefined, "list");
+        return list;
+      },
+      false,
+      undefined,
+      fieldSelector,
+    );
+    lw.on("add", (obj) => void apply(obj, "watch"));
+    lw.on("update", (obj) => void apply(obj, "watch"));
+    lw.on("delete", () => void apply(undefined, "watch"));
+    lw.on("error", (err) => {
+      if (stopped || informer !== lw) return;
+      log({ level: "warn", msg: "watch of the serving certificate Secret failed; listing again", secret: where, error: String((err as Error)?.message ?? err), retryMs });
+      void lw.stop();
+      retryTimer = setTimeout(startInformer, retryMs);
+      retryTimer.unref?.();
+      retryMs = Math.min(retryMs * 2, 30_000);
+    });
+    informer = lw;
+    lw.start().catch(() => {});
+  };
+
+  let reconciling: Promise<RotationStep | undefined> | undefined;
+  const reconcile = (): Promise<RotationStep | undefined> => {
+    if (elector === undefined || !elector.isLeader() || stopped) return Promise.resolve(undefined);
+    reconciling ??= (async () => {
+      try {
+        let step: RotationStep;
+        // Up to 3 steps at once (e.g. a fresh Secret), each from the Secret just written.
+        for (let i = 0; i < 3; i++) {
+          step = await reconcileSecret(core, target, service, settings, log);
+          if (step.kind === "none" || step.kind === "add-ca" || step.kind === "switch" || step.kind === "drop-old-ca") return step;
+        }
+        return step!;
+      } catch (err) {
+        log({ level: "error", msg: "could not renew the serving certificate Secret", secret: where, error: (err as Error).message });
+        return undefined;
+      } finally {
+        reconciling = undefined;
+      }
+    })();
+    return reconciling;
+  };
+
+  const resync = async () => {
+    try {
+      const s = await core.readNamespacedSecret(target, apiDeadline(API_DEADLINE_MS));
+      await apply(s, "resync");
+    } catch (err) {
+      if (apiStatus(err) === 404) await apply(undefined, "resync");
+      else log({ level: "warn", msg: "could not read the serving certificate Secret", secret: where, error: (err as Error).message });
+    }
+  };
+
+  elector?.on("started", () => void reconcile());
+  const checkMs = options.checkIntervalMs ?? Math.min(60_000, Math.max(1000, (settings.certValiditySeconds * 1000) / 20));
+  const checkTimer = setInterval(() => void reconcile(), checkMs);
+  checkTimer.unref();
+  const resyncTimer = setInterval(() => void resync(), options.resyncIntervalMs ?? 60_000);
+  resyncTimer.unref();
+  startInformer();
+
+  return {
+    current: () => current,
+    ready: (timeoutMs) =>
+      current !== undefined
+        ? Promise.resolve(current)
+        : new Promise<ServingMaterial>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error(`no usable serving certificate in Secret ${where} after ${timeoutMs} ms (${lastProblem ?? "not read yet"})`)), timeoutMs);
+            waiters.push((m) => {
+              clearTimeout(timer);
+              resolve(m);
+            });
+          }),
+    onChange: (listener) => void listeners.push(listener),
+    reconcile,
+    stop: async () => {
+      stopped = true;
+      clearInterval(checkTimer);
+      clearInterval(resyncTimer);
+      clearTimeout(retryTimer);
+      await informer?.stop();
+      await reconciling;
+      await chain;
+    },
+  };
+}
