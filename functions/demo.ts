@@ -4,6 +4,12 @@
  * default 4566) holding the queue `worker_tasks`, then the bridge on
  * 127.0.0.1:`PORT` (default 8080) with `infra/examples/demo.yaml`, and prints
  * ready-to-paste curl lines. `npm run queue -- add 25` moves the value.
+ *
+ * The demo is local and unsigned on purpose: it serves without
+ * `BRIDGE_SIGNING_KEYS` by passing the insecure setting explicitly (the
+ * "running insecure" warning is printed on start), and its config states
+ * `policy: { defaultAction: Allow }` (the "running open" warning). A
+ * deployed bridge sets neither (docs/deploy.md).
  */
 import { CreateQueueCommand } from "@aws-sdk/client-sqs";
 import { startFauxqs } from "fauxqs";
@@ -12,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import { loadConfig } from "../shared/config/config.ts";
 import type { AwsProviderConfig } from "../shared/providers/aws/common.ts";
 import { addMessages, emulatorClient } from "./demo-queue.ts";
+import { INSECURE_ALLOW_UNSIGNED_ENV, SIGNING_KEYS_ENV } from "../shared/signing.ts";
 import { exitOnSignals, startNodeServer } from "./node.ts";
 
 const QUEUE = "worker_tasks";
@@ -31,7 +38,9 @@ async function main(): Promise<void> {
   for (const provider of Object.values(config.providers)) {
     if (provider.type === "aws-sqs") (provider.config as AwsProviderConfig).endpoint = endpoint;
   }
-  const server = await startNodeServer({ config, host: "127.0.0.1", port });
+  // Local only (127.0.0.1), so unsigned on purpose; keys from the shell would make every curl line a 401.
+  const env = { ...process.env, [SIGNING_KEYS_ENV]: undefined, [INSECURE_ALLOW_UNSIGNED_ENV]: "true" };
+  const server = await startNodeServer({ config, host: "127.0.0.1", port, env });
   const base = `${server.url}/apis/external.metrics.k8s.io/v1beta1`;
   console.log(`
 external-metrics-bridge demo

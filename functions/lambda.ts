@@ -16,10 +16,16 @@
  * else `BRIDGE_SIGNING_KEYS_SSM_PARAMETER` — an SSM parameter (SecureString)
  * read with `GetParameter` `WithDecryption` at cold start, beside the config,
  * so the key never appears in the function's configuration. With keys, every
- * `/apis` request must carry the in-cluster proxy's valid signature (else
- * 401). A keys parameter that is named but missing, empty or unreadable
- * never means "no keys": it fails the function closed (500, or 503 while
- * SSM is unavailable).
+ * `/apis` request must carry the in-cluster proxy's valid signature, made for
+ * the Function URL's (or API's) domain — `https://` plus
+ * `requestContext.domainName` — or for an origin of `BRIDGE_AUDIENCE` when
+ * set (else 401). A keys parameter that is named but missing, empty or
+ * unreadable never means "no keys": it fails the function closed (500, or
+ * 503 while SSM is unavailable). Without keys at all, every `/apis` request
+ * is answered 500 naming `BRIDGE_SIGNING_KEYS` (health probes stay `ok`),
+ * unless `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`, which logs a warning on
+ * every cold start. The policy start-up notices (`shared/policy/authorize.ts`)
+ * are logged on every cold start too.
  *
  * The app is built once per execution environment (cold start) and its
  * provider caches live as long as it. AWS credentials come from the
@@ -50,7 +56,8 @@ import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, serviceUnavailable, StatusError } from "../shared/k8s/status.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
-import { SIGNING_KEYS_ENV } from "../shared/signing.ts";
+import { policyStartupNotices } from "../shared/policy/authorize.ts";
+import { SIGNING_KEYS_ENV, signingMode } from "../shared/signing.ts";
 
 /** Environment of the function (`process.env` in Lambda). */
 export type LambdaEnv = Readonly<Record<string, string | undefined>>;
@@ -176,6 +183,15 @@ function failing(err: StatusError): LambdaHandler {
   return handle(app);
 }
 
+/** A handler answering `/apis` and everything under it with the Status of `err`, and the rest (health probes) with `app`. */
+function refusingApis(app: Hono, err: StatusError): LambdaHandler {
+  const outer = new Hono();
+  // `/apis/*` also matches `/apis` itself (Hono wildcard semantics).
+  outer.all("/apis/*", () => err.toResponse());
+  outer.all("*", (c) => app.fetch(c.req.raw));
+  return handle(outer);
+}
+
 /** Options of {@link createLambdaHandler}. */
 export interface LambdaHandlerOptions {
   /** structured log sink; default: JSON lines on stdout (CloudWatch Logs) */
@@ -195,6 +211,7 @@ export interface LambdaHandlerOptions {
  */
 export function createLambdaHandler(env: LambdaEnv = process.env, options: LambdaHandlerOptions = {}): LambdaHandler {
   let ready: Promise<LambdaHandler> | undefined;
+  const emit = (record: LogRecord) => (options.log ? options.log(record) : console.error(JSON.stringify(record)));
   const load = async (): Promise<LambdaHandler> => {
     const ssm = ssmReader();
     try {
@@ -203,6 +220,13 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
       const transports = options.transports ?? (await lambdaTransports(config));
       const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), ...(transports ? { transports } : {}) };
       const bridge = fromConfig(config, runtime, options.log ? { log: options.log } : {});
+      const mode = signingMode(runtimeEnv);
+      for (const record of policyStartupNotices(config)) emit(record);
+      if (mode.mode === "insecure") emit({ level: "warn", msg: mode.warning });
+      if (mode.mode === "refused") {
+        emit({ level: "error", msg: mode.message });
+        return refusingApis(bridge.app, internalError(mode.message));
+      }
       return handle(bridge.app);
     } catch (err) {
       if (err instanceof StatusError && err.code === 503) {
@@ -210,9 +234,7 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
         return failing(err);
       }
       const detail = err instanceof ConfigError ? `the bridge's config is invalid:\n${err.message}` : (err as Error).message;
-      const record: LogRecord = { level: "error", msg: "config", error: detail };
-      if (options.log) options.log(record);
-      else console.error(JSON.stringify(record));
+      emit({ level: "error", msg: "config", error: detail });
       return failing(err instanceof StatusError ? err : internalError(detail, undefined, err));
     } finally {
       ssm.close();

@@ -1,10 +1,19 @@
 /**
  * Plain Node entry point: the bridge on @hono/node-server.
  *
- *   node functions/node.ts --config bridge.yaml [--host 0.0.0.0] [--port 8080]
+ *   node functions/node.ts --config bridge.yaml [--host 0.0.0.0] [--port 8080] [--insecure-allow-unsigned]
  *
  * Config comes from `--config FILE`, else `BRIDGE_CONFIG_FILE`, else inline
- * YAML in `BRIDGE_CONFIG`. AWS credentials follow each provider's
+ * YAML in `BRIDGE_CONFIG`.
+ *
+ * Request signing (`shared/signing.ts`) is required: without
+ * `BRIDGE_SIGNING_KEYS` the server refuses to start (exit 2, naming both
+ * settings) unless the operator sets `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`
+ * or passes `--insecure-allow-unsigned`, which logs a warning on every
+ * start. Behind a load balancer or TLS terminator set `BRIDGE_AUDIENCE` to
+ * the origin the proxy addresses (e.g. `https://bridge.example.com`): the
+ * URL Node sees is built from the `Host` header. Malformed keys, skew or
+ * audience also stop the start (exit 2). AWS credentials follow each provider's
  * `credentials.source` (the SDK default chain unless set otherwise).
  * SIGTERM/SIGINT close the listener and let in-flight requests finish.
  */
@@ -17,6 +26,28 @@ import { officialTransports } from "../shared/providers/gcp-monitoring/official-
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
+import { policyStartupNotices } from "../shared/policy/authorize.ts";
+import {
+  AUDIENCE_ENV,
+  parseAudience,
+  parseMaxSkew,
+  parseSigningKeys,
+  SIGNING_KEYS_ENV,
+  SIGNING_SKEW_ENV,
+  SigningKeyError,
+  signingMode,
+} from "../shared/signing.ts";
+
+/** The Node server's flag that serves unsigned requests on purpose (as `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`). */
+export const INSECURE_ALLOW_UNSIGNED_FLAG = "--insecure-allow-unsigned";
+
+/** Thrown by {@link startNodeServer} when it must not serve: no signing keys and no insecure setting, or malformed signing settings. */
+export class StartRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StartRefusedError";
+  }
+}
 
 /** A running Node server. */
 export interface NodeServer {
@@ -34,20 +65,55 @@ export interface NodeServerOptions {
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
+  /** request log and start-up notices; default: request log on stdout (the app's), notices as JSON lines on stderr */
   log?: (record: LogRecord) => void;
+  /** environment (`BRIDGE_SIGNING_KEYS`, `BRIDGE_AUDIENCE`, …); default `process.env` */
   env?: Record<string, string | undefined>;
+  /** serve unsigned requests without keys (the `--insecure-allow-unsigned` flag); logs a warning */
+  insecureAllowUnsigned?: boolean;
 }
 
 /**
- * Start the bridge on Node.
+ * Check the signing settings before serving: keys, skew and audience parse,
+ * or no keys with the insecure setting (whose warning is returned).
  *
+ * @returns the start-up notices to log (the insecure warning, if any)
+ * @throws StartRefusedError when there are no keys and no insecure setting,
+ *   or a signing setting is malformed
+ */
+export function checkSigning(env: Readonly<Record<string, string | undefined>>, insecureAllowUnsigned = false): LogRecord[] {
+  const mode = signingMode(env, { insecureAllowUnsigned, flag: INSECURE_ALLOW_UNSIGNED_FLAG });
+  if (mode.mode === "refused") throw new StartRefusedError(mode.message);
+  if (mode.mode === "insecure") return [{ level: "warn", msg: mode.warning }];
+  try {
+    parseSigningKeys(env[SIGNING_KEYS_ENV] ?? "");
+    parseMaxSkew(env[SIGNING_SKEW_ENV]);
+    parseAudience(env[AUDIENCE_ENV]);
+  } catch (err) {
+    if (err instanceof SigningKeyError) throw new StartRefusedError(`request signing is misconfigured: ${err.message}`);
+    throw err;
+  }
+  return [];
+}
+
+/**
+ * Start the bridge on Node. Logs the start-up notices (policy defaults,
+ * insecure mode) on every start.
+ *
+ * @throws StartRefusedError when `BRIDGE_SIGNING_KEYS` is empty or missing
+ *   and neither `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` nor
+ *   `insecureAllowUnsigned` allows that, or a signing setting is malformed
  * @throws Error when the port cannot be bound
  */
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
+  const env = options.env ?? process.env;
+  const notices = [...checkSigning(env, options.insecureAllowUnsigned), ...policyStartupNotices(options.config)];
+  const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
+  for (const record of notices) notice(record);
   // Node reaches Cloud Monitoring with the official client (gRPC), loaded only
   // when a gcp-monitoring provider is configured; the Worker uses REST.
   const transports = await officialTransports(options.config);
-  const runtime = { env: options.env ?? process.env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
+  const runtime = { env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
   const bridge = fromConfig(options.config, runtime, options.log ? { log: options.log } : {});
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
@@ -98,6 +164,7 @@ async function main(): Promise<void> {
       config: { type: "string", short: "c" },
       host: { type: "string", default: process.env["HOST"] ?? "127.0.0.1" },
       port: { type: "string", default: process.env["PORT"] ?? "8080" },
+      "insecure-allow-unsigned": { type: "boolean", default: false },
     },
   });
   let config: BridgeConfig;
@@ -107,7 +174,14 @@ async function main(): Promise<void> {
     console.error(err instanceof ConfigError ? `invalid config:\n${err.message}` : (err as Error).message);
     process.exit(2);
   }
-  const server = await startNodeServer({ config, host: values.host, port: Number(values.port) });
+  let server: NodeServer;
+  try {
+    server = await startNodeServer({ config, host: values.host, port: Number(values.port), insecureAllowUnsigned: values["insecure-allow-unsigned"] });
+  } catch (err) {
+    if (!(err instanceof StartRefusedError)) throw err;
+    console.error(`external-metrics-bridge refuses to start: ${err.message}`);
+    process.exit(2);
+  }
   console.error(`external-metrics-bridge listening on ${server.url} (${config.metrics.length} metric rules from ${config.source})`);
   exitOnSignals(server.close);
 }

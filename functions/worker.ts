@@ -21,6 +21,15 @@
  * A missing or invalid config is answered with a `metav1.Status` 500 naming
  * every problem (source:line:column), never an opaque isolate crash.
  *
+ * Request signing is required: without the `BRIDGE_SIGNING_KEYS` secret
+ * every `/apis` request is answered with a 500 Status naming it (health
+ * probes stay `ok`), unless the `BRIDGE_INSECURE_ALLOW_UNSIGNED` var is
+ * `true`, which logs a warning on the first request of every isolate.
+ * Signatures are verified against the Worker's own URL (the host Cloudflare
+ * routed the request by), or `BRIDGE_AUDIENCE` when set. The policy
+ * start-up notices (no `policy:` section: every read denied; explicit Allow
+ * without policies: "running open") are logged whenever the bridge is built.
+ *
  * Only the default export may be exported: workerd treats every export of
  * the main module as an entrypoint.
  */
@@ -30,7 +39,10 @@ import bundledText from "../infra/worker/bridge.yaml";
 import { buildBridge } from "../shared/bridge.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
+import type { LogRecord } from "../shared/app.ts";
+import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
+import { signingMode, type SigningMode } from "../shared/signing.ts";
 
 /** The Workers `ExecutionContext` as the handler sees it. */
 interface WorkerContext {
@@ -59,6 +71,31 @@ const runtime: { env: Record<string, string | undefined>; now: () => number } = 
 /** The bridge built for one config text, or the Status its config failed with. */
 let built: { text: string; app?: Hono; error?: StatusError } | undefined;
 
+/** The signing mode last logged in this isolate (logged again only when it changes). */
+let loggedMode: string | undefined;
+
+/** One JSON log line (Workers Logs / `wrangler tail` read the console). */
+function log(record: LogRecord): void {
+  const line = JSON.stringify({ time: new Date().toISOString(), ...record });
+  if (record.level === "info") console.log(line);
+  else console.error(line);
+}
+
+/** Log the signing mode on the first request of the isolate (and when it changes). */
+function logSigningMode(mode: SigningMode): void {
+  const key = mode.mode === "refused" ? `refused:${mode.message}` : mode.mode;
+  if (loggedMode === key) return;
+  loggedMode = key;
+  if (mode.mode === "insecure") log({ level: "warn", msg: mode.warning });
+  else if (mode.mode === "refused") log({ level: "error", msg: mode.message });
+}
+
+/** `/apis` and everything under it: the paths that need a caller. */
+function isApiPath(url: string): boolean {
+  const path = new URL(url).pathname;
+  return path === "/apis" || path.startsWith("/apis/");
+}
+
 /** The string-valued bindings (vars and secrets) of a Worker `env`. */
 function stringBindings(env: WorkerEnv): Record<string, string> {
   const out: Record<string, string> = {};
@@ -70,7 +107,9 @@ function stringBindings(env: WorkerEnv): Record<string, string> {
 function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusError } {
   if (built?.text === text) return built;
   try {
-    built = { text, app: buildBridge(text, source, runtime satisfies RuntimeEnv).app };
+    const bridge = buildBridge(text, source, runtime satisfies RuntimeEnv);
+    built = { text, app: bridge.app };
+    for (const record of policyStartupNotices(bridge.config)) log(record);
   } catch (err) {
     const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);
     built = { text, error: internalError(`the bridge's config is invalid:\n${detail}`, undefined, err) };
@@ -82,6 +121,8 @@ function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusEr
 export default {
   async fetch(request: Request, env: WorkerEnv, ctx: WorkerContext): Promise<Response> {
     runtime.env = stringBindings(env);
+    const mode = signingMode(runtime.env);
+    logSigningMode(mode);
     const bound = runtime.env[CONFIG_BINDING];
     let found: { app?: Hono; error?: StatusError };
     if (bound !== undefined && bound.trim() !== "") found = bridgeFor(bound, `<binding:${CONFIG_BINDING}>`);
@@ -94,6 +135,7 @@ export default {
       };
     }
     if (found.app === undefined) return found.error!.toResponse();
+    if (mode.mode === "refused" && isApiPath(request.url)) return internalError(mode.message).toResponse();
     return found.app.fetch(request, env, ctx as never);
   },
 };

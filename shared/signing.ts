@@ -22,9 +22,11 @@
  * | `X-Request-Id` | the proxy's request id (signed so logs cannot be forged) |
  *
  * Canonical request (lines joined with `\n`): the scheme tag
- * `EMB-HMAC-SHA256-1`, key id, timestamp, method (upper case), canonical
- * path, canonical query, then the five identity/request-id header values
- * exactly as sent (empty when absent). The canonical path percent-decodes and
+ * `EMB-HMAC-SHA256-2`, the audience — the origin (`scheme://host[:port]`,
+ * WHATWG `URL.origin`: lowercase, default port dropped) the signer
+ * addressed — key id, timestamp, method (upper case), canonical path,
+ * canonical query, then the five identity/request-id header values exactly
+ * as sent (empty when absent). The canonical path percent-decodes and
  * re-encodes every segment (so `|` and `%7C` sign alike, as the function
  * reads them alike); the canonical query is the `URLSearchParams` pairs
  * (WHATWG form decoding, what the function itself reads) re-encoded and
@@ -38,6 +40,22 @@
  * the old one). Key material lives in the environment (a Kubernetes Secret,
  * a Worker secret, a Lambda environment variable), never in the config file.
  *
+ * Audience: a signature is valid only at the origin it was made for, so a
+ * request signed for one function is refused (401) by another function that
+ * shares the keys, and a request replayed with a rewritten `Host` is refused
+ * by a bridge that knows its own origin. The verifier checks against
+ * `BRIDGE_AUDIENCE` (`https://a.example[,https://b.example:8443]`) when it is
+ * set — and then never trusts the `Host` header — else against the origin of
+ * the URL the request reached it at (Workers and Lambda Function URLs build
+ * it from the platform's own host; a plain Node server from the `Host`
+ * header, which is why a Node bridge behind a load balancer should set
+ * `BRIDGE_AUDIENCE` to the URL the proxy addresses).
+ *
+ * Unsigned operation: a deployed bridge (Node server, Worker, Lambda) refuses
+ * to serve without keys unless `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`
+ * ({@link signingMode}); the entry points enforce it and log a warning on
+ * every start when it is used.
+ *
  * Everything here uses WebCrypto (`crypto.subtle`), so it runs unchanged on
  * Node, Cloudflare Workers and Lambda. A signature is valid for the clock
  * skew window (default 60 s); read-only GETs replayed inside that window
@@ -48,7 +66,7 @@ import { unauthorized, StatusError } from "./k8s/status.ts";
 import type { Caller } from "./identity.ts";
 
 /** The scheme tag that starts every canonical request (bump on any change of the canonical form). */
-export const SIGNATURE_SCHEME = "EMB-HMAC-SHA256-1";
+export const SIGNATURE_SCHEME = "EMB-HMAC-SHA256-2";
 
 /** Header names (lowercase, as `Headers` reports them). */
 export const SIGNATURE_HEADERS = {
@@ -66,6 +84,12 @@ export const SIGNATURE_HEADERS = {
 export const SIGNING_KEYS_ENV = "BRIDGE_SIGNING_KEYS";
 /** Environment variable overriding the allowed clock skew, seconds. */
 export const SIGNING_SKEW_ENV = "BRIDGE_SIGNING_MAX_SKEW_SECONDS";
+/** Environment variable listing the origins signatures must be made for (`https://a.example[,…]`). */
+export const AUDIENCE_ENV = "BRIDGE_AUDIENCE";
+/** Environment variable that lets a bridge without keys serve unsigned requests (`true`; insecure). */
+export const INSECURE_ALLOW_UNSIGNED_ENV = "BRIDGE_INSECURE_ALLOW_UNSIGNED";
+/** Most origins in {@link AUDIENCE_ENV} (each costs one HMAC per request that fails to verify). */
+export const MAX_AUDIENCE_ORIGINS = 8;
 
 /** Default allowed distance between the signer's and the verifier's clocks, seconds. */
 export const DEFAULT_MAX_SKEW_SECONDS = 60;
@@ -146,10 +170,93 @@ export function parseMaxSkew(text: string | undefined): number {
   return n;
 }
 
-/** What a signer covers besides the caller: method and the full URL (path and query). */
+/**
+ * Parse the accepted audience from its environment text.
+ *
+ * @param text comma-separated absolute `http:`/`https:` origins, e.g.
+ *   `https://bridge.example.com,https://bridge.example.com:8443`; a trailing
+ *   `/` is allowed, any other path, query, fragment or user info is not
+ * @returns the origins as WHATWG `URL.origin` spells them (lowercase host,
+ *   default port dropped); undefined when `text` is empty (the URL the
+ *   request reached the bridge at is the audience)
+ * @throws SigningKeyError for a malformed entry or more than {@link MAX_AUDIENCE_ORIGINS}
+ */
+export function parseAudience(text: string | undefined): string[] | undefined {
+  if (text === undefined || text.trim() === "") return undefined;
+  const entries = text
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+  if (entries.length > MAX_AUDIENCE_ORIGINS) throw new SigningKeyError(`${AUDIENCE_ENV} lists ${entries.length} origins; at most ${MAX_AUDIENCE_ORIGINS} are allowed`);
+  const origins = entries.map((entry) => {
+    let url: URL;
+    try {
+      url = new URL(entry);
+    } catch {
+      throw new SigningKeyError(`${AUDIENCE_ENV}: ${JSON.stringify(truncate(entry))} is not an absolute URL (expected e.g. https://bridge.example.com)`);
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") throw new SigningKeyError(`${AUDIENCE_ENV}: ${JSON.stringify(truncate(entry))} is not an http or https origin`);
+    if (url.username !== "" || url.password !== "" || url.pathname !== "/" || url.search !== "" || url.hash !== "") {
+      throw new SigningKeyError(`${AUDIENCE_ENV}: ${JSON.stringify(truncate(entry))} must be an origin (scheme://host[:port]) without path, query or user info`);
+    }
+    return url.origin;
+  });
+  return [...new Set(origins)];
+}
+
+/** What the runtime's environment says about unsigned requests (see {@link signingMode}). */
+export type SigningMode =
+  /** keys are configured: every `/apis` request must be signed */
+  | { mode: "signed" }
+  /** no keys, and the operator allowed unsigned requests explicitly: log `warning` on every start */
+  | { mode: "insecure"; warning: string }
+  /** no keys and no permission: refuse to serve `/apis` (Node exits; Worker and Lambda answer 500 with `message`) */
+  | { mode: "refused"; message: string };
+
+/**
+ * Whether a deployed bridge may serve: with `BRIDGE_SIGNING_KEYS` it serves
+ * signed requests only; without keys it refuses unless the operator set
+ * `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` (or the Node server's
+ * `--insecure-allow-unsigned` flag, passed as `insecureAllowUnsigned`), in
+ * which case every `/apis` request is served as the config's
+ * `policy.localIdentity` — anyone who can reach the bridge reads what that
+ * identity may read.
+ *
+ * @param env the runtime's environment (`process.env`, Worker bindings)
+ * @param options.insecureAllowUnsigned the Node flag
+ * @param options.flag how the entry point spells its flag, for messages (e.g. `--insecure-allow-unsigned`)
+ * @returns never throws; a value of {@link INSECURE_ALLOW_UNSIGNED_ENV} other than `true`/`false`/empty is refused with a message
+ */
+export function signingMode(
+  env: Readonly<Record<string, string | undefined>>,
+  options: { insecureAllowUnsigned?: boolean; flag?: string } = {},
+): SigningMode {
+  if ((env[SIGNING_KEYS_ENV] ?? "").trim() !== "") return { mode: "signed" };
+  const setting = (env[INSECURE_ALLOW_UNSIGNED_ENV] ?? "").trim().toLowerCase();
+  const how = `set ${SIGNING_KEYS_ENV} (the in-cluster proxy's keys, id:secret[,id:secret]), or set ${INSECURE_ALLOW_UNSIGNED_ENV}=true${options.flag !== undefined ? ` (or pass ${options.flag})` : ""} to serve unsigned requests on purpose`;
+  if (setting !== "" && setting !== "true" && setting !== "false") {
+    return { mode: "refused", message: `${INSECURE_ALLOW_UNSIGNED_ENV} must be true or false, not ${JSON.stringify(truncate(setting))}; ${SIGNING_KEYS_ENV} is not set` };
+  }
+  if (setting === "true" || options.insecureAllowUnsigned === true) {
+    return {
+      mode: "insecure",
+      warning:
+        `running insecure: ${SIGNING_KEYS_ENV} is not set and ${options.insecureAllowUnsigned === true && setting !== "true" ? options.flag ?? "the insecure flag" : `${INSECURE_ALLOW_UNSIGNED_ENV}=true`} ` +
+        `is, so every unsigned request is served as the config's policy.localIdentity; anyone who can reach this bridge reads what that identity may read. ` +
+        `Set ${SIGNING_KEYS_ENV} for any deployment the in-cluster proxy calls`,
+    };
+  }
+  return { mode: "refused", message: `request signing is not configured: ${SIGNING_KEYS_ENV} is empty or missing, so this bridge refuses to serve; ${how}` };
+}
+
+/** What a signer covers besides the caller: method and the full URL (origin, path and query). */
 export interface SignedRequestParts {
   method: string;
-  /** absolute URL or path with query, e.g. `/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m?labelSelector=a%3Db` */
+  /**
+   * the absolute URL the request is sent to, e.g.
+   * `https://bridge.example.com/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m?labelSelector=a%3Db`;
+   * its origin is the audience the signature is bound to
+   */
   url: string;
   caller: Caller;
   requestId?: string;
@@ -161,8 +268,11 @@ export interface SignedRequestParts {
  *
  * @param key the signing key (the first of {@link parseSigningKeys})
  * @param nowMs signing time, ms since the epoch
+ * @throws TypeError when `parts.url` is not an absolute http(s) URL (a signature must name its audience)
  */
 export async function signRequest(parts: SignedRequestParts, key: SigningKey, nowMs: number): Promise<Record<string, string>> {
+  const audience = originOf(parts.url);
+  if (audience === undefined) throw new TypeError(`signRequest needs the absolute http(s) URL the request is sent to, not ${JSON.stringify(truncate(parts.url))}`);
   const identity = encodeIdentity(parts.caller);
   const headers: Record<string, string> = {
     [SIGNATURE_HEADERS.keyId]: key.id,
@@ -173,7 +283,7 @@ export async function signRequest(parts: SignedRequestParts, key: SigningKey, no
   if (identity.groups !== "") headers[SIGNATURE_HEADERS.groups] = identity.groups;
   if (identity.extra !== "") headers[SIGNATURE_HEADERS.extra] = identity.extra;
   if (parts.requestId !== undefined && parts.requestId !== "") headers[SIGNATURE_HEADERS.requestId] = parts.requestId;
-  const canonical = canonicalRequest(parts.method, parts.url, (name) => headers[name]);
+  const canonical = canonicalRequest(parts.method, parts.url, (name) => headers[name], audience);
   const mac = await crypto.subtle.sign("HMAC", await importKey(key), new TextEncoder().encode(canonical));
   headers[SIGNATURE_HEADERS.signature] = base64url.encode(new Uint8Array(mac));
   return headers;
@@ -185,6 +295,11 @@ export interface VerifyOptions {
   nowMs: number;
   /** allowed |now − timestamp|, seconds (default {@link DEFAULT_MAX_SKEW_SECONDS}) */
   maxSkewSeconds?: number;
+  /**
+   * the origins a signature may be made for ({@link parseAudience}); default:
+   * the origin of `request.url`, the URL the request reached the bridge at
+   */
+  audience?: readonly string[];
 }
 
 /**
@@ -193,8 +308,8 @@ export interface VerifyOptions {
  * @param keys accepted keys (any of them may have signed)
  * @throws StatusError 401 when a signature header is missing or malformed,
  *   the key id is unknown, the timestamp is outside the skew window, or the
- *   signature does not match the method, path, query, timestamp, key id,
- *   identity headers and request id
+ *   signature does not match the audience (origin), method, path, query,
+ *   timestamp, key id, identity headers and request id
  */
 export async function verifyRequest(request: Request, keys: readonly SigningKey[], options: VerifyOptions): Promise<Caller> {
   const h = request.headers;
@@ -224,10 +339,20 @@ export async function verifyRequest(request: Request, keys: readonly SigningKey[
   }
   const mac = decodeBase64(signature);
   if (mac === undefined || mac.length !== 32) throw unauthorized("X-Bridge-Signature is not a base64url HMAC-SHA256");
-  const canonical = canonicalRequest(request.method, request.url, (name) => h.get(name) ?? undefined);
-  // crypto.subtle.verify compares in constant time.
-  const ok = await crypto.subtle.verify("HMAC", await importKey(key), mac as Uint8Array<ArrayBuffer>, new TextEncoder().encode(canonical));
-  if (!ok) throw unauthorized("the request signature does not match the request (method, path, query, timestamp, key id or identity headers changed)");
+  const audience = options.audience ?? [new URL(request.url).origin];
+  let ok = false;
+  for (const origin of audience) {
+    const canonical = canonicalRequest(request.method, request.url, (name) => h.get(name) ?? undefined, origin);
+    // crypto.subtle.verify compares in constant time.
+    ok = await crypto.subtle.verify("HMAC", await importKey(key), mac as Uint8Array<ArrayBuffer>, new TextEncoder().encode(canonical));
+    if (ok) break;
+  }
+  if (!ok) {
+    throw unauthorized(
+      `the request signature does not match the request: it was signed for another audience than ${audience.join(", ")}, ` +
+        "or the method, path, query, timestamp, key id or identity headers changed",
+    );
+  }
   try {
     return decodeIdentity(h);
   } catch (err) {
@@ -238,12 +363,18 @@ export async function verifyRequest(request: Request, keys: readonly SigningKey[
 /**
  * The canonical request a signature covers.
  *
+ * @param url the request URL (absolute, or a path with query when `audience` is given)
  * @param header returns a header's value as sent (undefined when absent)
+ * @param audience the origin the signature is bound to (default: the origin of `url`)
+ * @throws TypeError when neither `audience` nor an absolute `url` names the origin
  */
-export function canonicalRequest(method: string, url: string, header: (name: string) => string | undefined): string {
+export function canonicalRequest(method: string, url: string, header: (name: string) => string | undefined, audience?: string): string {
   const parsed = new URL(url, "http://signing.invalid");
+  const origin = audience ?? originOf(url);
+  if (origin === undefined) throw new TypeError(`the canonical request needs an origin: ${JSON.stringify(truncate(url))} is not an absolute http(s) URL`);
   return [
     SIGNATURE_SCHEME,
+    origin,
     header(SIGNATURE_HEADERS.keyId) ?? "",
     header(SIGNATURE_HEADERS.timestamp) ?? "",
     method.toUpperCase(),
@@ -255,6 +386,16 @@ export function canonicalRequest(method: string, url: string, header: (name: str
     header(SIGNATURE_HEADERS.extra) ?? "",
     header(SIGNATURE_HEADERS.requestId) ?? "",
   ].join("\n");
+}
+
+/** The WHATWG origin of an absolute http(s) URL; undefined for a relative or other URL. */
+function originOf(url: string): string | undefined {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.origin : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Each path segment percent-decoded (when valid) and re-encoded with `encodeURIComponent`. */
@@ -318,35 +459,40 @@ function decodeIdentity(h: Headers): Caller {
 /**
  * An `authenticate` hook for the bridge app (`shared/app.ts`): when
  * `BRIDGE_SIGNING_KEYS` is set in the runtime's environment, every `/apis`
- * request must carry a valid signature and the caller comes from it;
- * otherwise `fallback` decides (e.g. the configured local identity). The
- * environment is read on every request, so a Worker whose secret changes
- * switches without a rebuild.
+ * request must carry a valid signature made for this bridge's audience
+ * (`BRIDGE_AUDIENCE`, else the URL the request reached it at) and the caller
+ * comes from it; otherwise `fallback` decides (e.g. the configured local
+ * identity). The environment is read on every request, so a Worker whose
+ * secret changes switches without a rebuild. Whether a bridge without keys
+ * may serve at all is the entry point's decision ({@link signingMode}).
  *
- * @throws StatusError 401 from {@link verifyRequest}; 500 when the key text
- *   in the environment is malformed (a deployment fault, named without the secret)
+ * @throws StatusError 401 from {@link verifyRequest}; 500 when the key text,
+ *   the skew or the audience in the environment is malformed (a deployment
+ *   fault, named without the secret)
  */
 export function signatureAuthenticator(
   runtime: { env: Readonly<Record<string, string | undefined>>; now: () => number },
   fallback: (request: Request) => Caller | Promise<Caller>,
 ): (request: Request) => Promise<Caller> {
   let parsedFrom: string | undefined;
-  let parsed: { keys: SigningKey[]; maxSkewSeconds: number } | StatusError | undefined;
+  let parsed: { keys: SigningKey[]; maxSkewSeconds: number; audience: string[] | undefined } | StatusError | undefined;
   return async (request) => {
     const text = runtime.env[SIGNING_KEYS_ENV];
     if (text === undefined || text.trim() === "") return fallback(request);
     const skewText = runtime.env[SIGNING_SKEW_ENV] ?? "";
-    const cacheKey = `${text}\u0000${skewText}`;
+    const audienceText = runtime.env[AUDIENCE_ENV] ?? "";
+    const cacheKey = `${text}\u0000${skewText}\u0000${audienceText}`;
     if (parsedFrom !== cacheKey) {
       parsedFrom = cacheKey;
       try {
-        parsed = { keys: parseSigningKeys(text), maxSkewSeconds: parseMaxSkew(skewText) };
+        parsed = { keys: parseSigningKeys(text), maxSkewSeconds: parseMaxSkew(skewText), audience: parseAudience(audienceText) };
       } catch (err) {
         parsed = new StatusError(500, `request signing is misconfigured: ${(err as Error).message}`);
       }
     }
     if (parsed instanceof StatusError) throw parsed;
-    return verifyRequest(request, parsed!.keys, { nowMs: runtime.now(), maxSkewSeconds: parsed!.maxSkewSeconds });
+    const { keys, maxSkewSeconds, audience } = parsed!;
+    return verifyRequest(request, keys, { nowMs: runtime.now(), maxSkewSeconds, ...(audience !== undefined ? { audience } : {}) });
   };
 }
 

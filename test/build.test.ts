@@ -22,7 +22,7 @@ import { HPA_CONTROLLER } from "../shared/identity.ts";
 import { parseSigningKeys, signRequest } from "../shared/signing.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
-import { toEvent } from "./helpers/lambda.ts";
+import { lambdaOrigin, toEvent } from "./helpers/lambda.ts";
 import { buildWorker, ROOT, type WorkerBuild } from "./helpers/worker.ts";
 
 const exec = promisify(execFile);
@@ -180,7 +180,7 @@ describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
     const [file, exportName] = [SLS.functions["bridge"]!.handler.replace(/\.[^.]+$/, ".mjs"), SLS.functions["bridge"]!.handler.split(".").at(-1)!];
     const key = parseSigningKeys(SIGNING_KEYS)[0]!;
     const signed = async (path: string, sentPath = path) =>
-      toEvent("Function URL", sentPath, { headers: await signRequest({ method: "GET", url: path, caller: HPA_CONTROLLER }, key, Date.now()) });
+      toEvent("Function URL", sentPath, { headers: await signRequest({ method: "GET", url: `${lambdaOrigin("Function URL")}${path}`, caller: HPA_CONTROLLER }, key, Date.now()) });
     const sqsRead = `${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`;
     const events = [
       await toEvent("Function URL", V1), // unsigned

@@ -24,6 +24,7 @@ describe("aws-cloudwatch in the Lambda handler", () => {
     const config = `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 600, cacheTTLSeconds: 30 }
 providers:
   cw: { type: aws-cloudwatch, region: us-east-1, endpoint: ${cw.endpoint}, credentials: { source: default }, maxAttempts: 1, batchWindowSeconds: 0.05 }
@@ -36,7 +37,7 @@ metrics:
     process.env["AWS_ACCESS_KEY_ID"] = "AKIDLAMBDA";
     process.env["AWS_SECRET_ACCESS_KEY"] = "secret";
     process.env["AWS_SESSION_TOKEN"] = "session";
-    handler = createLambdaHandler({ ...process.env, BRIDGE_CONFIG: config }, { log: () => {} }) as unknown as HttpHandler;
+    handler = createLambdaHandler({ ...process.env, BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", BRIDGE_CONFIG: config }, { log: () => {} }) as unknown as HttpHandler;
   });
   afterAll(async () => {
     delete process.env["AWS_ACCESS_KEY_ID"];

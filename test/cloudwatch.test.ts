@@ -19,6 +19,7 @@ function config(endpoint: string, metrics: string, provider = "", credentials = 
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 600, cacheTTLSeconds: 10 }
 providers:
   cw:

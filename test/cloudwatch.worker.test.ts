@@ -14,6 +14,7 @@ function config(endpoint: string) {
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 600, cacheTTLSeconds: 30 }
 providers:
   cw:

@@ -144,6 +144,7 @@ describe("hostile values end to end", () => {
   const config = (endpoint: string) => `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 providers:
   gcp: { type: gcp-monitoring, project: test-project, endpoint: ${endpoint}, credentials: { source: environment } }
 metrics:

@@ -22,6 +22,7 @@ const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
 const config = (endpoint: string) => `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 30 }
 providers:
   gcp: { type: gcp-monitoring, project: test-project, endpoint: ${endpoint}, credentials: { source: environment }, batchWindowSeconds: 0.05 }
@@ -66,7 +67,7 @@ describe("gcp-monitoring in the Lambda handler", () => {
     const from = fakes.store.requests.length;
     const callers = fakes.grpc.callers.length;
     const handler = createLambdaHandler(
-      { BRIDGE_CONFIG: config(fakes.grpc.endpoint), GOOGLE_SERVICE_ACCOUNT_JSON: fakes.account.text },
+      { BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", BRIDGE_CONFIG: config(fakes.grpc.endpoint), GOOGLE_SERVICE_ACCOUNT_JSON: fakes.account.text },
       { log: () => {}, transports: { [TRANSPORT_KEY]: createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) } },
     ) as unknown as HttpHandler;
     const answers = await readBoth(handler);
@@ -82,7 +83,7 @@ describe("gcp-monitoring in the Lambda handler", () => {
   });
 
   it("answers exactly as the REST transport does", async () => {
-    const env = { GOOGLE_SERVICE_ACCOUNT_JSON: fakes.account.text };
+    const env = { GOOGLE_SERVICE_ACCOUNT_JSON: fakes.account.text, BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" };
     const grpc = createLambdaHandler({ ...env, BRIDGE_CONFIG: config(fakes.grpc.endpoint) }, {
       log: () => {},
       transports: { [TRANSPORT_KEY]: createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) },
@@ -96,7 +97,7 @@ describe("gcp-monitoring in the Lambda handler", () => {
 
   it("a key the service does not know is a 500 naming the provider, never a value", async () => {
     const handler = createLambdaHandler(
-      { BRIDGE_CONFIG: config(fakes.grpc.endpoint), GOOGLE_SERVICE_ACCOUNT_JSON: JSON.stringify({ ...fakes.account.json, client_email: "stranger@test-project.iam.gserviceaccount.com" }) },
+      { BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", BRIDGE_CONFIG: config(fakes.grpc.endpoint), GOOGLE_SERVICE_ACCOUNT_JSON: JSON.stringify({ ...fakes.account.json, client_email: "stranger@test-project.iam.gserviceaccount.com" }) },
       { log: () => {}, transports: { [TRANSPORT_KEY]: createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) } },
     ) as unknown as HttpHandler;
     const res = await invoke(handler, "Function URL", `${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`);

@@ -31,6 +31,7 @@ function config(endpoint: string, extraRules = "", provider = "", credentials = 
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
 providers:
   gcp:

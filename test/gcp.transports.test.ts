@@ -67,6 +67,7 @@ function config(endpoint: string, pageSize = "") {
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 600, cacheTTLSeconds: 0 }
 providers:
   gcp:

@@ -16,10 +16,11 @@ import type { LogRecord } from "../shared/app.ts";
 import { HPA_CONTROLLER } from "../shared/identity.ts";
 import { parseSigningKeys, signRequest } from "../shared/signing.ts";
 import { expectStatus, externalMetricsContract } from "./helpers/contract.ts";
-import { invoke, LAMBDA_FIXTURES, lambdaTarget, toEvent, type HttpHandler, type LambdaEventShape } from "./helpers/lambda.ts";
+import { invoke, LAMBDA_FIXTURES, lambdaOrigin, lambdaTarget, toEvent, type HttpHandler, type LambdaEventShape } from "./helpers/lambda.ts";
 
 const quiet = { log: (_: LogRecord) => {} };
-const lambda = (env: LambdaEnv) => createLambdaHandler(env, quiet) as unknown as HttpHandler;
+/** A handler for `env`; unsigned on purpose (BRIDGE_INSECURE_ALLOW_UNSIGNED) unless `env` says otherwise. */
+const lambda = (env: LambdaEnv) => createLambdaHandler({ BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", ...env }, quiet) as unknown as HttpHandler;
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 for (const shape of Object.keys(LAMBDA_FIXTURES) as LambdaEventShape[]) {
@@ -222,8 +223,8 @@ describe("Lambda config from an SSM parameter (real SDK, fake SSM endpoint)", ()
 
   describe("signing keys from BRIDGE_SIGNING_KEYS_SSM_PARAMETER", () => {
     const KEYS = `k1:${Buffer.alloc(32, 3).toString("base64")}`;
-    const signed = async (path: string) => ({
-      headers: await signRequest({ method: "GET", url: path, caller: HPA_CONTROLLER }, parseSigningKeys(KEYS)[0]!, Date.now()),
+    const signed = async (path: string, shape: LambdaEventShape = "Function URL") => ({
+      headers: await signRequest({ method: "GET", url: `${lambdaOrigin(shape)}${path}`, caller: HPA_CONTROLLER }, parseSigningKeys(KEYS)[0]!, Date.now()),
     });
 
     it("reads the keys beside the config at cold start; then only signed requests are answered", async () => {
@@ -231,7 +232,7 @@ describe("Lambda config from an SSM parameter (real SDK, fake SSM endpoint)", ()
       ssm.parameters.set("/bridge/signing-keys", KEYS);
       const handler = lambda({ BRIDGE_CONFIG_SSM_PARAMETER: "/bridge/config", BRIDGE_SIGNING_KEYS_SSM_PARAMETER: "/bridge/signing-keys" });
       await expectStatus(await invoke(handler, "Function URL", V1), 401, "Unauthorized");
-      const res = await invoke(handler, "API Gateway HTTP API v2", V1, await signed(V1));
+      const res = await invoke(handler, "API Gateway HTTP API v2", V1, await signed(V1, "API Gateway HTTP API v2"));
       expect(res.status, await res.clone().text()).toBe(200);
       expect(((await res.json()) as { resources: { name: string }[] }).resources.map((r) => r.name)).toEqual(["signed_only"]);
       expect(ssm.calls.map((c) => c.body).sort((a, b) => String(a.Name).localeCompare(String(b.Name)))).toEqual([

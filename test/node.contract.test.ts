@@ -4,7 +4,7 @@ import { loadConfig } from "../shared/config/config.ts";
 import { externalMetricsContract } from "./helpers/contract.ts";
 
 externalMetricsContract("Node (@hono/node-server)", async (text) => {
-  const server = await startNodeServer({ config: loadConfig(text, "contract.yaml").config, port: 0, log: () => {} });
+  const server = await startNodeServer({ config: loadConfig(text, "contract.yaml").config, port: 0, log: () => {}, insecureAllowUnsigned: true });
   return {
     request: (path, init) => fetch(`${server.url}${path}`, init),
     close: () => server.close(),

@@ -13,7 +13,7 @@ import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 function configText(endpoint: string, policySection: string): string {
-  return `${sqsConfigHead(endpoint)}
+  return `${sqsConfigHead(endpoint, { policy: null })}
 metrics:
   - name: queue_messages_ready
     provider: sqs

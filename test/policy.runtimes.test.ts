@@ -19,7 +19,7 @@ import { startWorker } from "./helpers/worker.ts";
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 function configText(endpoint: string): string {
-  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2 })}
+  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2, policy: null })}
 metrics:
   - name: queue_messages_ready
     provider: sqs
@@ -64,14 +64,14 @@ const runtimes: [string, (text: string) => Promise<ContractTarget>][] = [
   [
     "Node server",
     async (text) => {
-      const server = await startNodeServer({ config: loadConfig(text, "policy.yaml").config, port: 0, log: () => {} });
+      const server = await startNodeServer({ config: loadConfig(text, "policy.yaml").config, port: 0, log: () => {}, insecureAllowUnsigned: true });
       return { request: (path, init) => fetch(`${server.url}${path}`, init), close: () => server.close() };
     },
   ],
   ["Cloudflare Worker (workerd)", async (text) => startWorker(text)],
   [
     "AWS Lambda",
-    async (text) => lambdaTarget(createLambdaHandler({ BRIDGE_CONFIG: text }, { log: () => {} }) as unknown as HttpHandler, "Function URL"),
+    async (text) => lambdaTarget(createLambdaHandler({ BRIDGE_CONFIG: text, BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" }, { log: () => {} }) as unknown as HttpHandler, "Function URL"),
   ],
 ];
 

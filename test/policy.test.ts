@@ -77,8 +77,15 @@ describe("loading", () => {
     ]);
   });
 
-  it("without a policy section and without policies, authorizes nothing (as before)", () => {
-    expect(loadConfig(BRIDGE, "p.yaml").config.policy).toBeUndefined();
+  it("without a policy section and without policies, fails closed: every read is denied, and the message says how to open it", () => {
+    const policy = loadConfig(BRIDGE, "p.yaml").config.policy!;
+    expect(policy).toMatchObject({ defaultAction: "Deny", implicit: true, localIdentity: ANONYMOUS, files: [] });
+    const decision = policy.policies.evaluate({ caller: HPA_CONTROLLER, namespace: "team-a", metric: "queue_messages_ready", selector: parseSelector("queue=a") });
+    expect(decision.decision).toBe("Deny");
+    expect(decision.message).toMatch(/no policy section, so every read is denied.*policy: \{ defaultAction: Allow \}/);
+    // stating the default is what opens it
+    expect(loadConfig(`${BRIDGE}policy: { defaultAction: Allow }\n`, "p.yaml").config.policy).toMatchObject({ defaultAction: "Allow" });
+    expect(loadConfig(`${BRIDGE}policy: { defaultAction: Allow }\n`, "p.yaml").config.policy?.implicit).toBeUndefined();
   });
 
   it("refuses policies without a policy section, so the default is always stated", () => {

@@ -30,7 +30,7 @@ const [K1, K2] = KEYS.split(",") as [string, string];
 
 function bridgeConfig(endpoint: string): string {
   const rule = (name: string) => `  - { name: ${name}, provider: sqs, query: { queueLabel: queue } }`;
-  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2, defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}
+  return `${sqsConfigHead(endpoint, { timeoutSeconds: 2, defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }", policy: null })}
 metrics:
 ${["node_queue", "worker_queue", "lambda_queue"].map(rule).join("\n")}
 policy:
@@ -48,20 +48,25 @@ spec:
 `;
 }
 
-/** The Lambda handler behind an HTTP listener: each request becomes a Function URL event. */
-async function startLambdaAdapter(handler: HttpHandler) {
+/**
+ * The Lambda handler behind an HTTP listener: each request becomes a Function
+ * URL event. The handler sees the fixture's Function URL domain, not this
+ * listener's origin, so `makeHandler` gets the origin the proxy addresses
+ * (for `BRIDGE_AUDIENCE`, as for a function behind a front of its own).
+ */
+async function startLambdaAdapter(makeHandler: (origin: string) => HttpHandler) {
+  let handler: HttpHandler | undefined;
   const server = http.createServer(async (req, res) => {
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && k !== "host" && k !== "connection") headers.set(k, v);
-    const response = await invoke(handler, "Function URL", req.url ?? "/", { method: req.method ?? "GET", headers });
+    const response = await invoke(handler!, "Function URL", req.url ?? "/", { method: req.method ?? "GET", headers });
     res.writeHead(response.status, Object.fromEntries(response.headers));
     res.end(Buffer.from(await response.arrayBuffer()));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => closeServer(server),
-  };
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  handler = makeHandler(url);
+  return { url, close: () => closeServer(server) };
 }
 
 let sqs: Emulator;
@@ -102,7 +107,7 @@ beforeAll(async () => {
   [node, worker, lambda] = await Promise.all([
     startNodeServer({ config: loadConfig(text, "bridge.yaml").config, port: 0, env, log: () => {} }),
     startWorker(text, env),
-    startLambdaAdapter(createLambdaHandler({ BRIDGE_CONFIG: text, ...env }, { log: () => {} }) as unknown as HttpHandler),
+    startLambdaAdapter((origin) => createLambdaHandler({ BRIDGE_CONFIG: text, ...env, BRIDGE_AUDIENCE: origin }, { log: () => {} }) as unknown as HttpHandler),
   ]);
   h = await startHarness({ pki, proxyConfig: proxyConfig() });
   h.fake.authorize = () => ({ allowed: true }); // RBAC allows; the functions' policy decides

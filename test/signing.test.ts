@@ -3,18 +3,26 @@
  * tampering of every signed part, staleness, unknown keys, rotation, and the
  * wiring into the bridge app (`shared/bridge.ts`): with BRIDGE_SIGNING_KEYS
  * set, unsigned/tampered/stale requests get a 401 Status and the caller comes
- * only from a valid signature.
+ * only from a valid signature; the audience a signature is bound to
+ * (scheme, host and port the proxy addressed, or BRIDGE_AUDIENCE), through
+ * the app and through a real Node server (host-rewrite replay).
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { buildBridge } from "../shared/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
 import { forbidden, StatusError } from "../shared/k8s/status.ts";
+import { startNodeServer } from "../functions/node.ts";
+import { loadConfig } from "../shared/config/config.ts";
 import {
+  canonicalRequest,
+  parseAudience,
   parseMaxSkew,
   parseSigningKeys,
   SIGNATURE_HEADERS,
   signatureAuthenticator,
+  SIGNATURE_SCHEME,
+  signingMode,
   signRequest,
   SigningKeyError,
   verifyRequest,
@@ -99,6 +107,36 @@ describe("signing keys", () => {
     }
   });
 
+  it("parses the audience setting into origins", () => {
+    expect(parseAudience(undefined)).toBeUndefined();
+    expect(parseAudience(" ")).toBeUndefined();
+    expect(parseAudience("https://Bridge.Example.com/, https://bridge.example.com:443,http://10.0.0.7:8080")).toEqual([
+      "https://bridge.example.com",
+      "http://10.0.0.7:8080",
+    ]);
+    for (const bad of ["bridge.example.com", "ftp://x.example", "https://x.example/apis", "https://u:p@x.example", "https://x.example/?a=1"]) {
+      expect(() => parseAudience(bad), bad).toThrow(SigningKeyError);
+    }
+    expect(() => parseAudience(Array.from({ length: 9 }, (_, i) => `https://h${i}.example`).join(","))).toThrow(/at most 8/);
+  });
+
+  it("refuses to serve without keys unless unsigned operation is allowed explicitly", () => {
+    expect(signingMode({ BRIDGE_SIGNING_KEYS: KEYS_TEXT })).toEqual({ mode: "signed" });
+    for (const env of [{}, { BRIDGE_SIGNING_KEYS: " " }, { BRIDGE_INSECURE_ALLOW_UNSIGNED: "false" }]) {
+      const mode = signingMode(env);
+      expect(mode.mode).toBe("refused");
+      expect((mode as { message: string }).message).toMatch(/BRIDGE_SIGNING_KEYS is empty or missing.*BRIDGE_INSECURE_ALLOW_UNSIGNED=true/);
+    }
+    expect(signingMode({ BRIDGE_INSECURE_ALLOW_UNSIGNED: "yes" })).toMatchObject({ mode: "refused", message: expect.stringMatching(/must be true or false/) });
+    expect(signingMode({ BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" })).toMatchObject({ mode: "insecure", warning: expect.stringMatching(/^running insecure/) });
+    expect(signingMode({}, { insecureAllowUnsigned: true, flag: "--insecure-allow-unsigned" })).toMatchObject({
+      mode: "insecure",
+      warning: expect.stringMatching(/--insecure-allow-unsigned/),
+    });
+    // keys win over the insecure setting
+    expect(signingMode({ BRIDGE_SIGNING_KEYS: KEYS_TEXT, BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" })).toEqual({ mode: "signed" });
+  });
+
   it("parses the clock skew setting", () => {
     expect(parseMaxSkew(undefined)).toBe(60);
     expect(parseMaxSkew("15")).toBe(15);
@@ -144,6 +182,9 @@ describe("sign and verify", () => {
 
   describe("refuses a request when a signed part is tampered with", () => {
     const cases: [string, (r: { url: string; method: string; headers: Record<string, string> }) => void][] = [
+      ["origin: host (another function sharing the keys)", (r) => void (r.url = r.url.replace("bridge.example.com", "other.example.com"))],
+      ["origin: scheme", (r) => void (r.url = r.url.replace("https://", "http://"))],
+      ["origin: port", (r) => void (r.url = r.url.replace("bridge.example.com", "bridge.example.com:8443"))],
       ["method", (r) => void (r.method = "HEAD")],
       ["path: namespace", (r) => void (r.url = r.url.replace("/team-a/", "/team-b/"))],
       ["path: metric", (r) => void (r.url = r.url.replace("queue_messages_ready", "queue_messages_delayed"))],
@@ -221,6 +262,35 @@ describe("sign and verify", () => {
     expect((await rejection(toRequest(await signed({ key: KEY_A })), [KEY_B])).message).toMatch(/unknown key id "key-a"/);
   });
 
+  it("binds the signature to its audience: scheme id 2, the origin on the second line", async () => {
+    expect(SIGNATURE_SCHEME).toBe("EMB-HMAC-SHA256-2");
+    const canonical = canonicalRequest("get", `HTTPS://Bridge.Example.com:443${PATH}${QUERY}`, () => undefined).split("\n");
+    expect(canonical.slice(0, 2)).toEqual(["EMB-HMAC-SHA256-2", "https://bridge.example.com"]);
+    expect(canonicalRequest("GET", `http://10.0.0.7:8080${PATH}`, () => undefined).split("\n")[1]).toBe("http://10.0.0.7:8080");
+    // a signer must name the URL it sends to: a bare path has no audience
+    await expect(signRequest({ method: "GET", url: PATH, caller: HPA }, KEY_A, NOW)).rejects.toThrow(/absolute http\(s\) URL/);
+    expect(() => canonicalRequest("GET", PATH, () => undefined)).toThrow(/needs an origin/);
+  });
+
+  it("verifies against the audience list when given, whatever URL the request arrived at", async () => {
+    const forA = await signed({ url: `https://a.example${PATH}${QUERY}` });
+    // arrived at a.example, but this bridge's audience is b.example only
+    const err = await (async () => {
+      try {
+        await verifyRequest(toRequest(forA), [KEY_A], { nowMs: NOW, audience: ["https://b.example"] });
+      } catch (e) {
+        return e as StatusError;
+      }
+      throw new Error("accepted");
+    })();
+    expect(err.code).toBe(401);
+    expect(err.message).toMatch(/another audience than https:\/\/b\.example/);
+    // a request signed for b.example is accepted wherever it arrived (a load balancer in front)
+    const forB = await signed({ url: `https://b.example${PATH}${QUERY}` });
+    const arrived = new Request(`http://10.0.0.7:8080${PATH}${QUERY}`, { headers: forB.headers });
+    expect((await verifyRequest(arrived, [KEY_A], { nowMs: NOW, audience: ["https://a.example", "https://b.example"] })).user).toBe(HPA.user);
+  });
+
   it("refuses identity headers that are not percent-encoded", async () => {
     const r = await signed();
     r.headers[SIGNATURE_HEADERS.user] = "jane doe";
@@ -291,5 +361,76 @@ metrics:
     env["BRIDGE_SIGNING_KEYS"] = KEYS_TEXT;
     await expect(auth(new Request(`${BASE}${PATH}`))).rejects.toMatchObject({ code: 401 });
     expect((await auth(toRequest(await signed()))).user).toBe(HPA.user);
+  });
+});
+
+describe("signatures bound to their audience, through the bridge", () => {
+  const CONFIG = `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+providers:
+  sqs: { type: aws-sqs, region: us-east-1, endpoint: "http://127.0.0.1:9", credentials: { source: static, accessKeyId: x, secretAccessKey: y } }
+metrics:
+  - { name: queue_messages_ready, provider: sqs }
+`;
+  const DISCOVERY = "/apis/external.metrics.k8s.io/v1beta1";
+  const signedFor = async (url: string) => ({ url, method: "GET", headers: await signRequest({ method: "GET", url, caller: HPA }, KEY_A, Date.now()) });
+
+  it("a request signed for https://a.example is refused (401) by a bridge whose audience is https://b.example", async () => {
+    const { app } = buildBridge(CONFIG, "test.yaml", { env: { BRIDGE_SIGNING_KEYS: KEYS_TEXT, BRIDGE_AUDIENCE: "https://b.example" }, now: Date.now }, { log: () => {} });
+    const forA = await signedFor(`https://a.example${DISCOVERY}`);
+    // delivered as signed (Host a.example) and delivered to b.example: both refused
+    await expectStatus((await app.fetch(toRequest(forA))) as Response, 401, "Unauthorized", /another audience than https:\/\/b\.example/);
+    await expectStatus((await app.fetch(new Request(`https://b.example${DISCOVERY}`, { headers: forA.headers }))) as Response, 401, "Unauthorized");
+    expect(((await app.fetch(toRequest(await signedFor(`https://b.example${DISCOVERY}`)))) as Response).status).toBe(200);
+  });
+
+  it("without BRIDGE_AUDIENCE, a function refuses a request signed for another function sharing the keys", async () => {
+    const { app } = buildBridge(CONFIG, "test.yaml", { env: { BRIDGE_SIGNING_KEYS: KEYS_TEXT }, now: Date.now }, { log: () => {} });
+    const forA = await signedFor(`https://fn-a.example${DISCOVERY}`);
+    await expectStatus((await app.fetch(new Request(`https://fn-b.example${DISCOVERY}`, { headers: forA.headers }))) as Response, 401, "Unauthorized");
+    expect(((await app.fetch(toRequest(forA))) as Response).status).toBe(200);
+  });
+
+  it("answers 500 naming the problem when BRIDGE_AUDIENCE is malformed", async () => {
+    const { app } = buildBridge(CONFIG, "test.yaml", { env: { BRIDGE_SIGNING_KEYS: KEYS_TEXT, BRIDGE_AUDIENCE: "b.example" }, now: Date.now }, { log: () => {} });
+    await expectStatus((await app.fetch(toRequest(await signedFor(`https://b.example${DISCOVERY}`)))) as Response, 500, "InternalError", /BRIDGE_AUDIENCE/);
+  });
+
+  it("a real Node server: host-rewrite replay is refused; with BRIDGE_AUDIENCE the Host header is never trusted", async () => {
+    const config = loadConfig(CONFIG, "test.yaml").config;
+    const plain = await startNodeServer({ config, port: 0, log: () => {}, env: { BRIDGE_SIGNING_KEYS: KEYS_TEXT } });
+    const pinned = await startNodeServer({ config, port: 0, log: () => {}, env: { BRIDGE_SIGNING_KEYS: KEYS_TEXT, BRIDGE_AUDIENCE: "https://b.example" } });
+    try {
+      const get = async (server: string, r: { url: string; headers: Record<string, string> }, host?: string) => {
+        const path = new URL(r.url).pathname;
+        // node:http lets a test set Host; fetch would not
+        const { request } = await import("node:http");
+        return new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const u = new URL(server);
+          const req = request({ host: u.hostname, port: u.port, path, headers: { ...r.headers, ...(host !== undefined ? { host } : {}) } }, (res) => {
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => (body += c));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          });
+          req.on("error", reject);
+          req.end();
+        });
+      };
+      // the plain server's audience is the URL it is reached at: signed for it → 200
+      expect((await get(plain.url, await signedFor(`${plain.url}${DISCOVERY}`))).status).toBe(200);
+      // signed for another function (b.example) and replayed here → 401
+      expect((await get(plain.url, await signedFor(`https://b.example${DISCOVERY}`))).status).toBe(401);
+      // pinned to https://b.example: signed for a.example and replayed with Host rewritten to a.example → 401
+      const replay = await get(pinned.url, await signedFor(`https://a.example${DISCOVERY}`), "a.example");
+      expect(replay.status, replay.body).toBe(401);
+      expect(JSON.parse(replay.body)).toMatchObject({ kind: "Status", reason: "Unauthorized" });
+      // … and even a signature for the URL it was really reached at is refused: the Host header is not trusted
+      expect((await get(pinned.url, await signedFor(`${pinned.url}${DISCOVERY}`))).status).toBe(401);
+      // signed for its audience, arriving through whatever front (Host says 127.0.0.1) → 200
+      expect((await get(pinned.url, await signedFor(`https://b.example${DISCOVERY}`))).status).toBe(200);
+    } finally {
+      await Promise.all([plain.close(), pinned.close()]);
+    }
   });
 });

@@ -58,6 +58,7 @@ function workerConfig(endpoint: string, credentials: string, cacheTTLSeconds = 0
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 60, cacheTTLSeconds: ${cacheTTLSeconds} }
 providers:
   sqs:

@@ -9,7 +9,7 @@ import { resolve } from "node:path";
 import { loadConfig, type BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError, parseYamlDocuments, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
 import { PolicySet, type CompiledPolicy } from "../../shared/policy/evaluate.ts";
-import { compilePolicies, isPolicyDocument } from "../../shared/policy/load.ts";
+import { compilePolicies, IMPLICIT_DENY_NOTE, isPolicyDocument } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 
 /** Read a file as UTF-8 (the `readFile` every loader gets). */
@@ -152,14 +152,14 @@ function collect(ws: Workspace, docs: readonly SourceDocument[], kinds: Readonly
 
 /**
  * The policy set the bridge would enforce with these inputs, and a note
- * when the config authorizes nothing.
+ * when the config has no policy section (every read denied).
  *
  * @param override `--default-action`
  */
 export function policySetOf(ws: Workspace, override?: Action): { policies: PolicySet | undefined; note?: string } {
   const configured = ws.config?.policy?.defaultAction;
-  if (override === undefined && ws.config !== undefined && ws.config.policy === undefined && ws.policies.length === 0) {
-    return { policies: undefined, note: "the config has no policy section and no policies: the bridge authorizes nothing (every request is allowed)" };
+  if (override === undefined && ws.config !== undefined && (ws.config.policy === undefined || ws.config.policy.implicit === true) && ws.policies.length === 0) {
+    return { policies: new PolicySet([], "Deny", IMPLICIT_DENY_NOTE), note: "the config has no policy section: the bridge denies every read (fail closed)" };
   }
   return { policies: new PolicySet(ws.policies, override ?? configured ?? "Deny") };
 }

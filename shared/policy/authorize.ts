@@ -7,11 +7,12 @@
  * `403 Forbidden`, worded like apimachinery's `NewForbidden`
  * (`pkg/api/errors/errors.go`: `<resource> "<name>" is forbidden: <reason>`).
  */
-import type { AuthorizationRequest, BridgeOptions } from "../app.ts";
+import type { AuthorizationRequest, BridgeOptions, LogRecord } from "../app.ts";
 import type { BridgeConfig } from "../config/config.ts";
-import type { Caller } from "../identity.ts";
+import { ANONYMOUS, type Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, forbidden } from "../k8s/status.ts";
-import type { Decision, PolicySet } from "./evaluate.ts";
+import { PolicySet, type Decision } from "./evaluate.ts";
+import { IMPLICIT_DENY_NOTE } from "./load.ts";
 
 /** The 403 message for a denied decision. */
 export function forbiddenMessage(request: { caller: Caller; namespace: string; metric: string }, decision: Decision): string {
@@ -44,16 +45,45 @@ export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRe
 }
 
 /**
- * The hooks for a config: without a `policy:` section (and no policies),
- * none — the app's defaults (anonymous, allow). With one, every request's
- * caller is the configured local identity and the policies decide.
- *
- * The in-cluster proxy's signature verifier replaces `authenticate` (pass
- * it in the options after these); `authorize` stays.
+ * The hooks for a config: every request's caller is the configured local
+ * identity (the in-cluster proxy's signature verifier replaces it: pass it
+ * in the options after these) and the policies decide. A config without a
+ * `policy:` section denies every read (fail closed); so does a hand-built
+ * `BridgeConfig` without `policy`.
  */
 export function policyHooks(config: BridgeConfig): Pick<BridgeOptions, "authenticate" | "authorize"> {
   const policy = config.policy;
-  if (policy === undefined) return {};
+  if (policy === undefined) {
+    return { authenticate: () => ANONYMOUS, authorize: policyAuthorizer(new PolicySet([], "Deny", IMPLICIT_DENY_NOTE)) };
+  }
   const identity = policy.localIdentity;
   return { authenticate: () => identity, authorize: policyAuthorizer(policy.policies) };
+}
+
+/**
+ * What an entry point logs about the policy at every start (Node start,
+ * Worker isolate's first build, Lambda cold start):
+ *
+ * - no `policy:` section: a `warn` that every read is denied and how to open it;
+ * - an explicit `defaultAction: Allow` with no ExternalMetricPolicy: a
+ *   `warn` starting "running open: …" (every caller reads every series);
+ * - otherwise nothing.
+ */
+export function policyStartupNotices(config: BridgeConfig): LogRecord[] {
+  const policy = config.policy;
+  if (policy === undefined || policy.implicit === true) {
+    return [{ level: "warn", msg: `policy: ${IMPLICIT_DENY_NOTE}`, source: config.source }];
+  }
+  if (policy.defaultAction === "Allow" && policy.policies.policies.length === 0) {
+    return [
+      {
+        level: "warn",
+        msg:
+          "running open: policy.defaultAction is Allow and there is no ExternalMetricPolicy, so every caller reads every series " +
+          "this bridge serves; for a cluster set policy.defaultAction: Deny and grant reads with ExternalMetricPolicy objects (docs/policy.md)",
+        source: config.source,
+      },
+    ];
+  }
+  return [];
 }

@@ -118,6 +118,8 @@ export class PolicySet {
   readonly policies: readonly CompiledPolicy[];
   /** the decision when no policy applies */
   readonly defaultAction: Action;
+  /** appended to the message of a decision made by {@link defaultAction} (e.g. why the default is what it is) */
+  readonly defaultNote: string | undefined;
   readonly #cluster: CompiledPolicy[] = [];
   readonly #byNamespace = new Map<string, CompiledPolicy[]>();
   readonly #memo = new Map<CompiledPolicy, Map<string, number>>();
@@ -125,10 +127,12 @@ export class PolicySet {
   /**
    * @param policies in load order (ids must be unique; the loader checks)
    * @param defaultAction the bridge's `policy.defaultAction`
+   * @param defaultNote appended to the message when no policy applies
    */
-  constructor(policies: readonly CompiledPolicy[], defaultAction: Action) {
+  constructor(policies: readonly CompiledPolicy[], defaultAction: Action, defaultNote?: string) {
     this.policies = policies;
     this.defaultAction = defaultAction;
+    this.defaultNote = defaultNote;
     for (const p of policies) {
       if (p.namespace === undefined) this.#cluster.push(p);
       else {
@@ -227,7 +231,8 @@ export class PolicySet {
         byDefault: true,
         message:
           `no ExternalMetricPolicy applies to ${who} in namespace "${request.namespace}", ` +
-          `and the bridge's policy.defaultAction is ${this.defaultAction}`,
+          `and the bridge's policy.defaultAction is ${this.defaultAction}` +
+          (this.defaultNote !== undefined ? `: ${this.defaultNote}` : ""),
       };
     }
     const prepared = new PreparedSelector(request.selector);

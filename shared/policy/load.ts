@@ -23,7 +23,17 @@ export interface PolicyConfig {
   files: string[];
   /** every policy, compiled */
   policies: PolicySet;
+  /**
+   * true when the BridgeConfig has no `policy:` section (and no policies):
+   * the bridge then denies every read, fail closed (`defaultAction` Deny)
+   */
+  implicit?: boolean;
 }
+
+/** Why a read is denied when the BridgeConfig has no `policy:` section, and how to open it. */
+export const IMPLICIT_DENY_NOTE =
+  "the BridgeConfig has no policy section, so every read is denied (defaultAction Deny); " +
+  "to grant reads add ExternalMetricPolicy objects with policy: { defaultAction: Deny }, or run open with policy: { defaultAction: Allow } (docs/policy.md)";
 
 /** How policy files are reached. */
 export interface PolicyLoadOptions {
@@ -214,9 +224,11 @@ export function compilePolicyFiles(
  * Build `BridgeConfig.policy` from the config document's `policy:` section
  * and the policies of the source and of `policy.files`.
  *
- * Without a `policy:` section and without policies, returns undefined: the
- * bridge then authorizes nothing (every caller may read every metric) — the
- * local demo's setting. Policies without a `policy:` section are refused, so
+ * Without a `policy:` section and without policies, the bridge fails closed:
+ * the result denies every read (`defaultAction` Deny, `implicit: true`) and
+ * the entry points log so at start ({@link IMPLICIT_DENY_NOTE}). Running
+ * open takes an explicit `policy: { defaultAction: Allow }` (the local
+ * demo's setting). Policies without a `policy:` section are refused, so
  * that the default for callers no policy covers is always stated.
  *
  * @param bridgeDoc the (already validated) BridgeConfig document
@@ -227,13 +239,15 @@ export function loadPolicyConfig(
   bridgeDoc: SourceDocument,
   others: readonly SourceDocument[],
   options: PolicyLoadOptions = {},
-): PolicyConfig | undefined {
+): PolicyConfig {
   const raw = (bridgeDoc.value as { policy?: unknown }).policy;
   const compiled = compilePolicies(others);
   const issues = [...compiled.issues];
   const policies = [...compiled.policies];
   if (raw === undefined) {
-    if (policies.length === 0 && issues.length === 0) return undefined;
+    if (policies.length === 0 && issues.length === 0) {
+      return { defaultAction: "Deny", localIdentity: ANONYMOUS, files: [], policies: new PolicySet([], "Deny", IMPLICIT_DENY_NOTE), implicit: true };
+    }
     const first = others.find(isPolicyDocument);
     issues.push({
       source: first?.source ?? bridgeDoc.source,

@@ -74,6 +74,7 @@ async function simulate(bridge: Bridge, metric: string, label: string, clock: { 
 
 const head = (ttl: number) => `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 600, cacheTTLSeconds: ${ttl} }
 `;
 

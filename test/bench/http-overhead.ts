@@ -209,6 +209,7 @@ async function startRole(role: string, options: Record<string, unknown>): Promis
       const text = bridgeConfigText(options["endpoint"] as string, options["cacheTTLSeconds"] as number, options["series"] as number);
       const env: Record<string, string | undefined> = { ...process.env };
       if (typeof options["signingKeys"] === "string") env["BRIDGE_SIGNING_KEYS"] = options["signingKeys"];
+      else env["BRIDGE_INSECURE_ALLOW_UNSIGNED"] = "true"; // the unsigned baseline, on purpose
       // No `log`: the entry point's default, JSON lines on stdout (the parent points stdout at /dev/null).
       const server = await startNodeServer({ config: loadConfig(text, "bench.yaml").config, port: 0, env });
       const commands: Record<string, number> = { connections: 0 };

@@ -70,6 +70,7 @@ function config(endpoint: string, cacheTTLSeconds: number): string {
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
 defaults: { maxAgeSeconds: 3600, cacheTTLSeconds: ${cacheTTLSeconds} }
 providers:
   sqs: { type: aws-sqs, region: us-east-1, endpoint: ${endpoint}, credentials: { source: static, accessKeyId: a, secretAccessKey: b } }
@@ -140,8 +141,8 @@ async function main(): Promise<void> {
     await addMessages(client, QueueUrl!, 7);
     client.destroy();
     const quiet = { log: () => {} };
-    const miss = createLambdaHandler({ BRIDGE_CONFIG: config(emulator.endpoint, 0) }, quiet) as unknown as HttpHandler;
-    const hit = createLambdaHandler({ BRIDGE_CONFIG: config(emulator.endpoint, 3600) }, quiet) as unknown as HttpHandler;
+    const miss = createLambdaHandler({ BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", BRIDGE_CONFIG: config(emulator.endpoint, 0) }, quiet) as unknown as HttpHandler;
+    const hit = createLambdaHandler({ BRIDGE_INSECURE_ALLOW_UNSIGNED: "true", BRIDGE_CONFIG: config(emulator.endpoint, 3600) }, quiet) as unknown as HttpHandler;
     const read = (h: HttpHandler) => async () => {
       const res = await invoke(h, "Function URL", PATH);
       if (res.status !== 200) throw new Error(`lambda answered ${res.status}: ${await res.text()}`);

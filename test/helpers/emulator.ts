@@ -50,19 +50,32 @@ export async function startEmulator(port = 0): Promise<Emulator> {
   };
 }
 
+/** The `policy:` flow mapping of a test that is not about policy: every read allowed, explicitly. */
+export const OPEN_POLICY = "{ defaultAction: Allow }";
+
+/** A `policy:` section line for test configs written by hand (append to a BridgeConfig document). */
+export const OPEN_POLICY_SECTION = `policy: ${OPEN_POLICY}\n`;
+
 /**
- * The head of a BridgeConfig (apiVersion, kind, optional `defaults`, and
- * `providers:`) whose one provider `sqs` reads the emulator at `endpoint`
- * with static test keys and one attempt per call. Tests append `metrics:`,
- * `policy:` and further documents.
+ * The head of a BridgeConfig (apiVersion, kind, optional `defaults`,
+ * `policy:` unless turned off, and `providers:`) whose one provider `sqs`
+ * reads the emulator at `endpoint` with static test keys and one attempt per
+ * call. Tests append `metrics:` and further documents.
+ *
+ * A BridgeConfig without a `policy:` section denies every read, so the head
+ * states `policy: { defaultAction: Allow }` by default (what a test that is
+ * not about policy needs); a test that writes its own `policy:` section
+ * passes `policy: null`.
  *
  * @param options.timeoutSeconds per-call timeout (default 1)
  * @param options.defaults a flow mapping for `defaults:`, e.g. `{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }`
+ * @param options.policy a flow mapping for `policy:` (default `{ defaultAction: Allow }`), or null for none
  */
-export function sqsConfigHead(endpoint: string, options: { timeoutSeconds?: number; defaults?: string } = {}): string {
+export function sqsConfigHead(endpoint: string, options: { timeoutSeconds?: number; defaults?: string; policy?: string | null } = {}): string {
+  const policy = options.policy === undefined ? OPEN_POLICY : options.policy;
   return `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
-${options.defaults !== undefined ? `defaults: ${options.defaults}\n` : ""}providers:
+${options.defaults !== undefined ? `defaults: ${options.defaults}\n` : ""}${policy !== null ? `policy: ${policy}\n` : ""}providers:
   sqs:
     type: aws-sqs
     region: us-east-1

@@ -65,6 +65,15 @@ export function loadFixture(shape: LambdaEventShape): HttpEventV2 {
   return JSON.parse(readFileSync(url, "utf8")) as HttpEventV2;
 }
 
+/**
+ * The origin a request of `shape` reaches the function at, as the Lambda
+ * handler sees it (`https://` + `requestContext.domainName`): what the
+ * in-cluster proxy addresses, so the audience a signature must be made for.
+ */
+export function lambdaOrigin(shape: LambdaEventShape): string {
+  return `https://${loadFixture(shape).requestContext.domainName}`;
+}
+
 /** Content types Lambda passes as text; other bodies arrive base64-encoded. */
 function isTextType(contentType: string | null): boolean {
   return contentType === null || /^(text\/|application\/(json|xml|x-www-form-urlencoded|javascript|yaml))/i.test(contentType);

@@ -153,6 +153,12 @@ export interface RunningWorker {
  * binding (omitted when `undefined`) and `extraBindings` as more string
  * bindings (vars/secrets).
  *
+ * A Worker without `BRIDGE_SIGNING_KEYS` refuses `/apis` requests unless
+ * `BRIDGE_INSECURE_ALLOW_UNSIGNED` is `true`; for tests that are not about
+ * signing this helper sets `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` when
+ * `extraBindings` names neither. A test of the refusal passes
+ * `BRIDGE_INSECURE_ALLOW_UNSIGNED: ""`.
+ *
  * @param options.build a build from {@link buildWorker} (default: the repository's Worker, built once per process)
  */
 export async function startWorker(
@@ -162,6 +168,7 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   const build = options.build ?? (await defaultBuild());
   const bindings: Record<string, string> = { ...extraBindings };
+  if (!("BRIDGE_SIGNING_KEYS" in bindings) && !("BRIDGE_INSECURE_ALLOW_UNSIGNED" in bindings)) bindings["BRIDGE_INSECURE_ALLOW_UNSIGNED"] = "true";
   if (configText !== undefined) bindings["BRIDGE_CONFIG"] = configText;
   let captured = "";
   const capture = (stream: Readable) => {
