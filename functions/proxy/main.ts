@@ -76,6 +76,16 @@ export function proxyCommand(): Command {
       ),
     )
     .addOption(new Option("--no-token-review", "do not authenticate bearer tokens with TokenReview"))
+    .addOption(
+      new Option("--authorization-webhook-cache-authorized-ttl <duration>", "how long an allowed SubjectAccessReview answer is re-used (e.g. 20s)").default(20_000, "20s").argParser(durationMs),
+    )
+    .addOption(
+      new Option("--authorization-webhook-cache-unauthorized-ttl <duration>", "how long a denied SubjectAccessReview answer is re-used (e.g. 10s)").default(10_000, "10s").argParser(durationMs),
+    )
+    .addOption(new Option("--authentication-token-webhook-cache-ttl <duration>", "how long TokenReview answers are re-used (e.g. 10s)").default(10_000, "10s").argParser(durationMs))
+    .addOption(
+      new Option("--kube-api-timeout-seconds <s>", "deadline of each TokenReview and SubjectAccessReview; the request is cancelled past it").default(2).argParser(positiveSeconds),
+    )
     .addOption(new Option("--readiness-interval-seconds <s>", "period of the readiness loop, which also refreshes the discovery list held from backends").default(10).argParser(seconds))
     .addOption(new Option("--shutdown-delay-seconds <s>", "on SIGTERM, stay up unready this long before closing the listener").default(5).argParser(seconds))
     .addOption(new Option("--drain-timeout-seconds <s>", "longest wait for in-flight requests on shutdown").default(20).argParser(seconds))
@@ -110,6 +120,21 @@ function seconds(text: string): number {
   return n;
 }
 
+function positiveSeconds(text: string): number {
+  const n = seconds(text);
+  if (n <= 0) throw new Error(`must be more than 0 seconds: ${text}`);
+  return n;
+}
+
+/** A Go-style duration as apiserver's flags take it (`20s`, `1m`, `1m30s`, `500ms`), or bare seconds; in ms. */
+function durationMs(text: string): number {
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) throw new Error(`not a duration (e.g. 10s, 1m): ${text}`);
+  return parts.reduce((sum, p) => sum + Number(p[1]) * units[p[2]!]!, 0);
+}
+
 function namespacedName(text: string, flag: string): { namespace: string; name: string } {
   const [namespace, name, ...rest] = text.split("/");
   if (!namespace || !name || rest.length > 0) throw new Error(`${flag} must be namespace/name, got ${JSON.stringify(text)}`);
@@ -141,6 +166,10 @@ async function main(argv: string[]): Promise<void> {
     register: boolean;
     authenticationConfigmap: string;
     tokenReview: boolean;
+    authorizationWebhookCacheAuthorizedTtl: number;
+    authorizationWebhookCacheUnauthorizedTtl: number;
+    authenticationTokenWebhookCacheTtl: number;
+    kubeApiTimeoutSeconds: number;
     readinessIntervalSeconds: number;
     shutdownDelaySeconds: number;
     drainTimeoutSeconds: number;
@@ -225,8 +254,14 @@ async function main(argv: string[]): Promise<void> {
     config,
     serving,
     authentication,
-    ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc) } : {}),
-    subjectAccessReview: subjectAccessReviewer(kc),
+    ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }) } : {}),
+    subjectAccessReview: subjectAccessReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }),
+    authorization: {
+      allowedTtlMs: opts.authorizationWebhookCacheAuthorizedTtl,
+      deniedTtlMs: opts.authorizationWebhookCacheUnauthorizedTtl,
+      timeoutMs: opts.kubeApiTimeoutSeconds * 1000,
+    },
+    tokenAuthentication: { tokenCacheTtlMs: opts.authenticationTokenWebhookCacheTtl, tokenReviewTimeoutMs: opts.kubeApiTimeoutSeconds * 1000 },
     ...(signingKeys ? { signingKeys } : {}),
     ...(opts.register
       ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(elector ? { isLeader: () => elector.isLeader() } : {}) } }

@@ -23,8 +23,8 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { SigningKey } from "../signing.ts";
 import { createProxyApp } from "./app.ts";
 import type { AuthenticationConfigSource } from "./authn-config.ts";
-import { Authenticator, type TokenReviewer } from "./authenticate.ts";
-import { Authorizer, type SubjectAccessReviewer } from "./authorize.ts";
+import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authenticate.ts";
+import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authorize.ts";
 import { BackendClient } from "./backends.ts";
 import type { ProxyConfig } from "./config.ts";
 import { Forwarder } from "./forward.ts";
@@ -41,6 +41,10 @@ export interface ProxyOptions {
   /** bearer-token authentication; undefined turns it off */
   tokenReview?: TokenReviewer;
   subjectAccessReview: SubjectAccessReviewer;
+  /** SubjectAccessReview cache TTLs and deadline (authorize.ts defaults: allowed 20 s, denied 10 s, deadline 2 s) */
+  authorization?: Pick<AuthorizerOptions, "allowedTtlMs" | "deniedTtlMs" | "timeoutMs">;
+  /** TokenReview cache TTL and deadline (authenticate.ts defaults: 10 s, 2 s) */
+  tokenAuthentication?: Pick<AuthenticatorOptions, "tokenCacheTtlMs" | "tokenReviewTimeoutMs">;
   /** the keys of BRIDGE_SIGNING_KEYS (first signs); required when a backend has type bridge */
   signingKeys?: readonly SigningKey[];
   /**
@@ -100,8 +104,13 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   }
   const metrics = createMetrics(options.processMetrics ?? true);
   const clients = new Map(config.backends.map((b) => [b.name, new BackendClient(b, { signingKeys: () => options.signingKeys, now })]));
-  const authenticator = new Authenticator({ config: options.authentication, ...(options.tokenReview ? { tokenReview: options.tokenReview } : {}), now });
-  const authorizer = new Authorizer({ review: options.subjectAccessReview, now });
+  const authenticator = new Authenticator({
+    config: options.authentication,
+    ...(options.tokenReview ? { tokenReview: options.tokenReview } : {}),
+    ...options.tokenAuthentication,
+    now,
+  });
+  const authorizer = new Authorizer({ review: options.subjectAccessReview, ...options.authorization, now });
   const forwarder = new Forwarder({ config, clients, metrics, log, now });
 
   let shuttingDown = false;
