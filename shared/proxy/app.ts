@@ -11,16 +11,25 @@
  * | `GET /metrics` | Prometheus text |
  * | anything else | 404 Status (405 for other methods) |
  *
+ * Request intake, before any work (before authentication, a
+ * SubjectAccessReview or a cache key): a path + query longer than
+ * {@link MAX_REQUEST_TARGET_BYTES}, a `labelSelector` longer than
+ * {@link MAX_SELECTOR_LENGTH} characters, or more than one `labelSelector`
+ * is a 400 Status at once (headers are bounded by the server's
+ * `maxHeaderSize`, 32 KiB, which Node answers with 431).
+ *
  * Every path except the probes is authenticated (front proxy, client
  * certificate, bearer token, anonymous) and authorized (SubjectAccessReview)
- * first, as kube-apiserver's filter chain does. Every answer carries
+ * first, as kube-apiserver's filter chain does. No answer on a values path
+ * carries `Retry-After` (one attempt for the HPA's client-go; see
+ * forward.ts). Every answer carries
  * `X-Request-Id`, which is also sent (signed) to the backend and logged on both sides.
  */
 import type { HttpBindings } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { TLSSocket } from "node:tls";
 import type { Caller } from "../identity.ts";
-import { notFound, StatusError, toStatusError } from "../k8s/status.ts";
+import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { decodeMetricName } from "../metric-name.ts";
 import type { Authenticator } from "./authenticate.ts";
@@ -56,6 +65,44 @@ type Env = {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Longest request target (path + query as sent), bytes. Room for the
+ * longest selector the bridge accepts ({@link MAX_SELECTOR_LENGTH}
+ * characters, up to 3 bytes each once percent-encoded as client-go's
+ * `url.Values.Encode` does) plus the path; far under Node's header limit.
+ */
+export const MAX_REQUEST_TARGET_BYTES = 16 * 1024;
+/** Longest `labelSelector`, characters: the bridge's own limit (`MAX_SELECTOR_LENGTH` in shared/app.ts). */
+export const MAX_SELECTOR_LENGTH = 4096;
+
+/**
+ * Refuse an oversized request before any work.
+ *
+ * @param target the request target as received (`/apis/…?labelSelector=…`)
+ * @throws StatusError 400 when the target is longer than
+ *   {@link MAX_REQUEST_TARGET_BYTES} bytes, a `labelSelector` is longer than
+ *   {@link MAX_SELECTOR_LENGTH} characters, or there is more than one
+ */
+export function checkRequestSize(target: string): void {
+  const bytes = Buffer.byteLength(target, "utf8");
+  if (bytes > MAX_REQUEST_TARGET_BYTES) {
+    throw badRequest(`the request path and query are ${bytes} bytes long; at most ${MAX_REQUEST_TARGET_BYTES} are accepted`);
+  }
+  const q = target.indexOf("?");
+  if (q < 0) return;
+  const selectors = new URLSearchParams(target.slice(q + 1)).getAll("labelSelector");
+  if (selectors.length > 1) throw badRequest("labelSelector may be given only once");
+  const length = selectors[0]?.length ?? 0;
+  if (length > MAX_SELECTOR_LENGTH) {
+    throw badRequest(`labelSelector is ${length} characters long; at most ${MAX_SELECTOR_LENGTH} are accepted`);
+  }
+}
+
+/** Whether `path` is a values read (`/apis/external.metrics.k8s.io/v1beta1/namespaces/…`): its answers never carry Retry-After. */
+function isValuesPath(path: string): boolean {
+  return path.startsWith(`${DISCOVERY_PATH}/namespaces/`);
+}
 
 /** Build the proxy app. */
 export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
@@ -94,6 +141,12 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     });
   });
 
+  // Size checks before any work (on the raw target as received when served by Node).
+  app.use("*", async (c, next) => {
+    checkRequestSize(c.env?.incoming?.url ?? requestTarget(c.req.url));
+    await next();
+  });
+
   app.onError((err, c) => {
     const status = toStatusError(err);
     c.set("error", status);
@@ -103,7 +156,8 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
       c.set("backend", err.backend);
       return send(c, { status: err.code, body: err.body, headers: err.passHeaders });
     }
-    return send(c, { status: status.code, body: JSON.stringify(status.toStatus()), headers: status.headers() });
+    const headers = isValuesPath(c.req.path) ? {} : status.headers();
+    return send(c, { status: status.code, body: JSON.stringify(status.toStatus()), headers });
   });
 
   for (const path of ["/healthz", "/livez"]) {
@@ -173,7 +227,10 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     c.set("kind", "values");
     const metric = decodeMetricName(segments[5]!);
     c.set("metric", metric.key);
-    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search }, metric);
+    const answer = await forwarder.values(
+      { caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search, signal: c.req.raw.signal },
+      metric,
+    );
     c.set("backend", answer.backend);
     c.set("cache", answer.cache);
     return send(c, answer);
@@ -192,8 +249,15 @@ function json(body: unknown): Answer {
 }
 
 function send(c: Context<Env>, answer: Answer): Response {
-  for (const [k, v] of Object.entries(answer.headers)) c.header(k, v);
+  const values = isValuesPath(c.req.path);
+  for (const [k, v] of Object.entries(answer.headers)) if (!(values && k.toLowerCase() === "retry-after")) c.header(k, v);
   return c.body(answer.body, answer.status as 200, { "Content-Type": "application/json", "Cache-Control": "no-store" });
+}
+
+/** Path + query of a URL (for callers without Node's raw request target). */
+function requestTarget(url: string): string {
+  const u = new URL(url);
+  return u.pathname + u.search;
 }
 
 /** Fallback for non-Node callers (tests using `app.request`): headers as raw pairs. */

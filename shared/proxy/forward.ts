@@ -5,10 +5,23 @@
  * - Values (`…/namespaces/{ns}/{metric}`): the first route whose pattern
  *   matches the metric name picks the backend, else the pass-through backend,
  *   else 404. Identical reads of the same caller share one backend call while
- *   in flight and re-use a successful answer for `cache.ttlSeconds`; the cache
- *   key includes the caller's whole identity, so one caller never receives an
- *   answer made for another (a backend's policy may treat them differently).
- *   Failures are never cached.
+ *   in flight and re-use a successful answer for min(`cache.ttlSeconds`, the
+ *   backend's `Cache-Control: max-age`) — `no-store`/`max-age=0` answers are
+ *   never stored (the bridge's freshness contract: its max-age keeps every
+ *   item within its rule's `maxAgeSeconds`). The cache key is the sha256 of
+ *   the caller's whole identity, the backend and the path + query, so one
+ *   caller never receives an answer made for another (a backend's policy may
+ *   treat them differently) and a key costs 64 bytes however long the
+ *   request; the cache is bounded by `cache.maxEntries` and `cache.maxBytes`.
+ * - One attempt for the HPA: no values answer carries `Retry-After` — not the
+ *   proxy's own 503s, not a backend's (stripped; its Status body is kept).
+ *   client-go retries a 429/5xx carrying `Retry-After` up to 10 times
+ *   (`rest/with_retry.go`), holding one of the HPA controller's 5 workers.
+ *   Instead the proxy backs off itself: a failed values read is kept for the
+ *   backend's own `Retry-After` (clamped to [1 s, 30 s]) or 1 s for timeouts,
+ *   unreachable backends, 5xx and invalid answers, so repeated reads of a
+ *   failing series do not each hit the backend. 4xx answers other than 429
+ *   are not kept. A read nobody waits for any more is cancelled.
  * - Discovery (`/apis/external.metrics.k8s.io/v1beta1`) is answered from
  *   state the proxy holds and never waits on a backend, never answers 503:
  *   the aggregator probes this path (5 s, `Available=False
@@ -32,22 +45,24 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { CoalescingCache } from "../cache.ts";
+import { createHash } from "node:crypto";
+import { CoalescingCache, type CacheOutcome } from "../cache.ts";
 import type { Caller } from "../identity.ts";
-import { EXTERNAL_METRICS_GROUP, internalError, MAX_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
+import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
 import { BackendError, type BackendClient, type BackendResponse } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
+import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values.ts";
 
 /**
  * Seconds a client should wait after a backend failure: the shared cap
- * (`MAX_RETRY_AFTER_SECONDS`, 1 s), so client-go's up to 10 retries do not
+ * (`MIN_RETRY_AFTER_SECONDS`, 1 s), so client-go's up to 10 retries do not
  * stall the HPA controller (see shared/k8s/status.ts).
  */
-export const BACKEND_RETRY_AFTER_SECONDS = MAX_RETRY_AFTER_SECONDS;
+export const BACKEND_RETRY_AFTER_SECONDS = MIN_RETRY_AFTER_SECONDS;
 /** The discovery path. */
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
 /**
@@ -57,7 +72,6 @@ export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
  */
 export const MAX_DISCOVERY_RESOURCES = 10_000;
 /** The identity the proxy signs its own discovery requests with (readiness loop and background refresh). */
-
 export const PROBE_CALLER: Caller = Object.freeze({
   user: "system:external-metrics-bridge-proxy:readiness",
   groups: ["system:authenticated"],
@@ -68,12 +82,16 @@ export const PROBE_CALLER: Caller = Object.freeze({
 export interface Answer {
   status: number;
   body: string;
-  /** extra response headers (e.g. `Retry-After`) */
+  /** extra response headers (never `Retry-After` on a values answer) */
   headers: Record<string, string>;
   /** which backend answered (values) */
   backend?: string;
   /** cache outcome */
-  cache?: "hit" | "coalesced" | "miss";
+  cache?: CacheOutcome;
+  /** values: how long this answer may be stored, ms (0 = not stored) */
+  storeMs?: number;
+  /** values: when this answer stops being fresh, ms since epoch */
+  freshUntil?: number;
 }
 
 /** A values read. */
@@ -82,6 +100,8 @@ export interface ValuesRequest {
   requestId: string;
   /** path and query exactly as received */
   pathAndQuery: string;
+  /** aborts when the caller has gone (the backend call is cancelled when no caller waits) */
+  signal?: AbortSignal;
 }
 
 /** Options of {@link Forwarder}. */
@@ -119,7 +139,13 @@ export class Forwarder {
     this.#metrics = options.metrics;
     this.#log = options.log;
     const cacheOptions = { maxEntries: options.config.cache.maxEntries, ...(options.now ? { now: options.now } : {}) };
-    this.#values = new CoalescingCache(cacheOptions);
+    this.#values = new CoalescingCache<Answer>({
+      ...cacheOptions,
+      maxBytes: options.config.cache.maxBytes,
+      // An answer the backend marked no-store (or max-age=0) is never kept: larger than any bound.
+      sizeOf: (answer) => (answer.storeMs === 0 ? Number.POSITIVE_INFINITY : answer.body.length * 2 + 256),
+      failureTtlMs: (err) => (typeof err === "object" && err !== null ? (BACKOFF.get(err) ?? 0) : 0),
+    });
     this.#now = options.now ?? Date.now;
   }
 
@@ -137,9 +163,11 @@ export class Forwarder {
    * Read values from the backend the routes pick.
    *
    * @throws StatusError 404 when no route claims the metric and there is no
-   *   pass-through backend; 503 for a backend failure (with Retry-After); 500
-   *   when a bridge backend refused the signature; the backend's own Status
-   *   otherwise
+   *   pass-through backend; 503 (never with Retry-After) for a backend
+   *   failure, timeout or invalid answer, naming the backend; 500 when a
+   *   bridge backend refused the signature; the backend's own Status
+   *   otherwise ({@link BackendStatusError}, its Retry-After dropped); the
+   *   caller's `signal.reason` when it aborts
    */
   async values(request: ValuesRequest, metric: { key: string; requested: string }): Promise<Answer> {
     const backend = routeFor(this.#config, metric.key);
@@ -151,14 +179,57 @@ export class Forwarder {
       });
     }
     const client = this.#clients.get(backend)!;
-    const key = JSON.stringify([callerKey(request.caller), backend, request.pathAndQuery]);
-    const { promise, outcome } = this.#cached(this.#values, key, this.#config.cache.ttlSeconds * 1000, async () => {
-      const response = await this.#call(client, request.pathAndQuery, request.caller, request.requestId);
-      return checkValues(client, response);
-    });
+    const key = valuesKey(request.caller, backend, request.pathAndQuery);
+    const ttlMs = this.#config.cache.ttlSeconds * 1000;
+    const load = async (signal: AbortSignal): Promise<Answer> => {
+      const response = await this.#valuesCall(client, request, signal);
+      return checkValues(client, response, ttlMs, this.#now());
+    };
+    const read = () => this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
+    let promise = read();
+    let outcome = this.#values.lastOutcome;
+    if (outcome === "hit") {
+      const stored = await promise;
+      if (this.#now() <= (stored.freshUntil ?? Number.POSITIVE_INFINITY)) {
+        this.#metrics.cache.inc({ result: "hit" });
+        return { ...stored, backend, cache: "hit" };
+      }
+      // Within cache.ttlSeconds but past the backend's max-age: read again.
+      this.#values.delete(key);
+      promise = read();
+      outcome = this.#values.lastOutcome;
+    }
     this.#metrics.cache.inc({ result: outcome });
     const answer = await promise;
     return { ...answer, backend, cache: outcome };
+  }
+
+  /** Values reads answered from the cache: stored answers, stored failures (back-off), loads, in flight. */
+  get valuesCache(): { size: number; bytes: number; inflight: number } {
+    return { size: this.#values.size, bytes: this.#values.bytes, inflight: this.#values.inflight };
+  }
+
+  /**
+   * One values call to a backend with metrics and logging. A BackendError
+   * becomes a 503 without Retry-After, kept 1 s as back-off (not when the
+   * call was cancelled); `unsigned` becomes a 500.
+   */
+  async #valuesCall(client: BackendClient, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
+    const started = performance.now();
+    try {
+      const response = await client.get({ pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal });
+      this.#metrics.backendRequests.inc({ backend: client.name, code: String(response.status) });
+      return response;
+    } catch (err) {
+      if (!(err instanceof BackendError)) throw err;
+      this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
+      this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
+      this.#log({ level: "warn", msg: "backend call failed", requestId: request.requestId, backend: client.name, kind: err.kind, error: err.message });
+      if (err.kind === "unsigned") throw internalError(err.message);
+      throw withBackoff(backendUnavailable(err.message, err), err.kind === "aborted" ? 0 : backoffMs(undefined, undefined, 0));
+    } finally {
+      this.#metrics.backendDuration.observe({ backend: client.name }, (performance.now() - started) / 1000);
+    }
   }
 
   /**
@@ -226,14 +297,6 @@ export class Forwarder {
   /** Close backend connections. */
   close(): void {
     for (const client of this.#clients.values()) client.close();
-  }
-
-  #cached(cache: CoalescingCache<Answer>, key: string, ttlMs: number, load: () => Promise<Answer>) {
-    const { hits, coalesced } = cache.stats;
-    const promise = cache.get(key, ttlMs, load);
-    // CoalescingCache updates its counters synchronously inside get().
-    const outcome: "hit" | "coalesced" | "miss" = cache.stats.hits > hits ? "hit" : cache.stats.coalesced > coalesced ? "coalesced" : "miss";
-    return { promise, outcome };
   }
 
   /** The resources of `list` that the routes send to `client`, normalised. */
@@ -311,33 +374,67 @@ export class Forwarder {
   }
 }
 
-/** A `metav1.Status` failure from a backend, passed on with its code and headers. */
+/**
+ * A `metav1.Status` failure from a backend, passed on with its code and its
+ * body unchanged. `passHeaders` never holds `Retry-After`: the backend's hint
+ * is the proxy's back-off, not the HPA's (see the module doc).
+ */
 export class BackendStatusError extends StatusError {
   readonly backend: string;
   readonly passHeaders: Record<string, string>;
   readonly body: string;
-  constructor(backend: string, status: StatusError, body: string, headers: Record<string, string>) {
+  constructor(backend: string, status: StatusError, body: string, headers: Record<string, string> = {}) {
     super(status.code, status.message, status.details);
     this.backend = backend;
     this.body = body;
-    this.passHeaders = headers;
+    const { "Retry-After": _dropped, ...kept } = headers;
+    this.passHeaders = kept;
   }
 }
 
-/** Validate a values answer. @throws StatusError as described in the module doc */
-function checkValues(client: BackendClient, response: BackendResponse): Answer {
+/** How long each failed values read is kept as back-off, ms (read by the cache's failureTtlMs). */
+const BACKOFF = new WeakMap<object, number>();
+
+/** Tag `err` with a back-off (ms; 0 = not kept) and return it. */
+function withBackoff<E extends object>(err: E, ms: number): E {
+  if (ms > 0) BACKOFF.set(err, ms);
+  return err;
+}
+
+/**
+ * 503 ServiceUnavailable for a backend that failed, timed out or answered
+ * something that cannot be passed on — without `Retry-After`, so client-go
+ * makes one attempt (see the module doc).
+ */
+function backendUnavailable(message: string, cause?: unknown): StatusError {
+  return new StatusError(503, message, undefined, cause === undefined ? undefined : { cause });
+}
+
+/** The values cache key: sha256 (hex) of the caller's whole identity, the backend and the path + query. */
+export function valuesKey(caller: Caller, backend: string, pathAndQuery: string): string {
+  return createHash("sha256").update(JSON.stringify([callerKey(caller), backend, pathAndQuery])).digest("hex");
+}
+
+/**
+ * Validate a values answer (shared/proxy/values.ts `checkValueList`) and say
+ * how long it may be stored (`freshnessMs`: min(`ttlMs`, the backend's
+ * max-age); `no-store` → 0).
+ *
+ * @throws StatusError 503 naming the backend and the bad field, kept 1 s as
+ *   back-off; otherwise as {@link backendFailure}
+ */
+function checkValues(client: BackendClient, response: BackendResponse, ttlMs: number, nowMs: number): Answer {
   const text = response.body.toString("utf8");
-  if (response.status === 200) {
-    const body = parseJson(text) as { kind?: unknown; items?: unknown } | undefined;
-    if (body?.kind !== "ExternalMetricValueList" || !Array.isArray(body.items)) {
-      throw serviceUnavailable(`backend ${client.name} answered 200 without an ExternalMetricValueList; no value is reported`, BACKEND_RETRY_AFTER_SECONDS);
-    }
-    if (body.items.length === 0) {
-      throw serviceUnavailable(`backend ${client.name} answered no items; an empty read is not reported as a value`, BACKEND_RETRY_AFTER_SECONDS);
-    }
-    return { status: 200, body: text, headers: {} };
+  if (response.status !== 200) throw backendFailure(client, response, text, nowMs);
+  try {
+    checkValueList(text);
+  } catch (err) {
+    if (!(err instanceof ValueListError)) throw err;
+    const field = err.field ? ` (field ${err.field})` : "";
+    throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), backoffMs(undefined, undefined, nowMs));
   }
-  throw backendFailure(client, response, text);
+  const storeMs = freshnessMs(response.headers["cache-control"], ttlMs);
+  return { status: 200, body: text, headers: {}, storeMs, freshUntil: nowMs + storeMs };
 }
 
 /** Validate a discovery answer. @throws StatusError */
@@ -351,7 +448,16 @@ function checkDiscovery(client: BackendClient, response: BackendResponse): APIRe
   return body;
 }
 
-function backendFailure(client: BackendClient, response: BackendResponse, text: string): StatusError {
+/**
+ * A backend's non-200 answer as the error to answer with: a bridge's 401 is
+ * a 500 (the proxy's signature was refused: a key mismatch, not the
+ * caller's fault); a `metav1.Status` with a code the API uses is passed on
+ * ({@link BackendStatusError}, without `Retry-After`); anything else is a
+ * 503 naming the backend. 429 and 5xx answers are kept as back-off for the
+ * backend's `Retry-After` (else the Status's `details.retryAfterSeconds`,
+ * else 1 s; clamped to [1 s, 30 s]); other 4xx are not kept.
+ */
+function backendFailure(client: BackendClient, response: BackendResponse, text: string, nowMs = Date.now()): StatusError {
   const body = parseJson(text) as { kind?: unknown; status?: unknown; message?: unknown; code?: unknown; details?: unknown } | undefined;
   const isStatus = body?.kind === "Status" && body.status === "Failure" && typeof body.message === "string";
   if (client.config.type === "bridge" && response.status === 401) {
@@ -359,17 +465,18 @@ function backendFailure(client: BackendClient, response: BackendResponse, text: 
       `backend ${client.name} refused the proxy's request signature (${isStatus ? String(body!.message) : "401"}); check that BRIDGE_SIGNING_KEYS match on the proxy and the function`,
     );
   }
+  const transient = response.status === 429 || response.status >= 500;
+  const details = isStatus && typeof body!.details === "object" && body!.details !== null ? (body!.details as StatusError["details"]) : undefined;
+  const backoff = transient ? backoffMs(response.headers["retry-after"], details?.retryAfterSeconds, nowMs) : 0;
   const code = response.status as StatusError["code"];
   if (!isStatus || !(code in { 400: 1, 403: 1, 404: 1, 405: 1, 406: 1, 429: 1, 500: 1, 503: 1, 504: 1 })) {
-    return serviceUnavailable(
-      `backend ${client.name} answered HTTP ${response.status} without a metav1.Status${text ? `: ${text.slice(0, 200)}` : ""}`,
-      BACKEND_RETRY_AFTER_SECONDS,
+    return withBackoff(
+      backendUnavailable(`backend ${client.name} answered HTTP ${response.status} without a metav1.Status${text ? `: ${text.slice(0, 200)}` : ""}`),
+      backoff,
     );
   }
-  const headers: Record<string, string> = {};
-  if (response.headers["retry-after"] !== undefined) headers["Retry-After"] = response.headers["retry-after"];
-  const status = new StatusError(code, String(body!.message), (body!.details as StatusError["details"]) ?? undefined);
-  return new BackendStatusError(client.name, status, text, headers);
+  const status = new StatusError(code, String(body!.message), details ?? undefined);
+  return withBackoff(new BackendStatusError(client.name, status, text), backoff);
 }
 
 function parseJson(text: string): unknown {

@@ -138,7 +138,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       requestCert: true,
       rejectUnauthorized: false,
       minVersion: "TLSv1.2",
-      maxHeaderSize: 64 * 1024,
+      // Request line + headers; Node answers 431 past it (the app refuses long targets and selectors itself, see app.ts).
+      maxHeaderSize: 32 * 1024,
     },
     (req, res) => void listener(req, res),
   );
