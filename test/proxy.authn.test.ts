@@ -8,7 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authenticator } from "../shared/proxy/authenticate.ts";
+import { Authenticator, TOKEN_CACHE_BOUNDS, TOKEN_REVIEW_TIMEOUT_MS } from "../shared/proxy/authenticate.ts";
 import type { SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
 import { x509 } from "../shared/proxy/x509.ts";
 import { authenticationData, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
@@ -209,6 +209,44 @@ describe("bearer tokens (TokenReview)", () => {
   it("treats a non-bearer Authorization header as no credential", async () => {
     await h.get(values(), { headers: { Authorization: "Basic YTpi" } });
     expect(lastReview().user).toBe("system:anonymous");
+  });
+
+  it("refuses a token kube-apiserver does not review within 2 s with 401, and cancels the review", async () => {
+    h.fake.tokens.set("token-slow", { username: "slow" });
+    h.fake.hanging.add("tokenreviews");
+    try {
+      const hung = { ...h.fake.hung };
+      const started = Date.now();
+      // two identical requests share one review and its deadline
+      const [a, b] = await Promise.all([
+        h.get(values(), { headers: { Authorization: "Bearer token-slow" } }),
+        h.get(values(), { headers: { Authorization: "Bearer token-slow" } }),
+      ]);
+      const took = Date.now() - started;
+      expect(a.status, a.text).toBe(401);
+      expect(b.status, b.text).toBe(401);
+      expect(a.json()).toMatchObject({ kind: "Status", reason: "Unauthorized", code: 401 });
+      expect(took).toBeGreaterThanOrEqual(TOKEN_REVIEW_TIMEOUT_MS - 50);
+      expect(took).toBeLessThan(TOKEN_REVIEW_TIMEOUT_MS + 3_000); // not undici's 300 s
+      expect(h.fake.hung.started - hung.started).toBe(1);
+      await eventually(() => h.fake.hung.closedByClient - hung.closedByClient === 1, 3_000, "the hanging TokenReview connection to close");
+    } finally {
+      h.fake.hanging.delete("tokenreviews");
+    }
+    // The failure is not cached: the token works as soon as kube-apiserver answers.
+    expect((await h.get(values(), { headers: { Authorization: "Bearer token-slow" } })).status).toBe(200);
+  });
+
+  it("keys the token cache by the token's hash and bounds it by entries and bytes", async () => {
+    const long = `t${"x".repeat(20_000)}`;
+    h.fake.tokens.set(long, { username: "long-token-user" });
+    const before = h.proxy.authenticator.tokenCacheStats();
+    expect((await h.get(values(), { headers: { Authorization: `Bearer ${long}` } })).status).toBe(200);
+    const after = h.proxy.authenticator.tokenCacheStats();
+    expect(after.entries - before.entries).toBe(1);
+    expect(after.bytes - before.bytes).toBeLessThan(1_000); // not the 40 KB of the token as a key
+    expect(after.maxEntries).toBe(TOKEN_CACHE_BOUNDS.maxEntries);
+    expect(after.maxBytes).toBe(TOKEN_CACHE_BOUNDS.maxBytes);
   });
 });
 

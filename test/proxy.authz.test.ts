@@ -2,15 +2,17 @@
  * Proxy authorization: the attributes kube-apiserver computes
  * (RequestInfoFactory, GetAuthorizerAttributes, the webhook authorizer's
  * SubjectAccessReview), the delegated authorizer's rules (always-allowed
- * paths and group, 10 s allow/deny cache) and per-metric RBAC end to end over
+ * paths and group, 20 s allow / 10 s deny cache keyed by a hash and bounded by
+ * entries and bytes, a 2 s review deadline) and per-metric RBAC end to end over
  * TLS against the fake Kubernetes API.
  */
+import https from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authorizer, reviewSpec, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import { Authorizer, reviewSpec, SAR_ANONYMOUS_CACHE_BOUNDS, SAR_TIMEOUT_MS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
 import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
 import { rbac } from "./fakes/kube-apiserver.ts";
-import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 const HPA: Caller = {
   user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
@@ -118,7 +120,7 @@ describe("the delegated authorizer", () => {
     return { authorizer, specs, tick: (ms: number) => (now += ms) };
   }
 
-  it("caches allow and deny answers for 10 s", async () => {
+  it("caches allowed answers 20 s (longer than the HPA's 15 s period) and denied answers 10 s", async () => {
     const { authorizer, specs, tick } = counting((s) => s.resourceAttributes?.resource === "allowed");
     const ok = info(`${V1}/namespaces/ns/allowed`);
     const no = info(`${V1}/namespaces/ns/denied`);
@@ -128,12 +130,78 @@ describe("the delegated authorizer", () => {
     expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
     expect(await authorizer.decide(HPA, no)).toMatchObject({ allowed: false, by: "cache" });
     expect(specs).toHaveLength(2);
-    tick(1_500);
-    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
+    tick(1_500); // 10.5 s: the denial is re-reviewed, the allowance is not
+    expect(await authorizer.decide(HPA, no)).toMatchObject({ allowed: false, by: "review" });
     expect(specs).toHaveLength(3);
+    tick(5_000); // 15.5 s: the HPA's next read still hits
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(specs).toHaveLength(3);
+    tick(5_000); // 20.5 s
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
+    expect(specs).toHaveLength(4);
     // Another caller is another key.
     await authorizer.decide({ ...HPA, user: "other" }, ok);
-    expect(specs).toHaveLength(4);
+    expect(specs).toHaveLength(5);
+  });
+
+  it("takes its TTLs from options (the --authorization-webhook-cache-*-ttl flags)", async () => {
+    const specs: SubjectAccessReviewSpec[] = [];
+    let now = 0;
+    const authorizer = new Authorizer({
+      review: async (spec) => (specs.push(spec), { allowed: spec.resourceAttributes?.resource === "allowed" }),
+      now: () => now,
+      allowedTtlMs: 3_000,
+      deniedTtlMs: 1_000,
+    });
+    const ok = info(`${V1}/namespaces/ns/allowed`);
+    const no = info(`${V1}/namespaces/ns/denied`);
+    await authorizer.decide(HPA, ok);
+    await authorizer.decide(HPA, no);
+    now += 1_500;
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ by: "cache" });
+    expect(await authorizer.decide(HPA, no)).toMatchObject({ by: "review" });
+    now += 2_000;
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ by: "review" });
+  });
+
+  it("keys the cache by a hash of the spec: a 60 KB selector leaves a few hundred bytes", async () => {
+    const { authorizer } = counting(() => false);
+    const values = Array.from({ length: 6_000 }, (_, i) => `v${String(i).padStart(6, "0")}`).join(",");
+    const big = info(`${V1}/namespaces/ns/m?labelSelector=${encodeURIComponent(`k in (${values})`)}`);
+    expect(JSON.stringify(reviewSpec(HPA, big)).length).toBeGreaterThan(60_000);
+    await authorizer.decide(HPA, big);
+    const stats = authorizer.cacheStats().authenticated;
+    expect(stats.entries).toBe(1);
+    expect(stats.bytes).toBeLessThan(1_000);
+    expect(await authorizer.decide(HPA, big)).toMatchObject({ by: "cache" });
+  });
+
+  it("gives up on a review at its deadline: 500, and identical requests share that one review and deadline", async () => {
+    const signals: AbortSignal[] = [];
+    const authorizer = new Authorizer({
+      // never answers and ignores its signal: the deadline must still hold
+      review: (_spec, signal) => (signals.push(signal!), new Promise(() => {})),
+      timeoutMs: 100,
+    });
+    const i = info(`${V1}/namespaces/ns/m?labelSelector=q%3Dslow`);
+    const results = await Promise.allSettled([authorizer.authorize(HPA, i), authorizer.authorize(HPA, i), authorizer.authorize(HPA, i)]);
+    for (const r of results) {
+      expect(r.status).toBe("rejected");
+      expect((r as PromiseRejectedResult).reason).toMatchObject({ code: 500, message: expect.stringContaining("did not answer within 100 ms") });
+    }
+    expect(signals).toHaveLength(1);
+    expect(signals[0]!.aborted).toBe(true); // the request was told to cancel
+    // Not cached: the next read reviews again.
+    await authorizer.authorize(HPA, i).catch(() => {});
+    expect(signals).toHaveLength(2);
+  });
+
+  it("gives uncacheable attributes the same deadline", async () => {
+    const signals: AbortSignal[] = [];
+    const authorizer = new Authorizer({ review: (_spec, signal) => (signals.push(signal!), new Promise(() => {})), timeoutMs: 100 });
+    const long = info(`${V1}/namespaces/ns/${"m".repeat(10_001)}`);
+    await expect(authorizer.authorize(HPA, long)).rejects.toMatchObject({ code: 500 });
+    expect(signals[0]!.aborted).toBe(true);
   });
 
   it("always allows the probe paths and system:masters without a review", async () => {
@@ -251,6 +319,65 @@ describe("per-metric RBAC through the proxy", () => {
       h.fake.failing.delete("subjectaccessreviews");
     }
   });
+
+  it("answers 500 InternalError in about 2 s when kube-apiserver does not answer the review, and cancels it", async () => {
+    h.fake.hanging.add("subjectaccessreviews");
+    try {
+      const hung = { ...h.fake.hung };
+      const started = Date.now();
+      const res = await h.get(`${V1}/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dhanging`, asTeamA);
+      const took = Date.now() - started;
+      expect(res.status, res.text).toBe(500);
+      expect(res.json()).toMatchObject({ kind: "Status", reason: "InternalError", code: 500 });
+      expect(took).toBeGreaterThanOrEqual(SAR_TIMEOUT_MS - 50);
+      expect(took).toBeLessThan(SAR_TIMEOUT_MS + 3_000); // not undici's 300 s
+      expect(h.fake.hung.started - hung.started).toBe(1);
+      await eventually(() => h.fake.hung.closedByClient - hung.closedByClient === 1, 3_000, "the hanging SubjectAccessReview connection to close");
+    } finally {
+      h.fake.hanging.delete("subjectaccessreviews");
+    }
+  });
+
+  it("keeps 5,000 distinct anonymous requests with ~3 KB selectors within the anonymous cache's bounds, without evicting the HPA's decisions", async () => {
+    expect((await h.get(`${V1}/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dflood-kept`, asTeamA)).status).toBe(200);
+    const reviewsBefore = h.fake.reviews.subjectAccessReviews.length;
+    const authenticatedBefore = h.proxy.authorizer.cacheStats().authenticated;
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 8, ca: h.serving.caPem! });
+    // valid selectors (label values are at most 63 characters): 50 values × 60 characters ≈ 3 KB, distinct per request
+    const selectorOf = (n: number) => `k in (${Array.from({ length: 50 }, (_, i) => `${String(n).padStart(6, "0")}-${String(i).padStart(2, "0")}-${"x".repeat(50)}`).join(",")})`;
+    expect(selectorOf(0).length).toBeGreaterThan(3_000);
+    let next = 0;
+    const statuses = new Map<number, number>();
+    const worker = async () => {
+      while (next < 5_000) {
+        const n = next++;
+        const selector = encodeURIComponent(selectorOf(n));
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = https.get(`${h.proxy.url}${V1}/namespaces/flood/m?labelSelector=${selector}`, { agent }, (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode ?? 0));
+          });
+          req.on("error", reject);
+        });
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: 8 }, worker));
+    } finally {
+      agent.destroy();
+    }
+    expect(Object.fromEntries(statuses)).toEqual({ 403: 5_000 }); // anonymous has no rule
+    expect(h.fake.reviews.subjectAccessReviews.length - reviewsBefore).toBe(5_000);
+    const { anonymous, authenticated } = h.proxy.authorizer.cacheStats();
+    expect(anonymous.entries).toBeLessThanOrEqual(SAR_ANONYMOUS_CACHE_BOUNDS.maxEntries);
+    expect(anonymous.bytes).toBeLessThanOrEqual(SAR_ANONYMOUS_CACHE_BOUNDS.maxBytes);
+    // keyed by hash: far below what 5,000 × 3 KB keys would hold (~30 MB as UTF-16)
+    expect(anonymous.bytes).toBeLessThan(2_000 * 1_024);
+    console.log(`anonymous SAR cache after 5,000 distinct ~3 KB selectors: ${anonymous.entries} entries, ${anonymous.bytes} bytes (bound ${anonymous.maxBytes})`);
+    // The authenticated callers' decisions (the HPA's) were neither evicted nor crowded: their cache is untouched.
+    expect(authenticated).toEqual(authenticatedBefore);
+  }, 120_000);
 
   it("requires authorization for /metrics", async () => {
     expect((await h.get("/metrics", asTeamA)).status).toBe(403);

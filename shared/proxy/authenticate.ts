@@ -14,7 +14,12 @@
  *    `client-ca-file`: user = CN, groups = O, extra credential id
  *    `X509SHA256=<hex>`;
  * 3. bearer token through a TokenReview (`plugin/pkg/authenticator/token/webhook`),
- *    results cached 10 s (`cache.New(tokenAuth, false, CacheTTL, CacheTTL)`);
+ *    results cached 10 s (`cache.New(tokenAuth, false, CacheTTL, CacheTTL)`),
+ *    keyed by the token's SHA-256 (never the token), in a cache bounded by
+ *    entries and bytes ({@link TOKEN_CACHE_BOUNDS}); each review has a 2 s
+ *    deadline ({@link TOKEN_REVIEW_TIMEOUT_MS}), shared by every request
+ *    waiting for the same token, and a token that could not be reviewed in
+ *    time is refused with 401 like any token that does not authenticate;
  * 4. anonymous (`system:anonymous`, group `system:unauthenticated`).
  *
  * As in apiserver's `union` + `NewFailOnError(…, anonymous)`: a step that does
@@ -38,7 +43,15 @@ import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from ".
 export const CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id";
 /** How long TokenReview answers (both kinds) are re-used, ms (apiserver default `--authentication-token-webhook-cache-ttl` for delegated authn: 10 s). */
 export const TOKEN_CACHE_TTL_MS = 10_000;
-/** How long a connection's certificate verification is re-used, ms. */
+/** Deadline of one TokenReview (and of the coalesced cache load waiting for it), ms: the agreed budget of an HPA read. */
+export const TOKEN_REVIEW_TIMEOUT_MS = 2_000;
+/** Bounds of the TokenReview cache: entries, bytes (an entry is the token hash and the user info, ~0.5–2 KB). */
+export const TOKEN_CACHE_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
+/**
+ * How long a connection's certificate verification is re-used, ms. The result
+ * is kept in a WeakMap keyed by the TLS socket: it goes with the connection,
+ * so it is bounded by the connections the server holds, one small entry each.
+ */
 const CERT_RESULT_TTL_MS = 60_000;
 
 /** Which step authenticated the request. */
@@ -57,8 +70,11 @@ export interface TokenReviewResult {
   error?: string;
 }
 
-/** Sends a TokenReview; throws when the API cannot be reached. */
-export type TokenReviewer = (token: string) => Promise<TokenReviewResult>;
+/**
+ * Sends a TokenReview; throws when the API cannot be reached or answers an
+ * error, and when `signal` aborts (the request is then cancelled).
+ */
+export type TokenReviewer = (token: string, signal?: AbortSignal) => Promise<TokenReviewResult>;
 
 /** The request as authentication sees it. */
 export interface ConnectionRequest {
@@ -74,6 +90,10 @@ export interface AuthenticatorOptions {
   /** undefined turns bearer tokens off */
   tokenReview?: TokenReviewer;
   now?: () => number;
+  /** how long TokenReview answers are re-used, ms (default {@link TOKEN_CACHE_TTL_MS}) */
+  tokenCacheTtlMs?: number;
+  /** deadline of a TokenReview, ms (default {@link TOKEN_REVIEW_TIMEOUT_MS}) */
+  tokenReviewTimeoutMs?: number;
 }
 
 interface CertResult {
@@ -89,6 +109,7 @@ export class Authenticator {
   readonly #tokenReview: TokenReviewer | undefined;
   readonly #now: () => number;
   readonly #tokens: CoalescingCache<TokenReviewResult>;
+  readonly #tokenCacheTtlMs: number;
   readonly #certs = new WeakMap<TLSSocket, CertResult>();
   /** counters for /metrics and tests */
   readonly stats = { tokenReviews: 0, tokenCacheHits: 0, certificateVerifications: 0 };
@@ -97,16 +118,25 @@ export class Authenticator {
     this.#config = options.config;
     this.#tokenReview = options.tokenReview;
     this.#now = options.now ?? Date.now;
-    this.#tokens = new CoalescingCache({ maxEntries: 10_000, now: this.#now });
+    this.#tokenCacheTtlMs = options.tokenCacheTtlMs ?? TOKEN_CACHE_TTL_MS;
+    this.#tokens = new CoalescingCache({ ...TOKEN_CACHE_BOUNDS, loadTimeoutMs: options.tokenReviewTimeoutMs ?? TOKEN_REVIEW_TIMEOUT_MS, now: this.#now });
+  }
+
+  /** Entries and bytes held by the TokenReview cache, and its bounds. */
+  tokenCacheStats(): { entries: number; bytes: number; maxEntries: number; maxBytes: number } {
+    return { entries: this.#tokens.size, bytes: this.#tokens.bytes, ...TOKEN_CACHE_BOUNDS };
   }
 
   /**
    * Authenticate one request.
    *
-   * @throws StatusError 401 when a presented credential fails and nothing
-   *   else authenticates; 503 before the authentication ConfigMap was read
+   * @param signal the request's signal: when the client goes away the wait
+   *   for a TokenReview ends (cancelled if nobody else waits for it)
+   * @throws StatusError 401 when a presented credential fails (a token that
+   *   could not be reviewed, within the deadline or at all, included) and
+   *   nothing else authenticates; 503 before the authentication ConfigMap was read
    */
-  async authenticate(request: ConnectionRequest): Promise<Authenticated> {
+  async authenticate(request: ConnectionRequest, signal?: AbortSignal): Promise<Authenticated> {
     const config = this.#config.current();
     if (config === undefined) {
       throw serviceUnavailable("the proxy has not loaded kube-system/extension-apiserver-authentication yet", MIN_RETRY_AFTER_SECONDS);
@@ -132,7 +162,7 @@ export class Authenticator {
     const token = bearerToken(headers.get("authorization")?.[0]);
     if (token !== undefined && this.#tokenReview !== undefined) {
       try {
-        const result = await this.#reviewToken(token);
+        const result = await this.#reviewToken(token, signal);
         const user = result.user;
         if (result.authenticated && user?.username) {
           const caller: Caller = {
@@ -155,14 +185,20 @@ export class Authenticator {
     return { caller: ANONYMOUS, method: "anonymous" };
   }
 
-  async #reviewToken(token: string): Promise<TokenReviewResult> {
+  async #reviewToken(token: string, signal: AbortSignal | undefined): Promise<TokenReviewResult> {
     const key = createHash("sha256").update(token).digest("hex");
-    const before = this.#tokens.stats.hits + this.#tokens.stats.coalesced;
-    const result = await this.#tokens.get(key, TOKEN_CACHE_TTL_MS, async () => {
-      this.stats.tokenReviews++;
-      return this.#tokenReview!(token);
-    });
-    if (this.#tokens.stats.hits + this.#tokens.stats.coalesced > before) this.stats.tokenCacheHits++;
+    const pending = this.#tokens.get(
+      key,
+      this.#tokenCacheTtlMs,
+      async (loadSignal) => {
+        this.stats.tokenReviews++;
+        return compactReview(await this.#tokenReview!(token, loadSignal));
+      },
+      signal ? { signal } : {},
+    );
+    const outcome = this.#tokens.lastOutcome;
+    const result = await pending;
+    if (outcome === "hit" || outcome === "coalesced") this.stats.tokenCacheHits++;
     return result;
   }
 
@@ -288,6 +324,15 @@ function bearerToken(header: string | undefined): string | undefined {
   const parts = auth.split(" ");
   if (parts.length < 2 || parts[0]!.toLowerCase() !== "bearer" || parts[1] === "") return undefined;
   return parts[1];
+}
+
+/** The parts of a TokenReview answer authentication uses, with the error text cut to 1 KiB (it only goes to the log). */
+function compactReview(result: TokenReviewResult): TokenReviewResult {
+  return {
+    authenticated: result.authenticated === true,
+    ...(result.user ? { user: result.user } : {}),
+    ...(result.error ? { error: result.error.slice(0, 1024) } : {}),
+  };
 }
 
 /** `group.AuthenticatedGroupAdder`. */

@@ -16,6 +16,7 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
+import { createHash } from "node:crypto";
 import { CoalescingCache } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
@@ -25,8 +26,23 @@ import type { RequestInfo } from "./request-info.ts";
 export const ALWAYS_ALLOW_PATHS = new Set(["/healthz", "/readyz", "/livez"]);
 /** Groups allowed without a review. */
 export const ALWAYS_ALLOW_GROUPS = new Set(["system:masters"]);
-/** How long allow and deny answers are re-used, ms. */
-export const SAR_CACHE_TTL_MS = 10_000;
+/**
+ * How long an "allowed" answer is re-used, ms (`--authorization-webhook-cache-authorized-ttl`).
+ * 20 s, not apiserver's delegated 10 s: the HPA controller reads each metric
+ * every 15 s (`--horizontal-pod-autoscaler-sync-period`), so a 10 s TTL had
+ * expired before nearly every read and each read cost a SubjectAccessReview;
+ * 20 s lets every other read (at least) hit. RBAC changes reach the proxy at
+ * most this late, as with apiserver's own webhook cache.
+ */
+export const SAR_ALLOWED_TTL_MS = 20_000;
+/** How long a "denied" answer is re-used, ms (`--authorization-webhook-cache-unauthorized-ttl`, apiserver's delegated default 10 s). */
+export const SAR_DENIED_TTL_MS = 10_000;
+/** Deadline of one SubjectAccessReview (and of the coalesced cache load waiting for it), ms: the agreed budget of an HPA read. */
+export const SAR_TIMEOUT_MS = 2_000;
+/** Bounds of the decision cache of authenticated callers: entries, bytes (~400 B an entry: 20 000 series fit in 8 MiB). */
+export const SAR_CACHE_BOUNDS = { maxEntries: 20_000, maxBytes: 8 * 1024 * 1024 } as const;
+/** Bounds of the decision cache of anonymous callers: entries, bytes. */
+export const SAR_ANONYMOUS_CACHE_BOUNDS = { maxEntries: 2_000, maxBytes: 1024 * 1024 } as const;
 /** `maxControlledAttrCacheSize` of the webhook authorizer. */
 const MAX_CACHED_ATTRIBUTE_SIZE = 10_000;
 
@@ -58,8 +74,11 @@ export interface SubjectAccessReviewStatus {
   evaluationError?: string;
 }
 
-/** Sends a SubjectAccessReview; throws when the API cannot be reached. */
-export type SubjectAccessReviewer = (spec: SubjectAccessReviewSpec) => Promise<SubjectAccessReviewStatus>;
+/**
+ * Sends a SubjectAccessReview; throws when the API cannot be reached or
+ * answers an error, and when `signal` aborts (the request is then cancelled).
+ */
+export type SubjectAccessReviewer = (spec: SubjectAccessReviewSpec, signal?: AbortSignal) => Promise<SubjectAccessReviewStatus>;
 
 /** The decision and how it was reached. */
 export interface AuthorizationDecision {
@@ -110,52 +129,104 @@ export function reviewSpec(caller: Caller, info: RequestInfo): SubjectAccessRevi
 export interface AuthorizerOptions {
   review: SubjectAccessReviewer;
   now?: () => number;
-  /** cache TTL, ms (default {@link SAR_CACHE_TTL_MS}) */
-  ttlMs?: number;
+  /** how long an allowed answer is re-used, ms (default {@link SAR_ALLOWED_TTL_MS}) */
+  allowedTtlMs?: number;
+  /** how long a denied answer is re-used, ms (default {@link SAR_DENIED_TTL_MS}) */
+  deniedTtlMs?: number;
+  /** deadline of a review, ms (default {@link SAR_TIMEOUT_MS}) */
+  timeoutMs?: number;
 }
 
-/** The delegated authorizer with its decision cache. One instance per proxy. */
+/** A cached decision: the review's status and when it was answered (ms since epoch). */
+interface CachedDecision {
+  status: SubjectAccessReviewStatus;
+  at: number;
+}
+
+/** Sizes of the decision caches (for /metrics and tests). */
+export interface AuthorizerCacheStats {
+  entries: number;
+  bytes: number;
+  maxEntries: number;
+  maxBytes: number;
+}
+
+/** The delegated authorizer with its decision caches. One instance per proxy. */
 export class Authorizer {
   readonly #review: SubjectAccessReviewer;
-  readonly #cache: CoalescingCache<SubjectAccessReviewStatus>;
-  readonly #ttlMs: number;
+  readonly #now: () => number;
+  readonly #cache: CoalescingCache<CachedDecision>;
+  readonly #anonymousCache: CoalescingCache<CachedDecision>;
+  readonly #allowedTtlMs: number;
+  readonly #deniedTtlMs: number;
+  readonly #timeoutMs: number;
   /** counters for /metrics and tests */
   readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
 
   constructor(options: AuthorizerOptions) {
     this.#review = options.review;
-    this.#ttlMs = options.ttlMs ?? SAR_CACHE_TTL_MS;
-    this.#cache = new CoalescingCache({ maxEntries: 10_000, ...(options.now ? { now: options.now } : {}) });
+    this.#now = options.now ?? Date.now;
+    this.#allowedTtlMs = options.allowedTtlMs ?? SAR_ALLOWED_TTL_MS;
+    this.#deniedTtlMs = options.deniedTtlMs ?? SAR_DENIED_TTL_MS;
+    this.#timeoutMs = options.timeoutMs ?? SAR_TIMEOUT_MS;
+    const common = { loadTimeoutMs: this.#timeoutMs, now: this.#now };
+    this.#cache = new CoalescingCache({ ...SAR_CACHE_BOUNDS, ...common });
+    this.#anonymousCache = new CoalescingCache({ ...SAR_ANONYMOUS_CACHE_BOUNDS, ...common });
+  }
+
+  /** Entries and bytes held by the caches of authenticated and anonymous callers. */
+  cacheStats(): { authenticated: AuthorizerCacheStats; anonymous: AuthorizerCacheStats } {
+    return {
+      authenticated: { entries: this.#cache.size, bytes: this.#cache.bytes, ...SAR_CACHE_BOUNDS },
+      anonymous: { entries: this.#anonymousCache.size, bytes: this.#anonymousCache.bytes, ...SAR_ANONYMOUS_CACHE_BOUNDS },
+    };
   }
 
   /**
    * Decide whether `caller` may make the request `info` describes.
    *
-   * @throws StatusError 500 when the SubjectAccessReview cannot be made
-   *   (apiserver answers an authorizer error with InternalError)
+   * @param signal the request's signal: when the client goes away the wait
+   *   ends (and the review is cancelled if nobody else waits for it)
+   * @throws StatusError 500 when the SubjectAccessReview cannot be made,
+   *   fails, or does not answer within the deadline (apiserver answers an
+   *   authorizer error with InternalError)
    */
-  async decide(caller: Caller, info: RequestInfo): Promise<AuthorizationDecision> {
+  async decide(caller: Caller, info: RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
     if (ALWAYS_ALLOW_PATHS.has(info.path)) return { allowed: true, by: "path" };
     if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return { allowed: true, by: "group" };
     const spec = reviewSpec(caller, info);
-    const key = JSON.stringify(spec);
-    let fromCache = true;
-    const load = async () => {
-      fromCache = false;
+    const load = async (loadSignal: AbortSignal): Promise<CachedDecision> => {
       this.stats.reviews++;
-      return this.#review(spec);
+      const status = await this.#review(spec, loadSignal);
+      return { status: compactStatus(status), at: this.#now() };
     };
-    let status: SubjectAccessReviewStatus;
+    let decision: CachedDecision;
+    let fromCache = false;
     try {
-      status = shouldCache(info) ? await this.#cache.get(key, this.#ttlMs, load) : await load();
+      if (shouldCache(info)) {
+        const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
+        const key = createHash("sha256").update(JSON.stringify(spec)).digest("hex");
+        decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
+        fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
+        if (!isAllowed(decision.status) && this.#now() - decision.at > this.#deniedTtlMs) {
+          // a denial is re-used for the shorter TTL only
+          cache.delete(key);
+          decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
+          fromCache = cache.lastOutcome === "coalesced";
+        }
+      } else {
+        const deadline = AbortSignal.timeout(this.#timeoutMs);
+        decision = await untilAborted(load, signal ? AbortSignal.any([deadline, signal]) : deadline);
+      }
     } catch (err) {
-      throw internalError(`Internal error occurred: SubjectAccessReview failed: ${(err as Error).message}`, undefined, err);
+      const why = (err as Error)?.name === "TimeoutError" ? `did not answer within ${this.#timeoutMs} ms` : (err as Error)?.message;
+      throw internalError(`Internal error occurred: SubjectAccessReview failed: ${why}`, undefined, err);
     }
     if (fromCache) this.stats.cacheHits++;
-    const allowed = status.allowed && status.denied !== true;
+    const allowed = isAllowed(decision.status);
     if (allowed) this.stats.allowed++;
     else this.stats.denied++;
-    return { allowed, by: fromCache ? "cache" : "review", ...(status.reason ? { reason: status.reason } : {}) };
+    return { allowed, by: fromCache ? "cache" : "review", ...(decision.status.reason ? { reason: decision.status.reason } : {}) };
   }
 
   /**
@@ -164,11 +235,34 @@ export class Authorizer {
    * @throws StatusError 403 with apiserver's message
    *   (`endpoints/handlers/responsewriters/errors.go` `forbiddenMessage`), or 500
    */
-  async authorize(caller: Caller, info: RequestInfo): Promise<AuthorizationDecision> {
-    const decision = await this.decide(caller, info);
+  async authorize(caller: Caller, info: RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
+    const decision = await this.decide(caller, info, signal);
     if (!decision.allowed) throw forbiddenError(caller, info, decision.reason);
     return decision;
   }
+}
+
+/** Run `task(signal)`; reject with `signal.reason` as soon as it aborts, even if the task ignores it. */
+function untilAborted<T>(task: (signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    task(signal).then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+function isAllowed(status: SubjectAccessReviewStatus): boolean {
+  return status.allowed && status.denied !== true;
+}
+
+/** The parts of a status a decision needs, with the reason cut to 1 KiB (it is shown in the 403 message). */
+function compactStatus(status: SubjectAccessReviewStatus): SubjectAccessReviewStatus {
+  return {
+    allowed: status.allowed === true,
+    ...(status.denied !== undefined ? { denied: status.denied } : {}),
+    ...(status.reason ? { reason: status.reason.slice(0, 1024) } : {}),
+  };
 }
 
 /** `shouldCache`: the attributes are small enough to key a cache entry. */

@@ -17,7 +17,9 @@
  * - APIService get, create, replace.
  *
  * Every request needs `Authorization: Bearer <token>` (the proxy's
- * ServiceAccount token), else 401 Status.
+ * ServiceAccount token), else 401 Status. For connection-reuse and deadline
+ * tests it counts TLS handshakes and open connections, and can leave reviews
+ * hanging (never answered) to see whether the client cancels them.
  */
 import https from "node:https";
 import type { AddressInfo } from "node:net";
@@ -55,6 +57,14 @@ export interface FakeKubeApiServer {
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
   failing: Set<string>;
+  /** make these endpoints (`"tokenreviews"`, `"subjectaccessreviews"`) never answer: the request is read and left open */
+  hanging: Set<string>;
+  /** requests left hanging so far, and how many of them the client has since cancelled (connection closed) */
+  hung: { started: number; closedByClient: number };
+  /** TLS connections (completed handshakes) accepted since the start */
+  tlsConnections(): number;
+  /** TLS connections open now */
+  openConnections(): number;
   /** the Leases stored, by `namespace/name` */
   leases: Map<string, KubeObject>;
   /** extra bearer tokens accepted besides `token` (one per proxy replica, to tell writers apart) */
@@ -90,6 +100,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const configMaps = new Map<string, KubeObject>();
   const secrets = new Map<string, KubeObject>();
   const watches = new Set<{ namespace: string; name?: string; kind?: string; res: ServerResponse }>();
+  let handshakes = 0;
+  const sockets = new Set<import("node:tls").TLSSocket>();
 
   const fake: FakeKubeApiServer = {
     url: "",
@@ -101,6 +113,10 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     apiServices: new Map(),
     apiServiceWrites: [],
     failing: new Set(),
+    hanging: new Set(),
+    hung: { started: 0, closedByClient: 0 },
+    tlsConnections: () => handshakes,
+    openConnections: () => sockets.size,
     leases: new Map(),
     clientTokens: new Set(),
     writes: [],
@@ -134,6 +150,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     close: async () => {
       for (const w of watches) w.res.end();
       watches.clear();
+      for (const socket of sockets) socket.destroy(); // hanging requests too
       await closeServer(server);
     },
   };
@@ -150,6 +167,17 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
     handle(req, res).catch((err) => send(res, 500, status(500, "InternalError", String(err))));
   });
+  server.on("secureConnection", (socket) => {
+    handshakes++;
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+
+  /** Leave the request unanswered; count it closed when the client cancels it. */
+  function hang(req: IncomingMessage) {
+    fake.hung.started++;
+    req.socket.on("close", () => fake.hung.closedByClient++);
+  }
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const bearer = (req.headers.authorization ?? "").replace(/^Bearer /, "");
@@ -251,6 +279,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
     if (p === "/apis/authentication.k8s.io/v1/tokenreviews" && req.method === "POST") {
       if (fake.failing.has("tokenreviews")) return send(res, 500, status(500, "InternalError", "tokenreviews are failing (fake)"));
+      if (fake.hanging.has("tokenreviews")) return hang(req);
       const spec = (body as { spec: { token: string } }).spec;
       fake.reviews.tokenReviews.push(spec.token);
       const user = fake.tokens.get(spec.token);
@@ -264,6 +293,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
     if (p === "/apis/authorization.k8s.io/v1/subjectaccessreviews" && req.method === "POST") {
       if (fake.failing.has("subjectaccessreviews")) return send(res, 500, status(500, "InternalError", "subjectaccessreviews are failing (fake)"));
+      if (fake.hanging.has("subjectaccessreviews")) return hang(req);
       const spec = (body as { spec: SubjectAccessReviewSpec }).spec;
       fake.reviews.subjectAccessReviews.push(spec);
       return send(res, 201, { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", metadata: {}, spec, status: fake.authorize(spec) });
