@@ -40,13 +40,20 @@ import {
 } from "./k8s/types.ts";
 import { decodeMetricName, discoveryName } from "./metric-name.ts";
 import { ANONYMOUS, type Caller } from "./identity.ts";
-import type { MetricRule, Provider, RuntimeEnv } from "./providers/types.ts";
+import type { MetricRule, Provider, RuntimeEnv, Series } from "./providers/types.ts";
+import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
+
+export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
 /** Longest `labelSelector` accepted, characters. */
 export const MAX_SELECTOR_LENGTH = 4096;
 
-/** Whole-request deadline, ms: under the aggregator's 5 s. */
-export const REQUEST_DEADLINE_MS = 4500;
+/**
+ * What an `X-Request-Id` must look like to be kept (the proxy's rule,
+ * `shared/proxy`): 1–128 of `[A-Za-z0-9._:-]`. Anything else is replaced by
+ * a fresh UUID, so a caller cannot make the bridge echo or log arbitrary bytes.
+ */
+export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** One structured log record (JSON lines). */
 export type LogRecord = Record<string, unknown> & { level: "info" | "warn" | "error"; msg: string };
@@ -59,7 +66,10 @@ export interface BridgeOptions {
   runtime: RuntimeEnv;
   /** structured log sink; default writes JSON lines to the console */
   log?: (record: LogRecord) => void;
-  /** whole-request deadline, ms (default {@link REQUEST_DEADLINE_MS}) */
+  /**
+   * whole-request deadline, ms (default {@link REQUEST_DEADLINE_MS}, 3 s): the
+   * provider's `QueryRequest.signal` aborts then, and the answer is a 503 Status
+   */
   deadlineMs?: number;
   /**
    * Establish the caller of an `/apis/…` request (e.g. by verifying the
@@ -108,7 +118,8 @@ export function createApp(options: BridgeOptions): Hono {
 
   app.use("*", async (c, next) => {
     const started = runtime.now();
-    const requestId = c.req.header("x-request-id") ?? crypto.randomUUID();
+    const offered = c.req.header("x-request-id");
+    const requestId = offered !== undefined && REQUEST_ID_PATTERN.test(offered) ? offered : crypto.randomUUID();
     c.header("X-Request-Id", requestId);
     await next();
     const status = c.res.status;
@@ -171,7 +182,7 @@ export function createApp(options: BridgeOptions): Hono {
       await options.authorize({ caller, namespace, metric: key, rule, selector });
     }
     const provider = providers.get(rule.provider)!;
-    const series = await withDeadline(provider.query({ rule, selector, namespace }), deadlineMs, rule);
+    const series = await queryWithDeadline(provider, { rule, selector, namespace }, c.req.raw.signal, deadlineMs);
     if (series.length === 0) {
       throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
     }
@@ -186,8 +197,9 @@ export function createApp(options: BridgeOptions): Hono {
       }
       if (!fitsMilliValue(s.value)) {
         throw internalError(
-          `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} is too large for the HPA ` +
-            `(its MilliValue overflows int64 past about 9.22e15); scale it down in the metric rule`,
+          `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} cannot be read back ` +
+            `exactly by the HPA (its Quantity ${formatQuantity(s.value)} has more than 18 digits, or its MilliValue overflows ` +
+            `int64 past about 9.22e15); scale or round it in the metric rule`,
         );
       }
       const item: ExternalMetricValue = {
@@ -199,7 +211,7 @@ export function createApp(options: BridgeOptions): Hono {
       if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
       return item;
     });
-    return json(c, externalMetricValueList(items));
+    return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
   });
 
   app.all("*", (c) =>
@@ -214,12 +226,29 @@ export function createApp(options: BridgeOptions): Hono {
   return app;
 }
 
-/** A JSON response with the headers every answer carries. */
-function json(c: Context, body: unknown, code = 200): Response {
+/**
+ * A JSON response with the headers every answer carries. `cacheControl` is
+ * `no-store` (errors, discovery) unless a values answer says how long it
+ * stays fresh (see {@link freshForSeconds}).
+ */
+function json(c: Context, body: unknown, code = 200, cacheControl = "no-store"): Response {
   return c.body(JSON.stringify(body), code as 200, {
     "Content-Type": "application/json",
-    "Cache-Control": "no-store",
+    "Cache-Control": cacheControl,
   });
+}
+
+/**
+ * `max-age` of a values answer, whole seconds: how long every item stays
+ * within its rule's `maxAgeSeconds` — max(0, floor(maxAgeSeconds − age of
+ * the oldest item)). The contract with the in-cluster proxy (docs/proxy.md):
+ * it stores the answer for at most min(its own TTL, this); `max-age=0` is
+ * not stored. `private`: the answer was made for one caller's authorization.
+ */
+export function freshForSeconds(series: readonly Series[], rule: MetricRule, now: number): number {
+  let oldest = now;
+  for (const s of series) oldest = Math.min(oldest, s.timestamp);
+  return Math.max(0, Math.floor(rule.maxAgeSeconds - (now - oldest) / 1000));
 }
 
 /** The Status response for an error, with `Retry-After` where set. */
@@ -279,18 +308,49 @@ function truncate(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
-/** Race a backend read against the request deadline; a timeout is 503 with Retry-After. */
-async function withDeadline<T>(promise: Promise<T>, ms: number, rule: MetricRule): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} did not answer within ${ms} ms`)),
-      ms,
-    );
-  });
+/**
+ * Run `provider.query` with the request's cancellation: its
+ * `QueryRequest.signal` aborts after `deadlineMs` (reason: a `TimeoutError`
+ * DOMException) or when `clientSignal` (the incoming request's own signal:
+ * @hono/node-server aborts it when the connection closes early; workerd when
+ * the client disconnects) aborts. The answer does not wait for a provider
+ * that ignores the signal.
+ *
+ * @throws StatusError 503 (`Retry-After: 1`) at the deadline or when the
+ *   client went away; whatever the provider throws otherwise
+ */
+async function queryWithDeadline(
+  provider: Provider,
+  request: Omit<Parameters<Provider["query"]>[0], "signal">,
+  clientSignal: AbortSignal | undefined,
+  deadlineMs: number,
+): Promise<Series[]> {
+  const { rule } = request;
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException(`the bridge's request deadline of ${deadlineMs} ms passed`, "TimeoutError")),
+    deadlineMs,
+  );
+  const onClientGone = () => controller.abort(clientSignal?.reason ?? new DOMException("the client went away", "AbortError"));
+  if (clientSignal?.aborted) onClientGone();
+  else clientSignal?.addEventListener("abort", onClientGone, { once: true });
+  const aborted = abortedPromise(controller.signal);
   try {
-    return await Promise.race([promise, timeout]);
+    return await Promise.race([provider.query({ ...request, signal: controller.signal }), aborted.promise]);
+  } catch (err) {
+    if (controller.signal.aborted && !(err instanceof StatusError && err.code !== 503)) {
+      const reason = controller.signal.reason as { name?: string } | undefined;
+      if (reason?.name === "TimeoutError" && !clientSignal?.aborted) {
+        throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} did not answer within ${deadlineMs} ms`, undefined, undefined, err);
+      }
+      throw serviceUnavailable(`metric ${rule.name}: the client went away before provider ${rule.provider} answered`, undefined, undefined, err);
+    }
+    throw err;
   } finally {
     clearTimeout(timer);
+    aborted.dispose();
+    clientSignal?.removeEventListener("abort", onClientGone);
+    // Nothing waits for this read any more: cancel what is still running.
+    if (!controller.signal.aborted) controller.abort(new DOMException("the request finished", "AbortError"));
   }
 }

@@ -161,7 +161,8 @@ export class CoalescingCache<V> {
         this.#lastOutcome = "hit";
         return Promise.resolve(entry.value);
       }
-      if (!entry.ok && now < entry.expiresAt) {
+      if (!entry.ok && now < entry.expiresAt && now >= entry.storedAt) {
+        // (a clock stepped back past storedAt does not stretch a failure's life)
         this.stats.failureHits++;
         this.#lastOutcome = "failure-hit";
         return Promise.reject(entry.error);

@@ -6,16 +6,17 @@
  * through their SDKs elsewhere.
  */
 import { describe, expect, it } from "vitest";
-import { createApp, type BridgeOptions } from "../shared/app.ts";
+import { createApp, REQUEST_DEADLINE_MS, type BridgeOptions } from "../shared/app.ts";
+import { BACKEND_LOAD_TIMEOUT_MS } from "../shared/deadline.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { parseDecimal } from "../shared/k8s/quantity.ts";
 import { forbidden, unauthorized } from "../shared/k8s/status.ts";
-import type { Provider, Series } from "../shared/providers/types.ts";
+import type { Provider, QueryRequest, Series } from "../shared/providers/types.ts";
 
 const NOW = Date.parse("2026-11-21T10:00:00Z");
 const URL_BASE = "/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/depth?labelSelector=queue%3Dq";
 
-function appWith(series: () => Series[] | Promise<Series[]>, extra: Partial<BridgeOptions> = {}) {
+function appWith(series: (request: QueryRequest) => Series[] | Promise<Series[]>, extra: Partial<BridgeOptions> = {}) {
   const { config } = loadConfig(
     `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
@@ -29,9 +30,9 @@ metrics: [{ name: depth, provider: p, maxAgeSeconds: 60 }]
     name: "p",
     type: "test-double",
     plan: () => "test",
-    query: async () => {
+    query: async (request) => {
       calls++;
-      return series();
+      return series(request);
     },
   };
   const app = createApp({ config, providers: new Map([["p", provider]]), runtime: { env: {}, now: () => NOW }, log: () => {}, ...extra });
@@ -71,7 +72,14 @@ describe("what the app does with provider series", () => {
     const { app } = appWith(() => [{ labels: { queue: "q" }, value: parseDecimal("1e16"), timestamp: NOW }]);
     const res = await get(app);
     expect(res.status).toBe(500);
-    expect(res.body.message).toMatch(/too large for the HPA/);
+    expect(res.body.message).toMatch(/cannot be read back exactly by the HPA/);
+  });
+
+  it("refuses a value whose canonical Quantity apimachinery misreads (19+ digits: sign flips) with 500", async () => {
+    const { app } = appWith(() => [{ labels: { queue: "q" }, value: parseDecimal("-1563536821837.1743"), timestamp: NOW }]);
+    const res = await get(app);
+    expect(res.status).toBe(500);
+    expect(res.body.message).toMatch(/-1563536821837174300u has more than 18 digits/);
   });
 
   it("turns a provider that never answers into 503 at the request deadline", async () => {
@@ -79,6 +87,60 @@ describe("what the app does with provider series", () => {
     const res = await get(app);
     expect(res.status).toBe(503);
     expect(res.body.message).toMatch(/did not answer within 50 ms/);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(res.headers.get("cache-control")).toBe("no-store");
+  });
+
+  it("the budget: a 3 s request deadline, and cache loads no longer than it", () => {
+    expect(REQUEST_DEADLINE_MS).toBe(3000);
+    expect(BACKEND_LOAD_TIMEOUT_MS).toBeLessThanOrEqual(REQUEST_DEADLINE_MS);
+  });
+
+  it("gives the provider a signal that aborts at the deadline (TimeoutError)", async () => {
+    const seen: AbortSignal[] = [];
+    const { app } = appWith(
+      (request) => {
+        seen.push(request.signal);
+        return new Promise<Series[]>((_, reject) => request.signal.addEventListener("abort", () => reject(request.signal.reason)));
+      },
+      { deadlineMs: 50 },
+    );
+    const res = await get(app);
+    expect(res.status).toBe(503);
+    expect(res.body.message).toMatch(/did not answer within 50 ms/);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.aborted).toBe(true);
+    expect((seen[0]!.reason as DOMException).name).toBe("TimeoutError");
+  });
+
+  it("aborts the provider's signal when the client goes away, long before the deadline", async () => {
+    const seen: AbortSignal[] = [];
+    const { app } = appWith(
+      (request) => {
+        seen.push(request.signal);
+        return new Promise<Series[]>((_, reject) => request.signal.addEventListener("abort", () => reject(request.signal.reason)));
+      },
+      { deadlineMs: 60_000 },
+    );
+    const client = new AbortController();
+    const pending = app.request(URL_BASE, { signal: client.signal });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen[0]!.aborted).toBe(false);
+    client.abort(new DOMException("client gone", "AbortError"));
+    const res = await pending;
+    expect(seen[0]!.aborted).toBe(true);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as any).message).toMatch(/client went away/);
+  });
+
+  it("aborts the provider's signal once the answer is made (nothing left running for a finished request)", async () => {
+    let signal: AbortSignal | undefined;
+    const { app } = appWith((request) => {
+      signal = request.signal;
+      return [{ labels: { queue: "q" }, value: parseDecimal("1"), timestamp: NOW }];
+    });
+    expect((await get(app)).status).toBe(200);
+    expect(signal!.aborted).toBe(true);
   });
 
   it("turns an unexpected exception into a 500 Status without a stack", async () => {
@@ -88,6 +150,51 @@ describe("what the app does with provider series", () => {
     const res = await get(app);
     expect(res.status).toBe(500);
     expect(res.body).toMatchObject({ kind: "Status", reason: "InternalError", message: "internal error: boom" });
+  });
+});
+
+describe("freshness header (the bridge ↔ proxy contract)", () => {
+  const cases: [string, number[], string][] = [
+    ["one fresh item", [0], "private, max-age=60"],
+    ["an item 30.4 s old", [30_400], "private, max-age=29"],
+    ["the oldest item decides", [1_000, 45_000, 10_000], "private, max-age=15"],
+    ["exactly maxAgeSeconds old", [60_000], "private, max-age=0"],
+    ["a timestamp in the future counts as fresh", [-5_000], "private, max-age=60"],
+  ];
+  it.each(cases)("%s → %s", async (_name, ages, header) => {
+    const { app } = appWith(() => ages.map((age, i) => ({ labels: { queue: `q${i}` }, value: parseDecimal("1"), timestamp: NOW - age })));
+    const res = await get(app);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cache-control")).toBe(header);
+  });
+
+  it("errors and discovery are no-store", async () => {
+    const { app } = appWith(() => []);
+    expect((await get(app)).headers.get("cache-control")).toBe("no-store");
+    for (const url of ["/apis", "/apis/external.metrics.k8s.io", "/apis/external.metrics.k8s.io/v1beta1", "/apis/nope"]) {
+      expect((await app.request(url)).headers.get("cache-control")).toBe("no-store");
+    }
+  });
+});
+
+describe("X-Request-Id", () => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+  it("echoes a well-formed id (the proxy's rule: 1–128 of [A-Za-z0-9._:-])", async () => {
+    const { app } = appWith(() => [{ labels: { queue: "q" }, value: parseDecimal("1"), timestamp: NOW }]);
+    for (const id of ["abc-123", "a.b:c_d-e", "x".repeat(128)]) {
+      expect((await app.request(URL_BASE, { headers: { "x-request-id": id } })).headers.get("x-request-id")).toBe(id);
+    }
+  });
+
+  it("replaces anything else with a fresh UUID, and logs that one (50 KB no longer come back)", async () => {
+    const logged: unknown[] = [];
+    const { app } = appWith(() => [{ labels: { queue: "q" }, value: parseDecimal("1"), timestamp: NOW }], { log: (r) => logged.push(r.requestId) });
+    for (const id of ["x".repeat(50_000), "x".repeat(129), "has space", "semi;colon", "\u00e9t\u00e9", ""]) {
+      const res = await app.request(URL_BASE, { headers: { "x-request-id": id } });
+      const echoed = res.headers.get("x-request-id")!;
+      expect(echoed).toMatch(UUID);
+      expect(logged.at(-1)).toBe(echoed);
+    }
   });
 });
 

@@ -6,7 +6,10 @@
  * isolation, `onEmpty`, metric math, pagination, errors and credentials.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { request } from "node:http";
 import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { loadConfig } from "../shared/config/config.ts";
+import { startNodeServer } from "../functions/node.ts";
 import type { CloudWatchProvider } from "../shared/providers/aws-cloudwatch/index.ts";
 import { startCloudWatchFake, type CloudWatchFake } from "./fakes/cloudwatch.ts";
 
@@ -50,6 +53,11 @@ function bridgeWithClock(text: string, env: Record<string, string> = {}) {
   const clock = { now: NOW };
   const bridge = buildBridge(text, "test.yaml", { env, now: () => clock.now }, { log: () => {} });
   return { bridge, clock, provider: bridge.providers.get("cw") as CloudWatchProvider };
+}
+
+/** Poll `condition` every 10 ms until it holds or `ms` pass (then the caller's expect reports it). */
+async function waitFor(condition: () => boolean, ms: number): Promise<void> {
+  for (let waited = 0; !condition() && waited < ms; waited += 10) await new Promise((r) => setTimeout(r, 10));
 }
 
 async function read(bridge: Bridge, metric: string, selector: string) {
@@ -366,26 +374,108 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
   });
 
   it("maps whole-call failures to Status: throttling and outages 503 with Retry-After, refused credentials 500, a hang times out", async () => {
-    const { bridge } = bridgeWithClock(config(cw.endpoint, SQS_RULE).replace("cacheTTLSeconds: 10", "cacheTTLSeconds: 0"));
+    const { bridge, clock } = bridgeWithClock(config(cw.endpoint, SQS_RULE).replace("cacheTTLSeconds: 10", "cacheTTLSeconds: 0"));
     cw.behaviour = "throttle";
     const throttled = await read(bridge, "sqs_visible", "queue=jobs");
     expect(throttled.status).toBe(503);
-    expect(throttled.headers.get("retry-after")).toBe("1"); // capped: MAX_RETRY_AFTER_SECONDS
+    expect(throttled.headers.get("retry-after")).toBe("5"); // throttled without a hint: THROTTLED_RETRY_AFTER_SECONDS
     expect(throttled.body.message).toMatch(/provider cw: GetMetricData .* throttled/);
+    clock.now += 31_000; // past every back-off: each behaviour below reaches the fake
     cw.behaviour = "denied";
     const denied = await read(bridge, "sqs_visible", "queue=jobs");
     expect(denied.status).toBe(500);
     expect(denied.body.message).toMatch(/provider cw: .*refused the bridge's credentials/);
     cw.behaviour = "internal";
-    expect((await read(bridge, "sqs_visible", "queue=jobs")).status).toBe(503);
+    const internal = await read(bridge, "sqs_visible", "queue=jobs");
+    expect(internal.status).toBe(503);
+    expect(internal.headers.get("retry-after")).toBe("1"); // other backend failures: 1 s
+    clock.now += 31_000;
     cw.behaviour = "garbage";
     const garbage = await read(bridge, "sqs_visible", "queue=jobs");
     expect(garbage.status).toBe(503);
+    clock.now += 31_000;
     cw.behaviour = "hang";
     const hung = await read(bridge, "sqs_visible", "queue=jobs");
     expect(hung.status).toBe(503);
     expect(hung.body.message).toMatch(/timed out/);
     for (const x of [throttled, denied, garbage, hung]) expect(x.body.items).toBeUndefined();
+  });
+
+  it("a throttled metric is not asked again by every read: the failure is kept for CloudWatch's Retry-After (clamped to 30 s) and sent on", async () => {
+    cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 6 }]);
+    for (const [hint, expected, waitMs] of [["7", "7", 7_000], ["3600", "30", 30_000]] as const) {
+      const { bridge, clock } = bridgeWithClock(config(cw.endpoint, SQS_RULE).replace("cacheTTLSeconds: 10", "cacheTTLSeconds: 0"));
+      cw.behaviour = "throttle";
+      cw.throttleRetryAfter = hint;
+      const before = cw.getMetricDataCalls.length;
+      const answers = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await read(bridge, "sqs_visible", "queue=jobs");
+        answers.push([r.status, r.headers.get("retry-after"), r.headers.get("cache-control")]);
+      }
+      expect(answers).toEqual(Array(5).fill([503, expected, "no-store"]));
+      expect(cw.getMetricDataCalls.length - before).toBe(1); // one backend call for five reads
+      cw.behaviour = "normal";
+      clock.now += waitMs - 1_000;
+      expect((await read(bridge, "sqs_visible", "queue=jobs")).status).toBe(503); // still backing off
+      clock.now += 1_000;
+      expect((await read(bridge, "sqs_visible", "queue=jobs")).body.items[0].value).toBe("6");
+      expect(cw.getMetricDataCalls.length - before).toBe(2);
+    }
+    cw.throttleRetryAfter = undefined;
+  });
+
+  it("a hanging CloudWatch: the SDK request is aborted at the bridge deadline, not at timeoutSeconds (the fake sees the connection closed)", async () => {
+    cw.hung.length = 0;
+    cw.behaviour = "hang";
+    const app = buildBridge(config(cw.endpoint, SQS_RULE).replace("timeoutSeconds: 0.5", "timeoutSeconds: 4"), "t.yaml", { env: {}, now: () => NOW }, { log: () => {}, deadlineMs: 300 }).app;
+    const res = await app.request(`${NS}/sqs_visible?labelSelector=queue%3Djobs`);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as any).message).toMatch(/did not answer within 300 ms/);
+    expect(cw.hung).toHaveLength(1);
+    // The abort reaches the socket promptly; the 4 s per-call limit would leave it open far longer.
+    await waitFor(() => cw.hung[0]!.closed, 1_000);
+    expect(cw.hung[0]!.closed).toBe(true);
+    cw.hung.length = 0;
+  });
+
+  it("a client that disconnects cancels the backend call (real HTTP through the Node server)", async () => {
+    cw.hung.length = 0;
+    cw.behaviour = "hang";
+    const { config: loaded } = loadConfig(config(cw.endpoint, SQS_RULE).replace("timeoutSeconds: 0.5", "timeoutSeconds: 4"), "t.yaml");
+    const server = await startNodeServer({ config: loaded, port: 0, log: () => {}, env: { BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" } });
+    try {
+      const client = request(`${server.url}${NS}/sqs_visible?labelSelector=queue%3Djobs`);
+      client.on("error", () => {});
+      client.end();
+      await waitFor(() => cw.hung.length === 1, 2_000);
+      expect(cw.hung[0]!.closed).toBe(false);
+      client.destroy(); // the HPA's client gives up
+      await waitFor(() => cw.hung[0]!.closed, 1_000);
+      expect(cw.hung[0]!.closed).toBe(true); // well before the 3 s deadline and the 4 s per-call limit
+    } finally {
+      cw.hung.length = 0;
+      await server.close();
+    }
+  });
+
+  it("an answer cut at the page limit is a 503 naming the limit, never the rule's onEmpty value", async () => {
+    cw.endlessPages = true;
+    try {
+      const rule = `
+  - name: zero_when_empty
+    provider: cw
+    query: { namespace: AWS/SQS, metricName: ApproximateNumberOfMessagesVisible, stat: Maximum, period: 60, dimensionLabels: { queue: QueueName }, onEmpty: { value: "0" } }
+`;
+      const { bridge } = bridgeWithClock(config(cw.endpoint, rule));
+      const res = await read(bridge, "zero_when_empty", "queue=jobs");
+      expect(res.status).toBe(503);
+      expect(res.body.message, res.body.message).toMatch(/cut at the page limit \(20 pages\)/);
+      expect(res.body.items).toBeUndefined();
+      expect(cw.calls.filter((c) => c.target.endsWith(".GetMetricData"))).toHaveLength(20);
+    } finally {
+      cw.endlessPages = false;
+    }
   });
 
   it("500 naming the provider when environment credentials are missing; the SDK signs with them when present", async () => {

@@ -156,6 +156,8 @@ async function run(bridge: Bridge, fakes: GoogleFakes): Promise<{ answers: Answe
   const from = fakes.store.requests.length;
   for (const [metric, selector, behaviour] of SCENARIOS) {
     fakes.store.behaviour = behaviour;
+    // Scenarios are independent: forget the previous one's answer and its back-off (failure cache).
+    for (const p of bridge.providers.values()) (p as MonitoringProvider).cache.clear();
     const res = await bridge.app.request(`${NS}/${metric}${selector ? `?labelSelector=${encodeURIComponent(selector)}` : ""}`);
     answers.push({ status: res.status, retryAfter: res.headers.get("retry-after"), body: await res.json() });
   }
@@ -235,10 +237,41 @@ describe("gcp-monitoring: gRPC client and REST transport give identical results"
     expect(byScenario(10).body.items[0]).toMatchObject({ value: "300", window: 60, timestamp: iso(NOW - 60_000) });
     expect(byScenario(11)).toMatchObject({ status: 503, body: { message: expect.stringMatching(/distributionValue value, not a number/) } });
     expect(byScenario(12)).toMatchObject({ status: 404, body: { message: expect.stringMatching(/NOT_FOUND.*never_written/) } });
-    expect(byScenario(13)).toMatchObject({ status: 503, retryAfter: "1" /* capped: MAX_RETRY_AFTER_SECONDS */, body: { message: expect.stringMatching(/provider gcp: .*throttled by Google \(RESOURCE_EXHAUSTED\)/) } });
+    expect(byScenario(13)).toMatchObject({ status: 503, retryAfter: "5" /* THROTTLED_RETRY_AFTER_SECONDS: no RetryInfo */, body: { message: expect.stringMatching(/provider gcp: .*throttled by Google \(RESOURCE_EXHAUSTED\)/) } });
     expect(byScenario(14)).toMatchObject({ status: 500, body: { message: expect.stringMatching(/provider gcp: .*refused the bridge's credentials \(PERMISSION_DENIED\)/) } });
     expect(byScenario(15)).toMatchObject({ status: 500, body: { message: expect.stringMatching(/query is invalid \(INVALID_ARGUMENT\)/) } });
-    expect(byScenario(16)).toMatchObject({ status: 503, retryAfter: "1" }); // capped: MAX_RETRY_AFTER_SECONDS
+    expect(byScenario(16)).toMatchObject({ status: 503, retryAfter: "1" }); // other backend failures: 1 s
+  });
+
+  it("honours Google's RetryInfo over both transports: Retry-After is the hint (clamped to 30 s) and the series is not asked again meanwhile", async () => {
+    for (const [delay, expected] of [[7, "7"], [90, "30"]] as const) {
+      const { rest, grpc } = bridges();
+      fakes.store.quotaRetryDelaySeconds = delay;
+      fakes.store.behaviour = "quota";
+      try {
+        for (const bridge of [rest, grpc]) {
+          const before = fakes.store.requests.length;
+          const url = `${NS}/pubsub_backlog?labelSelector=${encodeURIComponent("subscription=orders")}`;
+          const answers = [];
+          for (let i = 0; i < 5; i++) {
+            const res = await bridge.app.request(url);
+            answers.push({ status: res.status, retryAfter: res.headers.get("retry-after"), cacheControl: res.headers.get("cache-control") });
+          }
+          expect(answers).toEqual(Array(5).fill({ status: 503, retryAfter: expected, cacheControl: "no-store" }));
+          expect(fakes.store.requests.length - before).toBe(1); // one backend call, four reads answered from the back-off
+          fakes.store.behaviour = "normal";
+          clock.now += delay > 30 ? 30_000 : delay * 1000; // the back-off ends: the next read reaches the backend
+          expect((await bridge.app.request(url)).status).not.toBe(503);
+          expect(fakes.store.requests.length - before).toBe(2);
+          clock.now = NOW;
+          fakes.store.behaviour = "quota";
+        }
+      } finally {
+        fakes.store.behaviour = "normal";
+        fakes.store.quotaRetryDelaySeconds = undefined;
+        clock.now = NOW;
+      }
+    }
   });
 });
 

@@ -124,23 +124,38 @@ describe("aws-sqs provider against fauxqs", () => {
 describe("aws-sqs provider against misbehaving backends", () => {
   let server: Server;
   let endpoint: string;
-  let behaviour: "hang" | "throttle" | "denied" | "garbage" = "hang";
+  let behaviour: "hang" | "hang-attributes" | "throttle" | "denied" | "garbage" | "negative" = "hang";
+  /** `Retry-After` sent with a throttled answer (none when undefined) */
+  let throttleRetryAfter: string | undefined;
+  /** requests left unanswered, and whether the client closed the connection since */
+  const hung: { target: string; closed: boolean }[] = [];
+  const calls: string[] = [];
   beforeAll(async () => {
     server = createServer((req, res) => {
       req.resume();
       const target = String(req.headers["x-amz-target"]);
-      if (behaviour === "hang") return; // never answers
+      calls.push(target.replace(/^.*\./, ""));
+      if (behaviour === "hang" || (behaviour === "hang-attributes" && !target.endsWith("GetQueueUrl"))) {
+        const entry = { target: target.replace(/^.*\./, ""), closed: false };
+        hung.push(entry);
+        res.on("close", () => (entry.closed = true));
+        return; // never answers
+      }
       if (target.endsWith("GetQueueUrl")) {
         res.writeHead(200, { "content-type": "application/x-amz-json-1.0" });
         res.end(JSON.stringify({ QueueUrl: `${endpoint}/000000000000/jobs` }));
         return;
       }
       if (behaviour === "throttle") {
+        if (throttleRetryAfter !== undefined) res.setHeader("retry-after", throttleRetryAfter);
         res.writeHead(400, { "content-type": "application/x-amz-json-1.0", "x-amzn-query-error": "RequestThrottled;Sender" });
         res.end(JSON.stringify({ __type: "com.amazonaws.sqs#RequestThrottled", message: "Rate exceeded" }));
       } else if (behaviour === "denied") {
         res.writeHead(403, { "content-type": "application/x-amz-json-1.0", "x-amzn-query-error": "AccessDenied;Sender" });
         res.end(JSON.stringify({ __type: "com.amazon.coral.service#AccessDeniedException", message: "not authorized to perform sqs:GetQueueAttributes" }));
+      } else if (behaviour === "negative") {
+        res.writeHead(200, { "content-type": "application/x-amz-json-1.0" });
+        res.end(JSON.stringify({ Attributes: { ApproximateNumberOfMessages: "7", ApproximateNumberOfMessagesNotVisible: "-3" } }));
       } else {
         res.writeHead(200, { "content-type": "application/x-amz-json-1.0" });
         res.end(JSON.stringify({ Attributes: { ApproximateNumberOfMessages: "lots" } }));
@@ -151,24 +166,71 @@ describe("aws-sqs provider against misbehaving backends", () => {
   });
   afterAll(() => closeServer(server));
 
-  it("503 with Retry-After when SQS does not answer within timeoutSeconds", async () => {
+  /** Poll `condition` every 10 ms until it holds or `ms` pass. */
+  async function waitFor(condition: () => boolean, ms: number): Promise<void> {
+    for (let waited = 0; !condition() && waited < ms; waited += 10) await new Promise((r) => setTimeout(r, 10));
+  }
+
+  it("503 with Retry-After when SQS does not answer within timeoutSeconds; the request is aborted, not left open", async () => {
     behaviour = "hang";
+    hung.length = 0;
     const { bridge } = bridgeWithClock(config(endpoint));
-    const started = Date.now();
     const res = await read(bridge, "queue=jobs");
     expect(res.status).toBe(503);
     expect(res.body).toMatchObject({ kind: "Status", reason: "ServiceUnavailable" });
     expect(res.body.message).toMatch(/timed out/);
-    expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect(Date.now() - started).toBeLessThan(4500);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    await waitFor(() => hung.every((h) => h.closed), 1_000);
+    expect(hung.map((h) => h.closed)).toEqual([true]); // one GetQueueUrl attempt (maxAttempts 1), connection closed
   });
 
-  it("503 with Retry-After when SQS throttles", async () => {
+  it("GetQueueUrl and GetQueueAttributes together never outlive the bridge deadline (timeoutSeconds 4 each)", async () => {
+    for (const mode of ["hang", "hang-attributes"] as const) {
+      behaviour = mode;
+      hung.length = 0;
+      const clock = { now: 1_800_000_000_000 };
+      const text = config(endpoint).replace("timeoutSeconds: 0.5", "timeoutSeconds: 4");
+      const bridge = buildBridge(text, "test.yaml", { env: {}, now: () => clock.now }, { log: () => {}, deadlineMs: 300 });
+      const res = await read(bridge, "queue=jobs");
+      expect(res.status).toBe(503);
+      expect(res.body.message).toMatch(/did not answer within 300 ms/);
+      // the hung call is aborted at the deadline, long before its own 4 s limit
+      await waitFor(() => hung.length > 0 && hung.every((h) => h.closed), 1_000);
+      expect(hung).toEqual([{ target: mode === "hang" ? "GetQueueUrl" : "GetQueueAttributes", closed: true }]);
+    }
+  });
+
+  it("a throttled queue is backed off for SQS's own Retry-After (clamped to [1, 30] s), else 5 s, and not asked again meanwhile", async () => {
     behaviour = "throttle";
-    const res = await read(bridgeWithClock(config(endpoint)).bridge, "queue=jobs");
+    for (const [hint, expected] of [[undefined, "5"], ["12", "12"], ["600", "30"]] as const) {
+      throttleRetryAfter = hint;
+      const { bridge, clock } = bridgeWithClock(config(endpoint));
+      calls.length = 0;
+      const answers = [];
+      for (let i = 0; i < 4; i++) {
+        const res = await read(bridge, "queue=jobs");
+        answers.push([res.status, res.headers.get("retry-after"), /throttled/.test(res.body.message)]);
+      }
+      expect(answers).toEqual(Array(4).fill([503, expected, true]));
+      expect(calls.filter((c) => c === "GetQueueAttributes")).toHaveLength(1);
+      clock.now += Number(expected) * 1000;
+      await read(bridge, "queue=jobs");
+      expect(calls.filter((c) => c === "GetQueueAttributes")).toHaveLength(2);
+    }
+    throttleRetryAfter = undefined;
+  });
+
+  it("503 naming the attribute when SQS reports a negative depth — never a value", async () => {
+    behaviour = "negative";
+    const text = config(endpoint).replace(
+      "query: { queueLabel: queue }",
+      "query: { queueLabel: queue, attribute: [ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible] }",
+    );
+    const res = await read(bridgeWithClock(text).bridge, "queue=jobs");
     expect(res.status).toBe(503);
-    expect(res.body.message).toMatch(/throttled/);
-    expect(res.headers.get("retry-after")).toBe("1"); // capped: MAX_RETRY_AFTER_SECONDS
+    expect(res.body.message).toMatch(/ApproximateNumberOfMessagesNotVisible=-3 .*never negative/);
+    expect(res.body.items).toBeUndefined();
   });
 
   it("500 naming the provider when IAM denies the read — never a 0", async () => {

@@ -45,13 +45,29 @@ export interface MetricRule<Q = unknown> {
   query: Q;
 }
 
-/** What a provider receives for one request. */
-export interface QueryRequest<Q = unknown> {
+/** What a provider plans from: one rule, one selector, one namespace. */
+export interface PlanRequest<Q = unknown> {
   rule: MetricRule<Q>;
   /** the parsed `labelSelector` (empty when the request sent none) */
   selector: Selector;
   /** the request namespace */
   namespace: string;
+}
+
+/** What a provider receives for one request. */
+export interface QueryRequest<Q = unknown> extends PlanRequest<Q> {
+  /**
+   * Cancellation of this read. The app (`shared/app.ts`) aborts it at the
+   * bridge's request deadline (`REQUEST_DEADLINE_MS`, 3 s, `shared/deadline.ts`;
+   * reason: a `TimeoutError` DOMException) and when the client goes away
+   * (the incoming request's own signal; its reason). A provider passes it
+   * to every backend call — AWS SDK v3 `client.send(command, { abortSignal })`,
+   * `fetch(url, { signal })`, gax call options — and, where reads are
+   * coalesced, to `CoalescingCache.get(key, ttl, load, { signal })` so that a
+   * load nobody waits for any more is cancelled. Its own per-call limit
+   * (`timeoutSeconds`) is combined with it (`callSignal`), never extends past it.
+   */
+  signal: AbortSignal;
 }
 
 /**
@@ -60,9 +76,14 @@ export interface QueryRequest<Q = unknown> {
  * `query` resolves to at least one series, or throws a StatusError:
  * 400 when the selector cannot be mapped exactly (naming the requirement),
  * 404 when the series' object does not exist (e.g. a queue), 503 with
- * `Retry-After` when the backend failed or timed out, 500 for credential or
- * permission faults. It never resolves to an empty list and never invents a
- * value (no 0 for a failed read).
+ * `Retry-After` when the backend failed, timed out, was throttled (the
+ * cloud's own hint, clamped to [1 s, 30 s]; 1 s for other failures) or
+ * answered something that must not be served (a negative depth, pagination
+ * cut at the provider's page limit), 500 for credential or permission
+ * faults. It never resolves to an empty list and never invents a value (no 0
+ * for a failed read). When `request.signal` aborts, it rejects promptly
+ * (with the signal's reason or a 503) and leaves no backend call running
+ * that nobody waits for.
  */
 export interface Provider<Q = unknown> {
   /** instance name from the config */
@@ -74,7 +95,7 @@ export interface Provider<Q = unknown> {
    * backend call. Throws StatusError 400 naming the unmappable requirement.
    * Returns a human description of the backend query (for CLI `check-hpa`).
    */
-  plan(request: QueryRequest<Q>): string;
+  plan(request: PlanRequest<Q>): string;
   /** Read the series the request identifies. See the interface doc for errors. */
   query(request: QueryRequest<Q>): Promise<Series[]>;
 }

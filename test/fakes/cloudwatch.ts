@@ -134,6 +134,12 @@ export interface CloudWatchFake {
   behaviour: CallBehaviour;
   /** most datapoints per page (default: unlimited) */
   pageSize: number;
+  /** `Retry-After` header sent with the `throttle` behaviour (none when undefined) */
+  throttleRetryAfter: string | undefined;
+  /** requests the `hang` behaviour left unanswered, and whether the client has closed the connection since */
+  readonly hung: { closed: boolean }[];
+  /** answer every page with a NextToken, forever (pagination that never ends) */
+  endlessPages: boolean;
   close(): Promise<void>;
 }
 
@@ -164,7 +170,14 @@ export async function startCloudWatchFake(): Promise<CloudWatchFake> {
     },
     behaviour: "normal",
     pageSize: Number.POSITIVE_INFINITY,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    throttleRetryAfter: undefined,
+    hung: [],
+    endlessPages: false,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 
   const reply = (res: ServerResponse, status: number, body: unknown, queryError?: string) => {
@@ -179,6 +192,7 @@ export async function startCloudWatchFake(): Promise<CloudWatchFake> {
     reply(res, status, { __type: `com.amazonaws.cloudwatch#${code}`, message }, `${code};Sender`);
 
   const getMetricData = (body: any, res: ServerResponse) => {
+    if (fake.endlessPages) return reply(res, 200, { MetricDataResults: [], Messages: [], NextToken: `endless-${calls.length}` });
     if (typeof body.NextToken === "string") {
       const page = pages.get(body.NextToken);
       if (page === undefined) return error(res, 400, "InvalidNextToken", "The service couldn't process the NextToken");
@@ -308,9 +322,14 @@ export async function startCloudWatchFake(): Promise<CloudWatchFake> {
       }
       if (accessKeyId === undefined) return error(res, 400, "MissingAuthenticationToken", "Request is missing Authentication Token");
       switch (fake.behaviour) {
-        case "hang":
+        case "hang": {
+          const hung = { closed: false };
+          fake.hung.push(hung);
+          res.on("close", () => (hung.closed = true)); // the client gave up: the connection closed
           return; // never answers
+        }
         case "throttle":
+          if (fake.throttleRetryAfter !== undefined) res.setHeader("retry-after", fake.throttleRetryAfter);
           return error(res, 400, "Throttling", "Rate exceeded");
         case "denied":
           return reply(res, 403, { __type: "com.amazonaws.cloudwatch#AccessDeniedException", message: "User is not authorized to perform: cloudwatch:GetMetricData" }, "AccessDenied;Sender");

@@ -76,7 +76,11 @@ export async function startMonitoringGrpcFake(store: MonitoringStore, accounts: 
   for (const name of Object.keys(service)) handlers[name] = unimplemented;
 
   handlers["ListTimeSeries"] = async (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {
-    const fail = (e: FakeApiError) => callback({ code: e.grpcCode, details: e.message } as grpc.ServiceError, null);
+    const fail = (e: FakeApiError) => {
+      const metadata = new grpc.Metadata();
+      if (e.retryDelaySeconds !== undefined) metadata.set("grpc-status-details-bin", statusWithRetryInfo(e.grpcCode, e.message, e.retryDelaySeconds));
+      callback({ code: e.grpcCode, details: e.message, metadata } as grpc.ServiceError, null);
+    };
     const auth = String(call.metadata.get("authorization")[0] ?? "");
     const jwt = /^Bearer (.+)$/.exec(auth)?.[1];
     let caller: string;
@@ -138,4 +142,32 @@ export async function startMonitoringGrpcFake(store: MonitoringStore, accounts: 
     callers,
     close: () => new Promise((resolve) => server.tryShutdown(() => resolve())),
   };
+}
+
+/** Protobuf varint. */
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n > 127) {
+    out.push((n & 127) | 128);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return out;
+}
+
+/** A length-delimited field. */
+function lengthDelimited(field: number, bytes: readonly number[]): number[] {
+  return [(field << 3) | 2, ...varint(bytes.length), ...bytes];
+}
+
+/**
+ * `google.rpc.Status{code, message, details: [Any(google.rpc.RetryInfo{retry_delay: Duration{seconds}})]}`
+ * in protobuf binary, as Google sends it in `grpc-status-details-bin`
+ * (`google/rpc/status.proto`, `google/rpc/error_details.proto`).
+ */
+function statusWithRetryInfo(code: number, message: string, seconds: number): Buffer {
+  const duration = [0x08, ...varint(seconds)];
+  const retryInfo = lengthDelimited(1, duration);
+  const any = [...lengthDelimited(1, [...Buffer.from("type.googleapis.com/google.rpc.RetryInfo")]), ...lengthDelimited(2, retryInfo)];
+  return Buffer.from([0x08, ...varint(code), ...lengthDelimited(2, [...Buffer.from(message)]), ...lengthDelimited(3, any)]);
 }

@@ -53,7 +53,17 @@ export async function startMonitoringRestFake(store: MonitoringStore, oauth: OAu
         res.writeHead(status, { "content-type": "application/json; charset=UTF-8" });
         res.end(JSON.stringify(body));
       };
-      const fail = (e: FakeApiError) => answer(e.httpStatus, { error: { code: e.httpStatus, message: e.message, status: e.code } });
+      const fail = (e: FakeApiError) =>
+        answer(e.httpStatus, {
+          error: {
+            code: e.httpStatus,
+            message: e.message,
+            status: e.code,
+            ...(e.retryDelaySeconds !== undefined
+              ? { details: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${e.retryDelaySeconds}s` }] }
+              : {}),
+          },
+        });
       urls.push(req.url ?? "");
       const url = new URL(req.url ?? "/", "http://fake");
       const m = /^\/v3\/(projects\/[^/]+)\/timeSeries$/.exec(url.pathname);

@@ -52,11 +52,17 @@ export interface RecordedListRequest extends FakeListRequest {
   caller: string;
 }
 
-/** A canonical error (google.rpc.Code name and HTTP status). */
+/**
+ * A canonical error (google.rpc.Code name and HTTP status), with the
+ * `google.rpc.RetryInfo.retry_delay` Google attaches to quota errors when
+ * `retryDelaySeconds` is set (REST: `error.details[]`; gRPC:
+ * `grpc-status-details-bin`).
+ */
 export class FakeApiError extends Error {
   readonly code: string;
   readonly httpStatus: number;
   readonly grpcCode: number;
+  retryDelaySeconds: number | undefined;
   constructor(code: string, httpStatus: number, grpcCode: number, message: string) {
     super(message);
     this.code = code;
@@ -104,12 +110,17 @@ export class MonitoringStore {
   series: StoredSeries[] = [];
   readonly requests: RecordedListRequest[] = [];
   behaviour: MonitoringBehaviour = "normal";
+  /** RetryInfo delay, seconds, sent with the `quota` behaviour's RESOURCE_EXHAUSTED (none when undefined) */
+  quotaRetryDelaySeconds: number | undefined = undefined;
 
   /** ListTimeSeries. @throws FakeApiError */
   list(request: FakeListRequest): { timeSeries: StoredSeries[]; nextPageToken: string } {
     switch (this.behaviour) {
-      case "quota":
-        throw apiError("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Time series queries' and limit 'per minute'");
+      case "quota": {
+        const error = apiError("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Time series queries' and limit 'per minute'");
+        error.retryDelaySeconds = this.quotaRetryDelaySeconds;
+        throw error;
+      }
       case "denied":
         throw apiError("PERMISSION_DENIED", "Permission monitoring.timeSeries.list denied (or the resource may not exist).");
       case "unavailable":

@@ -20,6 +20,14 @@
  * `timestamp = start + period` (never later than the read) and
  * `window = period`. No datapoint is the rule's `onEmpty`: an error unless
  * the rule's author wrote a value.
+ *
+ * Deadlines and back-off: each `GetMetricData` page gets `{ abortSignal }` =
+ * the batch's signal (aborted when every read of the batch has gone: the
+ * request deadline, a client that left) combined with `timeoutSeconds`. A
+ * failed read (503) is re-used for CloudWatch's own back-off hint
+ * (`../backoff.ts`), so a throttled metric is not asked again by every read.
+ * An answer cut at {@link MAX_PAGES} pages is never turned into `onEmpty`:
+ * a series without a datapoint in it is a 503 naming the limit.
  */
 import {
   CloudWatchClient,
@@ -30,11 +38,13 @@ import {
 } from "@aws-sdk/client-cloudwatch";
 import { Batcher, type Outcome } from "../../batch.ts";
 import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
+import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { internalError, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
+import { backendFailureTtlMs } from "../backoff.ts";
 import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
-import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 import {
   cloudWatchProviderSchema,
   cloudWatchQuerySchema,
@@ -46,7 +56,7 @@ import {
 } from "./schema.ts";
 
 /** Most `NextToken` pages followed for one call (newest datapoints come first). */
-const MAX_PAGES = 20;
+export const MAX_PAGES = 20;
 
 /** AWS error names that mean "this request is invalid": possibly one query's fault, so the batch is split. */
 const INVALID_REQUEST_ERRORS = new Set([
@@ -177,17 +187,17 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
     this.client = new CloudWatchClient(awsClientOptions(name, config, runtime));
-    this.cache = new CoalescingCache({ now: runtime.now });
+    this.cache = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
     this.batcher = new Batcher<ReadItem, Reading>({
       maxBatchSize: config.maxQueriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
       size: (item) => item.size,
-      execute: (items) => this.getMetricData(items),
+      execute: (items, _group, signal) => this.getMetricData(items, signal),
       splitOnError: (err) => INVALID_REQUEST_ERRORS.has((err as { name?: string })?.name ?? ""),
     });
   }
 
-  plan(request: QueryRequest<CloudWatchQuery>): string {
+  plan(request: PlanRequest<CloudWatchQuery>): string {
     const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.dimensionLabels));
     const items = sets.map((labels) => readItem(request.rule, labels));
     return `CloudWatch GetMetricData, newest datapoint in the last ${items[0]!.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
@@ -201,15 +211,15 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
     const readings = await Promise.all(
       sets.map((labels) => {
         const item = readItem(rule, labels);
-        return this.cache.get(item.key, ttlMs, () => this.load(item));
+        return this.cache.get(item.key, ttlMs, (signal) => this.load(item, signal), { signal: request.signal });
       }),
     );
     return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
   }
 
-  private async load(item: ReadItem): Promise<Reading> {
+  private async load(item: ReadItem, signal: AbortSignal): Promise<Reading> {
     try {
-      return await this.batcher.load(item);
+      return await this.batcher.load(item, signal);
     } catch (err) {
       if (err instanceof StatusError) throw err;
       const name = (err as { name?: string })?.name ?? "";
@@ -225,14 +235,14 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
     }
   }
 
-  /** One GetMetricData call (all pages) for a batch; one outcome per item. */
-  private async getMetricData(items: readonly ReadItem[]): Promise<Outcome<Reading>[]> {
+  /** One GetMetricData call (all pages) for a batch; one outcome per item. `signal`: the batch's (see the class doc). */
+  private async getMetricData(items: readonly ReadItem[], batchSignal: AbortSignal): Promise<Outcome<Reading>[]> {
     const now = this.runtime.now();
     const queries = items.flatMap((item, i) => item.build(`q${i}`));
     const lookbackMs = Math.max(...items.map((i) => i.lookbackSeconds)) * 1000;
     const results = new Map<string, QueryResult>();
     const requestMessages: string[] = [];
-    const signal = AbortSignal.timeout(this.timeoutMs);
+    const signal = callSignal(batchSignal, this.timeoutMs);
     let nextToken: string | undefined;
     let pages = 0;
     do {
@@ -264,14 +274,22 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
       nextToken = out.NextToken || undefined;
       pages++;
     } while (nextToken !== undefined && pages < MAX_PAGES);
-    return items.map((item, i) => this.outcome(item, results.get(`q${i}`), requestMessages, now));
+    const truncated = nextToken !== undefined;
+    return items.map((item, i) => this.outcome(item, results.get(`q${i}`), requestMessages, now, truncated));
   }
 
   /** The reading of one item from its query result, or the error its reads fail with. */
-  private outcome(item: ReadItem, result: QueryResult | undefined, requestMessages: string[], now: number): Outcome<Reading> {
+  private outcome(item: ReadItem, result: QueryResult | undefined, requestMessages: string[], now: number, truncated: boolean): Outcome<Reading> {
     const where = `provider ${this.name}: GetMetricData for ${item.what}`;
     const fail = (error: StatusError): Outcome<Reading> => ({ ok: false, error });
-    if (result === undefined) return fail(serviceUnavailable(`${where} returned no result for the query`));
+    const cut = () =>
+      // With ScanBy TimestampDescending a series' newest datapoint may still be on a page not read: never onEmpty.
+      fail(
+        serviceUnavailable(
+          `${where}: CloudWatch's answer was cut at the page limit (${MAX_PAGES} pages) before a datapoint of this series; no value is reported`,
+        ),
+      );
+    if (result === undefined) return truncated ? cut() : fail(serviceUnavailable(`${where} returned no result for the query`));
     const notes = [...result.messages, ...requestMessages];
     const noteText = notes.length > 0 ? ` (CloudWatch says: ${notes.join("; ")})` : "";
     if (result.status === "Forbidden") {
@@ -295,9 +313,11 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
         value: { value: decimalFromNumber(newest.v), timestamp: Math.min(newest.t + item.period * 1000, now), windowSeconds: item.period },
       };
     }
+    if (truncated) return cut();
     const empty = `${where}: no datapoint in the last ${item.lookbackSeconds} s${noteText}; no value is reported`;
     if (item.onEmpty === "notFound") return fail(notFound(empty, { kind: "cloudwatch-metric" }));
-    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty, Math.min(60, item.period)));
+    // 1 s back-off: the datapoint may arrive any moment; this is not a backend failure.
+    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty));
     return { ok: true, value: { value: parseDecimal(item.onEmpty.value), timestamp: now } };
   }
 }

@@ -14,12 +14,14 @@
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
 import { z } from "zod";
 import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
+import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { matchesLabels, selectorToString } from "../../k8s/selector.ts";
 import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
+import { backendFailureTtlMs } from "../backoff.ts";
 import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
-import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 
 /** The queue attributes a rule may read (and sum). */
 export const SQS_ATTRIBUTES = [
@@ -85,7 +87,7 @@ function attributesOf(query: SqsQuery): QueueAttributeName[] {
  *
  * @throws StatusError 400 or 404 as above
  */
-export function resolveQueues(rule: MetricRule<SqsQuery>, request: QueryRequest<SqsQuery>): string[] {
+export function resolveQueues(rule: MetricRule<SqsQuery>, request: PlanRequest<SqsQuery>): string[] {
   const { queueLabel, queues: allowList } = rule.query;
   const requirements = request.selector.requirements;
   let candidates: Set<string> | undefined;
@@ -148,6 +150,16 @@ export function queueName(rule: MetricRule<SqsQuery>, labelValue: string): strin
  * identical reads in flight are coalesced and re-used for the rule's
  * `cacheTTLSeconds` (never longer than `maxAgeSeconds`). Queue URLs are
  * cached for 10 minutes and forgotten when SQS says the queue is gone.
+ *
+ * Deadlines: `GetQueueUrl` and `GetQueueAttributes` each get
+ * `{ abortSignal }` = the coalesced load's signal (aborted at 3 s, or when
+ * no request waits any more) combined with `timeoutSeconds`; the two
+ * sequential calls together never outlive the request that needs them.
+ * A failed read (503) is re-used for the backend's back-off hint
+ * (`../backoff.ts`): a throttled queue is not asked again by every read.
+ *
+ * A negative `ApproximateNumberOf…` is not a depth: 503 naming the
+ * attribute, never a value.
  */
 export class SqsProvider implements Provider<SqsQuery> {
   readonly type = "aws-sqs";
@@ -163,11 +175,12 @@ export class SqsProvider implements Provider<SqsQuery> {
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
     this.client = new SQSClient(awsClientOptions(name, config, runtime));
-    this.urls = new CoalescingCache({ now: runtime.now });
-    this.values = new CoalescingCache({ now: runtime.now });
+    const cacheOptions = { now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs };
+    this.urls = new CoalescingCache(cacheOptions);
+    this.values = new CoalescingCache(cacheOptions);
   }
 
-  plan(request: QueryRequest<SqsQuery>): string {
+  plan(request: PlanRequest<SqsQuery>): string {
     const rule = request.rule;
     const names = resolveQueues(rule, request).map((v) => queueName(rule, v));
     return `SQS GetQueueAttributes ${attributesOf(rule.query).join("+")} on queue${names.length > 1 ? "s" : ""} ${names.join(", ")}`;
@@ -178,7 +191,7 @@ export class SqsProvider implements Provider<SqsQuery> {
     const labels = resolveQueues(rule, request);
     const names = labels.map((v) => queueName(rule, v));
     const attributes = attributesOf(rule.query);
-    const reads = await Promise.all(names.map((name) => this.readQueue(rule, name, attributes)));
+    const reads = await Promise.all(names.map((name) => this.readQueue(rule, name, attributes, request.signal)));
     return reads.map((read, i) => ({
       labels: { [rule.query.queueLabel]: labels[i]! },
       value: read.value,
@@ -187,13 +200,13 @@ export class SqsProvider implements Provider<SqsQuery> {
   }
 
   /** Resolve a queue URL (cached, coalesced). 404 when the queue does not exist. */
-  private async queueUrl(rule: MetricRule<SqsQuery>, name: string): Promise<string> {
+  private async queueUrl(rule: MetricRule<SqsQuery>, name: string, signal: AbortSignal): Promise<string> {
     const owner = rule.query.queueOwnerAWSAccountId;
-    return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async () => {
+    return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async (loadSignal) => {
       try {
         const out = await this.client.send(
           new GetQueueUrlCommand({ QueueName: name, ...(owner !== undefined ? { QueueOwnerAWSAccountId: owner } : {}) }),
-          { abortSignal: AbortSignal.timeout(this.timeoutMs) },
+          { abortSignal: callSignal(loadSignal, this.timeoutMs) },
         );
         if (!out.QueueUrl) throw serviceUnavailable(`provider ${this.name}: GetQueueUrl returned no QueueUrl for "${name}"`);
         return out.QueueUrl;
@@ -201,7 +214,7 @@ export class SqsProvider implements Provider<SqsQuery> {
         if (isQueueMissing(err)) throw queueNotFound(name);
         throw awsErrorToStatus(this.name, `GetQueueUrl for queue "${name}"`, err);
       }
-    });
+    }, { signal });
   }
 
   /** Read and sum the attributes of one queue (cached for the rule's TTL, coalesced). */
@@ -209,14 +222,15 @@ export class SqsProvider implements Provider<SqsQuery> {
     rule: MetricRule<SqsQuery>,
     name: string,
     attributes: QueueAttributeName[],
+    signal: AbortSignal,
   ): Promise<{ value: Decimal; timestamp: number }> {
-    const url = await this.queueUrl(rule, name);
+    const url = await this.queueUrl(rule, name, signal);
     const ttlMs = ruleCacheTtlMs(rule);
-    return this.values.get(`${url}|${attributes.join(",")}`, ttlMs, async () => {
+    return this.values.get(`${url}|${attributes.join(",")}`, ttlMs, async (loadSignal) => {
       let out;
       try {
         out = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes }), {
-          abortSignal: AbortSignal.timeout(this.timeoutMs),
+          abortSignal: callSignal(loadSignal, this.timeoutMs),
         });
       } catch (err) {
         if (isQueueMissing(err)) {
@@ -240,10 +254,16 @@ export class SqsProvider implements Provider<SqsQuery> {
             `provider ${this.name}: GetQueueAttributes returned ${attribute}=${JSON.stringify(text)} for queue "${name}", not a number`,
           );
         }
+        if (value.mantissa < 0n) {
+          throw serviceUnavailable(
+            `provider ${this.name}: GetQueueAttributes returned ${attribute}=${text} for queue "${name}": ` +
+              `a queue depth is never negative; no value is reported`,
+          );
+        }
         sum = addDecimals(sum, value);
       }
       return { value: sum, timestamp };
-    });
+    }, { signal });
   }
 }
 

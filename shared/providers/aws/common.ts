@@ -9,9 +9,14 @@
  */
 import { z } from "zod";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
+import { awsRetryAfterSeconds, THROTTLED_RETRY_AFTER_SECONDS } from "../backoff.ts";
 import type { RuntimeEnv } from "../types.ts";
 
-/** Longest backend call allowed, seconds: well under the aggregator's 5 s discovery/proxy timeout. */
+/**
+ * Longest per-call limit a config may set, seconds. Every call is also
+ * bounded by the bridge's request deadline (3 s, `shared/deadline.ts`
+ * `callSignal`), so `timeoutSeconds` can shorten a call, never extend it.
+ */
 export const MAX_BACKEND_TIMEOUT_SECONDS = 4;
 
 /**
@@ -41,7 +46,7 @@ export const awsProviderSchema = z.strictObject({
   /** endpoint override, e.g. `http://127.0.0.1:4566` for an emulator */
   endpoint: z.url({ protocol: /^https?$/ }).optional(),
   credentials: awsCredentialsSchema.default({ source: "default" }),
-  /** per-call timeout, seconds (default 2, at most 4) */
+  /** per-call timeout, seconds (default 2, at most 4; never past the bridge's 3 s request deadline) */
   timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(2),
   /** SDK attempts per call, including the first (default 2) */
   maxAttempts: z.number().int().min(1).max(5).default(2),
@@ -126,9 +131,14 @@ const THROTTLING_CODES = new Set([
 
 /**
  * Classify an AWS SDK v3 error as a Status failure.
- * - timeout/abort, network errors, throttling, 5xx → 503 with Retry-After
- * - credential or permission errors → 500 naming the provider and code
- * - anything else → 503 with the AWS code and message
+ * - throttling (`Throttling`, `ThrottlingException`, `RequestThrottled`, …,
+ *   HTTP 429, or the SDK's `$retryable.throttling`; AWS common errors
+ *   "ThrottlingException", SDK developer guide "Retry strategy") → 503 with
+ *   the answer's own `Retry-After`/`x-amz-retry-after` as back-off, clamped to
+ *   [1 s, 30 s], else {@link THROTTLED_RETRY_AFTER_SECONDS};
+ * - timeout/abort, network errors, 5xx, anything else → 503 with the AWS
+ *   code and message, back-off the answer's hint or 1 s;
+ * - credential or permission errors → 500 naming the provider and code.
  *
  * @param what a short description of the call, e.g. `GetQueueAttributes for queue "a"`
  */
@@ -145,17 +155,18 @@ export function awsErrorToStatus(providerName: string, what: string, err: unknow
   const status = e.$metadata?.httpStatusCode;
   const where = `provider ${providerName}: ${what}`;
   if (name === "TimeoutError" || name === "AbortError") {
-    return serviceUnavailable(`${where} timed out`, 5, undefined, err);
+    return serviceUnavailable(`${where} timed out`, undefined, undefined, err);
   }
   if (CREDENTIAL_CODES.has(name) || CREDENTIAL_CODES.has(e.code ?? "")) {
     return internalError(`${where} failed: AWS refused the bridge's credentials (${name}): ${message}`, undefined, err);
   }
+  const hint = awsRetryAfterSeconds(err, Date.now());
   if (THROTTLING_CODES.has(name) || e.$retryable?.throttling === true || status === 429) {
-    return serviceUnavailable(`${where} was throttled by AWS (${name}): ${message}`, 10, undefined, err);
+    return serviceUnavailable(`${where} was throttled by AWS (${name}): ${message}`, hint ?? THROTTLED_RETRY_AFTER_SECONDS, undefined, err);
   }
   if (status === undefined) {
     const code = e.code !== undefined ? ` ${e.code}` : "";
-    return serviceUnavailable(`${where} failed: backend unreachable (${name}${code}): ${message}`, 5, undefined, err);
+    return serviceUnavailable(`${where} failed: backend unreachable (${name}${code}): ${message}`, undefined, undefined, err);
   }
-  return serviceUnavailable(`${where} failed with HTTP ${status} (${name}): ${message}`, 5, undefined, err);
+  return serviceUnavailable(`${where} failed with HTTP ${status} (${name}): ${message}`, hint, undefined, err);
 }

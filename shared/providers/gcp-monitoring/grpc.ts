@@ -11,10 +11,10 @@
  * `RuntimeEnv.transports["gcp-monitoring"]`; nothing under `shared/` that the
  * Worker imports refers to this file.
  */
-import { MetricServiceClient } from "@google-cloud/monitoring";
-import { GoogleAuth, googleAuthLibrary, grpc } from "google-gax";
+import { MetricServiceClient, type protos } from "@google-cloud/monitoring";
+import { GoogleAuth, googleAuthLibrary, grpc, routingHeader } from "google-gax";
 import { readServiceAccountKey } from "../gcp/credentials.ts";
-import { GoogleApiError, RPC_CODES } from "../gcp/errors.ts";
+import { GoogleApiError, retryDelayOf, RPC_CODES } from "../gcp/errors.ts";
 import {
   typedValue,
   TRANSPORT_KEY,
@@ -125,12 +125,32 @@ class GrpcTransport implements MonitoringTransport {
     return client;
   }
 
-  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage> {
+  /**
+   * One page. gax call options: `timeout` = the smaller of `timeoutSeconds`
+   * and `timeoutMs` (the remaining budget of the bridge's request deadline),
+   * no gax retries, no auto-pagination; when `signal` aborts, the call is
+   * cancelled (gax `CancellablePromise.cancel()`, which cancels the gRPC
+   * stream: the server sees the call cancelled).
+   *
+   * The generated `MetricServiceClient.listTimeSeries` wraps the call in a
+   * `.then` that drops `cancel()`, so the page is read through the client's
+   * own `innerApiCalls.listTimeSeries` after `initialize()`, with the
+   * routing header the generated method would add (`x-goog-request-params`).
+   */
+  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number): Promise<ListTimeSeriesPage> {
+    if (signal.aborted) throw signal.reason;
     const client = this.clientFor();
+    await client.initialize();
+    if (signal.aborted) throw signal.reason;
     const a = request.aggregation;
-    const call = client.listTimeSeries(
+    const name = `projects/${request.project}`;
+    const limit = Math.max(1, Math.min(this.context.config.timeoutSeconds * 1000, timeoutMs ?? Number.POSITIVE_INFINITY));
+    const call = (client.innerApiCalls["listTimeSeries"] as unknown as (
+      req: unknown,
+      options: unknown,
+    ) => Promise<[unknown[], unknown, unknown]> & { cancel?: () => void })(
       {
-        name: `projects/${request.project}`,
+        name,
         filter: request.filter,
         interval: { startTime: toTimestamp(request.startTime), endTime: toTimestamp(request.endTime) },
         ...(a !== undefined
@@ -147,27 +167,39 @@ class GrpcTransport implements MonitoringTransport {
         ...(request.pageSize !== undefined ? { pageSize: request.pageSize } : {}),
         ...(request.pageToken ? { pageToken: request.pageToken } : {}),
       },
-      { autoPaginate: false, timeout: this.context.config.timeoutSeconds * 1000, retry: null as never },
+      {
+        autoPaginate: false,
+        timeout: limit,
+        retry: null,
+        otherArgs: { headers: { "x-goog-request-params": routingHeader.fromParams({ name }) } },
+      },
     );
+    let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason);
-      signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+      onAbort = () => {
+        call.cancel?.();
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
     });
     let result: Awaited<typeof call>;
     try {
       result = await Promise.race([call, aborted]);
     } catch (err) {
-      const e = err as { code?: unknown; details?: string; message?: string; name?: string };
+      if (signal.aborted) throw signal.reason;
+      const e = err as { code?: unknown; details?: string; message?: string; name?: string; statusDetails?: unknown };
       if (typeof e?.code === "number" && RPC_CODES[e.code] !== undefined) {
         const details = e.details || e.message || "";
         // google-auth-library failing inside the call credentials reaches us as a gRPC status
         // (UNKNOWN/UNAVAILABLE); no credentials at all is a fault no retry fixes.
         const code = /Could not load the default credentials/.test(details) ? "UNAUTHENTICATED" : RPC_CODES[e.code]!;
-        throw new GoogleApiError(code, details, undefined, { cause: err });
+        throw new GoogleApiError(code, details, undefined, { cause: err, retryDelaySeconds: retryDelayOf(e.statusDetails) });
       }
       throw err;
+    } finally {
+      if (onAbort) signal.removeEventListener("abort", onAbort);
     }
-    const [series, , response] = result;
+    const [series, , response] = result as unknown as [protos.google.monitoring.v3.ITimeSeries[] | undefined, unknown, unknown];
     return {
       nextPageToken: (response as { nextPageToken?: string } | undefined)?.nextPageToken ?? "",
       timeSeries: (series ?? []).map((ts) => ({

@@ -22,15 +22,26 @@
  *
  * The transport is the entry point's choice (`transport.ts`): REST over fetch
  * by default, the official gRPC client where the entry point injects it.
+ *
+ * Deadlines and back-off: each page gets the batch's signal (aborted when
+ * every read of the batch has gone: the request deadline, a client that
+ * left) combined with `timeoutSeconds`, and the budget left in ms. A failed
+ * read (503) is re-used for Google's own delay (`RetryInfo`, `Retry-After`;
+ * `../backoff.ts`), so a series over quota is not asked again by every read.
+ * An answer cut at {@link MAX_PAGES} pages is a 503 naming the limit for
+ * every series of the call — never `onEmpty`, never a guess from part of
+ * the answer.
  */
 import { Batcher, type Outcome } from "../../batch.ts";
 import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
+import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
+import { backendFailureTtlMs } from "../backoff.ts";
 import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
 import { FilterError, timeSeriesFilter } from "../gcp/filter.ts";
 import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
-import type { MetricRule, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 import { restTransportFactory } from "./rest.ts";
 import {
   alignmentPeriodOf,
@@ -47,8 +58,8 @@ import {
   type TimeSeriesData,
 } from "./transport.ts";
 
-/** Most `nextPageToken` pages followed for one call. */
-const MAX_PAGES = 20;
+/** Most `nextPageToken` pages followed for one call; an answer with more is refused (503), never read in part. */
+export const MAX_PAGES = 20;
 
 /** One value read from Cloud Monitoring for one series. */
 export interface Reading {
@@ -157,17 +168,17 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     this.config = config;
     this.runtime = runtime;
     this.transport = factory({ providerName: name, config, runtime });
-    this.cache = new CoalescingCache({ now: runtime.now });
+    this.cache = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
     this.batcher = new Batcher<ReadItem, Reading>({
       maxBatchSize: config.maxSeriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
       group: (item) => item.group,
-      execute: (items) => this.listTimeSeries(items),
+      execute: (items, _group, signal) => this.listTimeSeries(items, signal),
       splitOnError: (err) => err instanceof GoogleApiError && err.code === "INVALID_ARGUMENT",
     });
   }
 
-  plan(request: QueryRequest<MonitoringQuery>): string {
+  plan(request: PlanRequest<MonitoringQuery>): string {
     const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.selectorLabels));
     const items = sets.map((labels) => readItem(request.rule, labels, this.config.project));
     return `Cloud Monitoring ListTimeSeries, newest point in the last ${request.rule.query.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
@@ -179,21 +190,23 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     const items = sets.map((labels) => readItem(rule, labels, this.config.project));
     const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(items.map((item) => this.cache.get(item.key, ttlMs, () => this.load(item))));
+    const readings = await Promise.all(
+      items.map((item) => this.cache.get(item.key, ttlMs, (signal) => this.load(item, signal), { signal: request.signal })),
+    );
     return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
   }
 
-  private async load(item: ReadItem): Promise<Reading> {
+  private async load(item: ReadItem, signal: AbortSignal): Promise<Reading> {
     try {
-      return await this.batcher.load(item);
+      return await this.batcher.load(item, signal);
     } catch (err) {
       if (err instanceof StatusError) throw err;
       throw googleErrorToStatus(this.name, `ListTimeSeries for ${item.what}`, err);
     }
   }
 
-  /** One ListTimeSeries call (all pages) for a batch of one shape; one outcome per item. */
-  private async listTimeSeries(items: readonly ReadItem[]): Promise<Outcome<Reading>[]> {
+  /** One ListTimeSeries call (all pages) for a batch of one shape; one outcome per item. `batchSignal`: see the class doc. */
+  private async listTimeSeries(items: readonly ReadItem[], batchSignal: AbortSignal): Promise<Outcome<Reading>[]> {
     const shape = items[0]!.shape;
     const now = this.runtime.now();
     const filter = timeSeriesFilter({
@@ -205,7 +218,9 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     const byKey = new Map<string, TimeSeriesData[]>();
     const keyOf = (values: (string | undefined)[]) => JSON.stringify(values);
     for (const item of items) byKey.set(keyOf(item.alternative.map(([, v]) => v)), []);
-    const signal = AbortSignal.timeout(this.config.timeoutSeconds * 1000);
+    const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
+    const startedAt = Date.now();
+    const signal = callSignal(batchSignal, limitMs);
     let pageToken = "";
     let pages = 0;
     do {
@@ -220,6 +235,7 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
           ...(pageToken ? { pageToken } : {}),
         },
         signal,
+        Math.max(1, startedAt + limitMs - Date.now()),
       );
       for (const series of page.timeSeries) {
         byKey.get(keyOf(shape.fields.map((f) => fieldValue(series, f))))?.push(series);
@@ -227,6 +243,14 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
       pageToken = page.nextPageToken;
       pages++;
     } while (pageToken !== "" && pages < MAX_PAGES);
+    if (pageToken !== "") {
+      const error = serviceUnavailable(
+        `provider ${this.name}: ListTimeSeries for ${items.length === 1 ? items[0]!.what : `${items.length} series of ${items[0]!.what}`} ` +
+          `was cut at the page limit (${MAX_PAGES} pages); no value is reported from part of an answer — ` +
+          `narrow the rule (a reducer, a shorter lookbackSeconds) or raise pageSize`,
+      );
+      return items.map(() => ({ ok: false, error }));
+    }
     return items.map((item) => this.outcome(item, byKey.get(keyOf(item.alternative.map(([, v]) => v))) ?? [], now));
   }
 
@@ -262,7 +286,8 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     }
     const empty = `${where}: no point in the last ${item.shape.lookbackSeconds} s; no value is reported`;
     if (item.onEmpty === "notFound") return fail(notFound(empty, { kind: "timeseries" }));
-    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty, 30));
+    // 1 s back-off: the point may arrive any moment; this is not a backend failure.
+    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty));
     return { ok: true, value: { value: parseDecimal(item.onEmpty.value), timestamp: now } };
   }
 }

@@ -14,7 +14,8 @@
 import { z } from "zod";
 import { internalError } from "../../k8s/status.ts";
 import { readServiceAccountKey } from "../gcp/credentials.ts";
-import { codeForHttpStatus, GoogleApiError, jsonOrUndefined } from "../gcp/errors.ts";
+import { parseRetryAfter } from "../backoff.ts";
+import { codeForHttpStatus, GoogleApiError, jsonOrUndefined, retryDelayOf } from "../gcp/errors.ts";
 import { ServiceAccountTokenSource } from "../gcp/token.ts";
 import {
   formatRfc3339,
@@ -47,7 +48,7 @@ const responseSchema = z.looseObject({
   nextPageToken: z.string().default(""),
 });
 const errorSchema = z.looseObject({
-  error: z.looseObject({ code: z.number().optional(), message: z.string().default(""), status: z.string().optional() }),
+  error: z.looseObject({ code: z.number().optional(), message: z.string().default(""), status: z.string().optional(), details: z.array(z.unknown()).optional() }),
 });
 
 /** The REST query string of a request. */
@@ -124,10 +125,12 @@ class RestTransport implements MonitoringTransport {
     if (!response.ok) {
       if (response.status === 401) source.invalidate();
       const parsed = errorSchema.safeParse(body);
+      const headerDelay = parseRetryAfter(response.headers.get("retry-after"), Date.now());
       if (parsed.success) {
-        throw new GoogleApiError(parsed.data.error.status ?? codeForHttpStatus(response.status), parsed.data.error.message, response.status);
+        const retryDelaySeconds = retryDelayOf(parsed.data.error.details) ?? headerDelay;
+        throw new GoogleApiError(parsed.data.error.status ?? codeForHttpStatus(response.status), parsed.data.error.message, response.status, { retryDelaySeconds });
       }
-      throw new GoogleApiError(codeForHttpStatus(response.status), text.slice(0, 200), response.status);
+      throw new GoogleApiError(codeForHttpStatus(response.status), text.slice(0, 200), response.status, { retryDelaySeconds: headerDelay });
     }
     const parsed = responseSchema.safeParse(body);
     if (!parsed.success) {

@@ -71,13 +71,20 @@ export interface ListTimeSeriesPage {
 
 /**
  * A way to call `ListTimeSeries`. Failures reject with `GoogleApiError`
- * (`../gcp/errors.ts`) or a `StatusError` (credentials), or the fetch/gRPC
- * abort error when `signal` fired.
+ * (`../gcp/errors.ts`, carrying Google's `RetryInfo` delay when given) or a
+ * `StatusError` (credentials), or the fetch/gRPC abort error when `signal`
+ * fired.
  */
 export interface MonitoringTransport {
   /** short name for messages and tests, e.g. `rest` or `grpc` */
   readonly kind: string;
-  listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage>;
+  /**
+   * One page. `signal` aborts the call (the batch's signal combined with
+   * `timeoutSeconds`: request deadline, nobody waiting, per-call limit);
+   * `timeoutMs` is the budget left for this page, ms, for transports that
+   * take a timeout rather than a signal (gax call options).
+   */
+  listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number): Promise<ListTimeSeriesPage>;
 }
 
 /** What a transport is built from. Building must not do network I/O. */

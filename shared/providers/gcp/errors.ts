@@ -5,6 +5,7 @@
  * returns as `error.status` and gRPC as the numeric status code.
  */
 import { internalError, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
+import { THROTTLED_RETRY_AFTER_SECONDS } from "../backoff.ts";
 
 /** google.rpc.Code names by number (`google/rpc/code.proto`). */
 export const RPC_CODES = [
@@ -20,12 +21,46 @@ export class GoogleApiError extends Error {
   readonly code: string;
   /** HTTP status when the call went over REST */
   readonly httpStatus: number | undefined;
+  /**
+   * How long Google asked us to wait, seconds: `google.rpc.RetryInfo.retry_delay`
+   * from the error details (`google/rpc/error_details.proto`), else the REST
+   * answer's `Retry-After`; undefined when it gave none.
+   */
+  readonly retryDelaySeconds: number | undefined;
 
-  constructor(code: string, message: string, httpStatus?: number, options?: { cause?: unknown }) {
+  constructor(code: string, message: string, httpStatus?: number, options?: { cause?: unknown; retryDelaySeconds?: number | undefined }) {
     super(message, options);
     this.code = code;
     this.httpStatus = httpStatus;
+    this.retryDelaySeconds = options?.retryDelaySeconds;
   }
+}
+
+/**
+ * The `google.rpc.RetryInfo.retry_delay` among an error's details, seconds.
+ * Accepts both wire forms: REST's proto3 JSON (`{"@type":
+ * "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}`) and the
+ * gRPC client's decoded messages (google-gax `GoogleError.statusDetails`,
+ * `retryDelay: {seconds, nanos}` with seconds a Long, string or number).
+ */
+export function retryDelayOf(details: unknown): number | undefined {
+  if (!Array.isArray(details)) return undefined;
+  for (const d of details) {
+    if (d === null || typeof d !== "object") continue;
+    const type = (d as { "@type"?: unknown })["@type"];
+    if (typeof type === "string" && !type.endsWith("google.rpc.RetryInfo")) continue;
+    const delay = (d as { retryDelay?: unknown }).retryDelay;
+    if (typeof delay === "string") {
+      const m = /^(\d+(?:\.\d+)?)s$/.exec(delay);
+      if (m) return Number(m[1]);
+    } else if (delay !== null && typeof delay === "object") {
+      const { seconds, nanos } = delay as { seconds?: unknown; nanos?: unknown };
+      const s = Number(String(seconds ?? 0));
+      const n = typeof nanos === "number" ? nanos : 0;
+      if (Number.isFinite(s)) return s + n / 1e9;
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -73,8 +108,11 @@ export function codeForHttpStatus(status: number): string {
  * - `UNAUTHENTICATED`, `PERMISSION_DENIED` → 500 naming the provider (no retry helps)
  * - `INVALID_ARGUMENT`, `FAILED_PRECONDITION` → 500: the rule's query is wrong
  * - `NOT_FOUND` → 404 (project or metric type unknown to Cloud Monitoring)
- * - `RESOURCE_EXHAUSTED` → 503 with Retry-After 30 (read quota)
- * - timeouts, aborts, network errors, everything else → 503 with Retry-After
+ * - `RESOURCE_EXHAUSTED` (read quota, HTTP 429) → 503 with Google's own
+ *   delay (`RetryInfo`/`Retry-After`, clamped to [1 s, 30 s]) as back-off,
+ *   else {@link THROTTLED_RETRY_AFTER_SECONDS}
+ * - timeouts, aborts, network errors, everything else → 503 with back-off
+ *   Google's delay when given, else 1 s
  *
  * @param what a short description of the call, e.g. `ListTimeSeries for metric pubsub_backlog`
  */
@@ -93,15 +131,15 @@ export function googleErrorToStatus(providerName: string, what: string, err: unk
       case "NOT_FOUND":
         return notFound(`${where} failed: not found ${detail}`, { kind: "timeseries" });
       case "RESOURCE_EXHAUSTED":
-        return serviceUnavailable(`${where} was throttled by Google ${detail}`, 30, undefined, err);
+        return serviceUnavailable(`${where} was throttled by Google ${detail}`, err.retryDelaySeconds ?? THROTTLED_RETRY_AFTER_SECONDS, undefined, err);
       case "DEADLINE_EXCEEDED":
       case "CANCELLED":
-        return serviceUnavailable(`${where} timed out ${detail}`, 5, undefined, err);
+        return serviceUnavailable(`${where} timed out ${detail}`, err.retryDelaySeconds, undefined, err);
       default:
-        return serviceUnavailable(`${where} failed ${detail}`, 5, undefined, err);
+        return serviceUnavailable(`${where} failed ${detail}`, err.retryDelaySeconds, undefined, err);
     }
   }
   const e = (err ?? {}) as { name?: string; message?: string };
-  if (e.name === "TimeoutError" || e.name === "AbortError") return serviceUnavailable(`${where} timed out`, 5, undefined, err);
-  return serviceUnavailable(`${where} failed: backend unreachable (${e.name ?? "Error"}): ${e.message ?? String(err)}`, 5, undefined, err);
+  if (e.name === "TimeoutError" || e.name === "AbortError") return serviceUnavailable(`${where} timed out`, undefined, undefined, err);
+  return serviceUnavailable(`${where} failed: backend unreachable (${e.name ?? "Error"}): ${e.message ?? String(err)}`, undefined, undefined, err);
 }

@@ -17,6 +17,7 @@ import { importPKCS8, SignJWT } from "jose";
 import { z } from "zod";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
 import type { ServiceAccountKey } from "./credentials.ts";
+import { parseRetryAfter } from "../backoff.ts";
 import { jsonOrUndefined } from "./errors.ts";
 
 /** Scope of a read-only Cloud Monitoring token. */
@@ -60,7 +61,8 @@ export class ServiceAccountTokenSource {
   }
 
   /**
-   * A valid access token.
+   * A valid access token. `signal` is passed to the token endpoint's
+   * `fetch` (the caller's deadline; an exchange already in flight is shared).
    *
    * @throws StatusError 500 when the key cannot sign or the token endpoint
    *   refuses the service account (`invalid_grant`, `invalid_client`, …);
@@ -108,8 +110,8 @@ export class ServiceAccountTokenSource {
       });
     } catch (err) {
       const name = (err as Error)?.name;
-      if (name === "TimeoutError" || name === "AbortError") throw serviceUnavailable(`${where} timed out`, 5, undefined, err);
-      throw serviceUnavailable(`${where} failed: token endpoint unreachable (${(err as Error).message})`, 5, undefined, err);
+      if (name === "TimeoutError" || name === "AbortError") throw serviceUnavailable(`${where} timed out`, undefined, undefined, err);
+      throw serviceUnavailable(`${where} failed: token endpoint unreachable (${(err as Error).message})`, undefined, undefined, err);
     }
     const text = await response.text();
     const body = jsonOrUndefined(text);
@@ -117,7 +119,8 @@ export class ServiceAccountTokenSource {
       const parsed = tokenErrorSchema.safeParse(body);
       const reason = parsed.success ? `${parsed.data.error}${parsed.data.error_description ? `: ${parsed.data.error_description}` : ""}` : `HTTP ${response.status}`;
       if (response.status >= 500 || response.status === 429) {
-        throw serviceUnavailable(`${where} failed: token endpoint answered HTTP ${response.status} (${reason})`);
+        const hint = parseRetryAfter(response.headers.get("retry-after"), Date.now());
+        throw serviceUnavailable(`${where} failed: token endpoint answered HTTP ${response.status} (${reason})`, hint);
       }
       throw internalError(`${where} failed: the token endpoint refused the service account (${reason})`);
     }

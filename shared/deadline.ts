@@ -1,0 +1,69 @@
+/**
+ * The bridge's time budget for one HPA read, and the helpers that carry it
+ * to every outbound call.
+ *
+ * The budget agreed between the bridge and the in-cluster proxy (issue 10,
+ * item 5; docs/proxy.md): backend call ≤ bridge deadline (3 s) < proxy →
+ * bridge timeout (4 s by default, at most 4.5 s) < kube-aggregator's 5 s
+ * (kube-aggregator `pkg/apiserver/handler_proxy.go`, and the discovery
+ * availability check in `remote_available_controller.go`).
+ *
+ * - The app (`shared/app.ts`) gives every provider read an `AbortSignal`
+ *   ({@link QueryRequest.signal}) that aborts at {@link REQUEST_DEADLINE_MS}
+ *   or when the client goes away.
+ * - Coalesced loads (`shared/cache.ts`) get {@link BACKEND_LOAD_TIMEOUT_MS}
+ *   as `loadTimeoutMs` and each caller's signal, so a load ends at the
+ *   deadline and is cancelled as soon as nobody waits for it.
+ * - Each backend call is bounded by the provider's `timeoutSeconds` AND the
+ *   load's signal ({@link callSignal}): the per-call limit never extends a
+ *   call past the request deadline.
+ *
+ * Runtime-agnostic: `AbortSignal.any` and `AbortSignal.timeout` exist on
+ * Node ≥ 20.3, workerd and Lambda's Node runtimes.
+ *
+ * @see ./providers/types.ts QueryRequest
+ */
+
+/** Whole-request deadline of the bridge, ms: under the proxy's backend timeout (4 s) and the aggregator's 5 s. */
+export const REQUEST_DEADLINE_MS = 3000;
+
+/**
+ * Longest a coalesced backend load may run, ms (`CoalescingCache`
+ * `loadTimeoutMs` of every provider cache): no longer than the request
+ * deadline, so a load nobody can still use never keeps a backend call open.
+ */
+export const BACKEND_LOAD_TIMEOUT_MS = REQUEST_DEADLINE_MS;
+
+/**
+ * The signal of one backend call: aborts when `signal` aborts (deadline,
+ * client gone, nobody waits) or after `timeoutMs` (the provider's per-call
+ * `timeoutSeconds`), whichever comes first. The per-call limit can shorten a
+ * call, never extend it past `signal`.
+ *
+ * @param signal the load's or request's signal
+ * @param timeoutMs per-call limit, ms (> 0)
+ * @returns a signal whose `reason` is the first of the two (a `TimeoutError`
+ *   DOMException for the per-call limit)
+ */
+export function callSignal(signal: AbortSignal, timeoutMs: number): AbortSignal {
+  return AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+}
+
+/**
+ * A promise that rejects with `signal.reason` when `signal` aborts (at once
+ * when it already has). For racing work that does not take a signal itself.
+ * The listener is removed by `dispose()`.
+ */
+export function abortedPromise(signal: AbortSignal): { promise: Promise<never>; dispose: () => void } {
+  let onAbort: (() => void) | undefined;
+  const promise = new Promise<never>((_, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  promise.catch(() => {});
+  return { promise, dispose: () => onAbort && signal.removeEventListener("abort", onAbort) };
+}
