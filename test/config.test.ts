@@ -2,6 +2,9 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
+import { ANONYMOUS, HPA_CONTROLLER, type Caller } from "../shared/identity.ts";
+import { parseSelector } from "../shared/k8s/selector.ts";
+import { policyStartupNotices } from "../shared/policy/authorize.ts";
 
 const HEAD = `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
@@ -23,6 +26,37 @@ describe("config loading", () => {
       const { config } = loadConfig(readFileSync(file, "utf8"), file);
       expect(config.metrics.length).toBeGreaterThan(0);
     }
+  });
+
+  it("the production-shaped examples ship defaultAction Deny and grant the HPA controller (either identity) what they serve, nobody else", () => {
+    const controllerManager: Caller = { user: "system:kube-controller-manager", groups: ["system:authenticated"], extra: {} };
+    const jane: Caller = { user: "jane", groups: ["system:authenticated"], extra: {} };
+    for (const [file, selector] of [
+      ["infra/examples/aws-sqs.yaml", "queue=orders"],
+      ["infra/examples/cloudwatch.yaml", "queue=orders"],
+      ["infra/examples/gcp-pubsub.yaml", "subscription=orders-worker"],
+    ] as const) {
+      const { config } = loadConfig(readFileSync(file, "utf8"), file);
+      expect(config.policy, file).toMatchObject({ defaultAction: "Deny" });
+      expect(config.policy!.implicit, file).toBeUndefined();
+      expect(policyStartupNotices(config), file).toEqual([]);
+      for (const rule of config.metrics) {
+        const request = { namespace: "team-a", metric: rule.key, selector: parseSelector(selector) };
+        for (const caller of [HPA_CONTROLLER, controllerManager]) {
+          expect(config.policy!.policies.evaluate({ ...request, caller }).decision, `${file} ${rule.name} ${caller.user}`).toBe("Allow");
+        }
+        for (const caller of [jane, ANONYMOUS]) {
+          expect(config.policy!.policies.evaluate({ ...request, caller }).decision, `${file} ${rule.name} ${caller.user}`).toBe("Deny");
+        }
+      }
+    }
+  });
+
+  it("the local demo runs open explicitly, and says so on start", () => {
+    const file = "infra/examples/demo.yaml";
+    const { config } = loadConfig(readFileSync(file, "utf8"), file);
+    expect(config.policy).toMatchObject({ defaultAction: "Allow" });
+    expect(policyStartupNotices(config)).toEqual([expect.objectContaining({ level: "warn", msg: expect.stringMatching(/^running open: /) })]);
   });
 
   it("fills defaults and keeps cacheTTLSeconds within maxAgeSeconds", () => {
