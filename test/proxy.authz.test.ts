@@ -338,6 +338,27 @@ describe("per-metric RBAC through the proxy", () => {
     }
   });
 
+  it("cancels the review when the client goes away before kube-apiserver answers", async () => {
+    h.fake.hanging.add("subjectaccessreviews");
+    try {
+      const hung = { ...h.fake.hung };
+      const req = https.get(`${h.proxy.url}${V1}/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dleaving`, {
+        ca: h.serving.caPem!,
+        agent: false,
+        headers: asTeamA.headers,
+      });
+      req.on("error", () => {});
+      await eventually(() => h.fake.hung.started > hung.started, 1_500, "the review to reach the API server");
+      const left = Date.now();
+      req.destroy();
+      // Cancelled with the client, well before the 2 s deadline would have.
+      await eventually(() => h.fake.hung.closedByClient > hung.closedByClient, 1_500, "the review's connection to close");
+      expect(Date.now() - left).toBeLessThan(SAR_TIMEOUT_MS);
+    } finally {
+      h.fake.hanging.delete("subjectaccessreviews");
+    }
+  });
+
   it("keeps 5,000 distinct anonymous requests with ~3 KB selectors within the anonymous cache's bounds, without evicting the HPA's decisions", async () => {
     expect((await h.get(`${V1}/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dflood-kept`, asTeamA)).status).toBe(200);
     const reviewsBefore = h.fake.reviews.subjectAccessReviews.length;

@@ -178,10 +178,13 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const socket = incoming?.socket as TLSSocket | undefined;
     let who;
     try {
-      who = await authenticator.authenticate({
-        ...(socket && "getPeerCertificate" in socket ? { socket } : {}),
-        rawHeaders: incoming?.rawHeaders ?? flatHeaders(c.req.raw.headers),
-      });
+      who = await authenticator.authenticate(
+        {
+          ...(socket && "getPeerCertificate" in socket ? { socket } : {}),
+          rawHeaders: incoming?.rawHeaders ?? flatHeaders(c.req.raw.headers),
+        },
+        c.req.raw.signal, // a client that leaves stops waiting for its TokenReview
+      );
     } catch (err) {
       if (err instanceof StatusError && err.code === 401) metrics.authentications.inc({ method: "failed" });
       throw err;
@@ -191,7 +194,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     c.set("authn", who.method);
     const info = requestInfo(c.req.method, new URL(c.req.url));
     try {
-      const decision = await authorizer.authorize(who.caller, info);
+      const decision = await authorizer.authorize(who.caller, info, c.req.raw.signal);
       metrics.authorizations.inc({ by: decision.by, decision: "allow" });
     } catch (err) {
       if (err instanceof StatusError && err.code === 403) metrics.authorizations.inc({ by: "review", decision: "deny" });
