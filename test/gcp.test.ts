@@ -159,6 +159,30 @@ describe("gcp-monitoring provider over REST against the fakes", () => {
     expect(both.body.items.map((i: any) => i.value)).toEqual(["2", "5"]);
   });
 
+  it("an answer cut at the page limit (20 pages) is a 503 naming the limit, never the rule's onEmpty value", async () => {
+    fakes.store.series = [subscription("orders", "5")];
+    fakes.store.endlessPages = true;
+    try {
+      const { bridge } = bridgeFor(
+        config(
+          fakes.rest.endpoint,
+          `
+  - name: zero_when_empty
+    provider: gcp
+    query: { metricType: ${BACKLOG}, selectorLabels: { subscription: resource.labels.subscription_id }, onEmpty: { value: "0" } }
+`,
+        ),
+      );
+      const res = await read(bridge, "zero_when_empty", "subscription=orders");
+      expect(res.status).toBe(503);
+      expect(res.body.message).toMatch(/cut at the page limit \(20 pages\); no value is reported/);
+      expect(res.body.items).toBeUndefined();
+      expect(fakes.store.requests).toHaveLength(20);
+    } finally {
+      fakes.store.endlessPages = false;
+    }
+  });
+
   it("onEmpty notFound and a written value; a selector it cannot map is 400 before any call", async () => {
     const rules = `
   - name: backlog_or_404

@@ -110,6 +110,8 @@ export class MonitoringStore {
   series: StoredSeries[] = [];
   readonly requests: RecordedListRequest[] = [];
   behaviour: MonitoringBehaviour = "normal";
+  /** answer every page empty with a nextPageToken, forever (pagination that never ends) */
+  endlessPages = false;
   /** RetryInfo delay, seconds, sent with the `quota` behaviour's RESOURCE_EXHAUSTED (none when undefined) */
   quotaRetryDelaySeconds: number | undefined = undefined;
 
@@ -163,6 +165,7 @@ export class MonitoringStore {
       .filter((s) => s.points.length > 0)
       .map((s) => ({ ...s, points: [...s.points].sort((x, y) => y.end - x.end) }))
       .sort((x, y) => (JSON.stringify([x.metricLabels, x.resourceLabels]) < JSON.stringify([y.metricLabels, y.resourceLabels]) ? -1 : 1));
+    if (this.endlessPages) return { timeSeries: [], nextPageToken: `offset-${out.length}` };
     const offset = request.pageToken ? Number(/^offset-(\d+)$/.exec(request.pageToken)?.[1] ?? Number.NaN) : 0;
     if (Number.isNaN(offset)) throw apiError("INVALID_ARGUMENT", "Invalid page token");
     const size = request.pageSize ?? 100_000;
