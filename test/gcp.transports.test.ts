@@ -243,6 +243,34 @@ describe("gcp-monitoring: gRPC client and REST transport give identical results"
     expect(byScenario(16)).toMatchObject({ status: 503, retryAfter: "1" }); // other backend failures: 1 s
   });
 
+  it("a hanging Cloud Monitoring: both transports cancel the call at the bridge deadline, not at timeoutSeconds (the fake sees it)", async () => {
+    const env = { GOOGLE_SERVICE_ACCOUNT_JSON: fakes.account.text };
+    const text = (endpoint: string) => config(endpoint).replace("timeoutSeconds: 0.5", "timeoutSeconds: 4");
+    const rest = buildBridge(text(fakes.rest.endpoint), "rest.yaml", { env, now: () => clock.now }, { log: () => {}, deadlineMs: 400 });
+    const grpc = buildBridge(
+      text(fakes.grpc.endpoint),
+      "grpc.yaml",
+      { env, now: () => clock.now, transports: { "gcp-monitoring": createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) } },
+      { log: () => {}, deadlineMs: 400 },
+    );
+    for (const [bridge, transport] of [[rest, "rest"], [grpc, "grpc"]] as const) {
+      // warm the token/channel so the hang is the ListTimeSeries call itself
+      expect((await bridge.app.request(`${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`)).status).toBe(200);
+      for (const p of bridge.providers.values()) (p as MonitoringProvider).cache.clear();
+      fakes.store.hung.length = 0;
+      fakes.store.behaviour = "hang";
+      try {
+        const res = await bridge.app.request(`${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`);
+        expect(res.status).toBe(503);
+        expect(((await res.json()) as any).message).toMatch(/did not answer within 400 ms/);
+        for (let waited = 0; !fakes.store.hung.every((h) => h.closed) && waited < 1_000; waited += 10) await new Promise((r) => setTimeout(r, 10));
+        expect(fakes.store.hung).toEqual([{ transport, closed: true }]);
+      } finally {
+        fakes.store.behaviour = "normal";
+      }
+    }
+  });
+
   it("honours Google's RetryInfo over both transports: Retry-After is the hint (clamped to 30 s) and the series is not asked again meanwhile", async () => {
     for (const [delay, expected] of [[7, "7"], [90, "30"]] as const) {
       const { rest, grpc } = bridges();

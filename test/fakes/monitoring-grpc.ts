@@ -96,7 +96,12 @@ export async function startMonitoringGrpcFake(store: MonitoringStore, accounts: 
     } catch (err) {
       return fail(apiError("UNAUTHENTICATED", `Request had invalid authentication credentials: ${(err as Error).message}`));
     }
-    if (store.behaviour === "hang") return; // never answers
+    if (store.behaviour === "hang") {
+      const entry = { transport: "grpc" as const, closed: false };
+      store.hung.push(entry);
+      call.on("cancelled", () => (entry.closed = true)); // the client cancelled the call
+      return; // never answers
+    }
     const r = call.request;
     const request: FakeListRequest = {
       name: r.name,

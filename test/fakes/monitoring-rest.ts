@@ -74,7 +74,12 @@ export async function startMonitoringRestFake(store: MonitoringStore, oauth: OAu
       if (caller === undefined) {
         return fail(apiError("UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token."));
       }
-      if (store.behaviour === "hang") return; // never answers
+      if (store.behaviour === "hang") {
+        const entry = { transport: "rest" as const, closed: false };
+        store.hung.push(entry);
+        res.on("close", () => (entry.closed = true)); // the client gave up: the connection closed
+        return; // never answers
+      }
       try {
         const q = url.searchParams;
         const aligner = q.get("aggregation.perSeriesAligner");

@@ -110,6 +110,8 @@ export class MonitoringStore {
   series: StoredSeries[] = [];
   readonly requests: RecordedListRequest[] = [];
   behaviour: MonitoringBehaviour = "normal";
+  /** calls the `hang` behaviour left unanswered, and whether the client cancelled or closed them since */
+  readonly hung: { transport: "grpc" | "rest"; closed: boolean }[] = [];
   /** answer every page empty with a nextPageToken, forever (pagination that never ends) */
   endlessPages = false;
   /** RetryInfo delay, seconds, sent with the `quota` behaviour's RESOURCE_EXHAUSTED (none when undefined) */
