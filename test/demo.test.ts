@@ -47,9 +47,12 @@ describe("npm start (the embedded demo)", () => {
   let banner: string;
   let bridge: string;
   let sqsEndpoint: string;
+  let stderr = "";
 
   beforeAll(async () => {
-    demo = runNpm(["start"], { PORT: "0", SQS_PORT: "0" });
+    // a developer's shell may hold signing keys: the demo must not depend on them
+    demo = runNpm(["start"], { PORT: "0", SQS_PORT: "0", BRIDGE_SIGNING_KEYS: "" });
+    demo.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     banner = await waitForOutput(demo, /Ctrl-C stops/, 60_000);
     bridge = /bridge:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(banner)![1]!;
     sqsEndpoint = /SQS emulator \(fauxqs\):\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(banner)![1]!;
@@ -61,6 +64,11 @@ describe("npm start (the embedded demo)", () => {
       process.kill(-demo.pid, "SIGTERM");
       await exited;
     }
+  });
+
+  it("says on start that it runs unsigned and open, on purpose (the warnings a deployed bridge must not show)", async () => {
+    await expect.poll(() => stderr).toMatch(/"level":"warn","msg":"running insecure: BRIDGE_SIGNING_KEYS is not set and BRIDGE_INSECURE_ALLOW_UNSIGNED=true is/);
+    expect(stderr).toMatch(/"level":"warn","msg":"running open: policy.defaultAction is Allow/);
   });
 
   it("prints ready-to-paste curl lines for its own address", () => {
