@@ -93,8 +93,8 @@ async function heapUsed(): Promise<string> {
     cert: pki.frontProxy,
     headers: { "X-Remote-User": "system:kube-aggregator", "X-Remote-Group": "system:masters" },
   });
-  const m = /^nodejs_heap_size_used_bytes (\d+)/m.exec(res.text);
-  return m ? mib(Number(m[1])) : "unknown";
+  const m = /^\w*nodejs_heap_size_used_bytes(?:\{[^}]*\})? ([0-9.e+]+)/m.exec(res.text);
+  return m ? mib(Number(m[1])) : `unknown (/metrics answered ${res.status})`;
 }
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
