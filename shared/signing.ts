@@ -62,7 +62,7 @@
  * return what the original caller was allowed to see, nothing more.
  */
 import { base64url } from "jose";
-import { unauthorized, StatusError } from "./k8s/status.ts";
+import { internalError, unauthorized, StatusError } from "./k8s/status.ts";
 import type { Caller } from "./identity.ts";
 
 /** The scheme tag that starts every canonical request (bump on any change of the canonical form). */
@@ -487,7 +487,7 @@ export function signatureAuthenticator(
       try {
         parsed = { keys: parseSigningKeys(text), maxSkewSeconds: parseMaxSkew(skewText), audience: parseAudience(audienceText) };
       } catch (err) {
-        parsed = new StatusError(500, `request signing is misconfigured: ${(err as Error).message}`);
+        parsed = internalError(`request signing is misconfigured: ${(err as Error).message}`, undefined, err);
       }
     }
     if (parsed instanceof StatusError) throw parsed;
