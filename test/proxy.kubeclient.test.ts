@@ -14,6 +14,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CoreV1Api } from "@kubernetes/client-node";
+import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
+import type { LogRecord } from "../shared/proxy/log.ts";
 import { KUBE_API_TIMEOUT_MS, kubeConfigFor, subjectAccessReviewer, tokenReviewer, type PooledKubeConfig } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
@@ -118,5 +120,26 @@ describe("deadlines", () => {
     await expect(review({ user: "slow" })).rejects.toMatchObject({ name: "TimeoutError" });
     fake.hanging.delete("subjectaccessreviews");
     expect((await review({ user: "fast" })).allowed).toBe(true);
+  });
+});
+
+describe("the authentication ConfigMap informer", () => {
+  it("cancels a list kube-apiserver does not answer and retries it, instead of staying unloaded for good", async () => {
+    fake.setConfigMap("kube-system", "extension-apiserver-authentication", {});
+    fake.hanging.add("configmaps");
+    const hung = { ...fake.hung };
+    const logs: LogRecord[] = [];
+    const source = watchAuthenticationConfig(kubeConfig(), (r) => void logs.push(r), { listTimeoutMs: 300 });
+    try {
+      await eventually(() => fake.hung.started > hung.started, 3_000, "the list to reach the API server");
+      fake.hanging.delete("configmaps");
+      // cancelled at its deadline (connection closed), then retried after the 1 s back-off
+      await eventually(() => fake.hung.closedByClient > hung.closedByClient, 3_000, "the hanging list to be cancelled");
+      await eventually(() => source.current() !== undefined, 5_000, "the ConfigMap to load");
+      expect(logs.some((r) => r.level === "warn" && String(r.msg).includes("retrying"))).toBe(true);
+    } finally {
+      fake.hanging.delete("configmaps");
+      await source.stop();
+    }
   });
 });

@@ -16,7 +16,11 @@
 import { ListWatch, Watch, CoreV1Api, type KubeConfig, type V1ConfigMap } from "@kubernetes/client-node";
 import { certificatesFromPem } from "./certs.ts";
 import { certPool, type CertPool } from "./client-cert.ts";
+import { withSignal } from "./kube.ts";
 import type { Logger } from "./log.ts";
+
+/** Deadline of one list of the ConfigMap, ms; a list that hangs is cancelled and retried with the watch back-off. */
+export const CONFIGMAP_LIST_TIMEOUT_MS = 10_000;
 
 /** Namespace and name of the ConfigMap kube-apiserver publishes. */
 export const AUTHENTICATION_CONFIGMAP = { namespace: "kube-system", name: "extension-apiserver-authentication" } as const;
@@ -113,14 +117,19 @@ export interface AuthenticationConfigSource {
  * stays undefined until it answered. A ConfigMap that does not exist (or is
  * deleted) turns certificate authentication off — fail closed — until it
  * appears. A malformed update is logged and the previous configuration kept.
- * Watch errors restart the informer with a backoff (1 s doubling to 30 s).
+ * Watch errors restart the informer with a backoff (1 s doubling to 30 s);
+ * each list has a deadline ({@link CONFIGMAP_LIST_TIMEOUT_MS}), so a list that
+ * kube-apiserver never answers is cancelled and retried instead of leaving the
+ * proxy unready for good. State is bounded: the informer holds only the one
+ * ConfigMap its field selector names, and at most one restart is pending.
  *
  * @param options.onChange called after every change that was applied
+ * @param options.listTimeoutMs deadline of a list, ms (tests)
  */
 export function watchAuthenticationConfig(
   kc: KubeConfig,
   log: Logger,
-  options: { onChange?: (config: AuthenticationConfig) => void; namespace?: string; name?: string } = {},
+  options: { onChange?: (config: AuthenticationConfig) => void; namespace?: string; name?: string; listTimeoutMs?: number } = {},
 ): AuthenticationConfigSource {
   const namespace = options.namespace ?? AUTHENTICATION_CONFIGMAP.namespace;
   const name = options.name ?? AUTHENTICATION_CONFIGMAP.name;
@@ -161,7 +170,7 @@ export function watchAuthenticationConfig(
     `/api/v1/namespaces/${namespace}/configmaps`,
     new Watch(kc),
     async () => {
-      const list = await core.listNamespacedConfigMap({ namespace, fieldSelector });
+      const list = await core.listNamespacedConfigMap({ namespace, fieldSelector }, withSignal(AbortSignal.timeout(options.listTimeoutMs ?? CONFIGMAP_LIST_TIMEOUT_MS)));
       retryMs = 1000;
       if (!list.items.some((c) => c.metadata?.name === name)) apply(undefined);
       return list;
@@ -176,6 +185,7 @@ export function watchAuthenticationConfig(
   informer.on("error", (err) => {
     if (stopped) return;
     log({ level: "warn", msg: "watch of the authentication ConfigMap failed; retrying", error: String((err as Error)?.message ?? err), retryMs });
+    clearTimeout(timer); // one pending restart at most
     timer = setTimeout(() => {
       if (!stopped) informer.start().catch(() => {});
     }, retryMs);

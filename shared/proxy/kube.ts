@@ -99,11 +99,23 @@ export class PooledKubeConfig extends KubeConfig {
     context.setDispatcher(pool.agent);
   }
 
-  /** Close every pooled connection (requests in flight finish first). */
-  async close(): Promise<void> {
+  /**
+   * Close every pooled connection: requests in flight get `graceMs` to
+   * finish, then whatever is left (e.g. a watch that was still connecting
+   * when its informer stopped) is destroyed.
+   */
+  async close(graceMs = 1_000): Promise<void> {
     const agents = [...this.#pools.values()].map((p) => p.agent);
     this.#pools.clear();
-    await Promise.all(agents.map((a) => a.close().catch(() => {})));
+    await Promise.all(
+      agents.map(async (agent) => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const grace = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)));
+        const outcome = await Promise.race([agent.close().then(() => "closed" as const, () => "closed" as const), grace]);
+        clearTimeout(timer);
+        if (outcome === "late") await agent.destroy().catch(() => {});
+      }),
+    );
   }
 }
 
@@ -151,13 +163,14 @@ export interface ReviewOptions {
 }
 
 /**
- * Per-call client-node options that hand `signal` to the HTTP request (the
+ * Per-call client-node options (the last argument of every object-API
+ * method) that hand `signal` to the HTTP request (the
  * generated `RequestContext.setSignal`, passed to undici's `fetch`), so an
  * abort cancels the request and closes its connection. The object API passes
  * call-time middleware to the Observable API as is, so it returns the
  * library's own `Observable`.
  */
-function withSignal(signal: AbortSignal): ConfigurationOptions {
+export function withSignal(signal: AbortSignal): ConfigurationOptions {
   return {
     middleware: [
       {

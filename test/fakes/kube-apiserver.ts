@@ -57,7 +57,7 @@ export interface FakeKubeApiServer {
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
   failing: Set<string>;
-  /** make these endpoints (`"tokenreviews"`, `"subjectaccessreviews"`) never answer: the request is read and left open */
+  /** make these endpoints (`"tokenreviews"`, `"subjectaccessreviews"`, `"configmaps"` lists) never answer: the request is read and left open */
   hanging: Set<string>;
   /** requests left hanging so far, and how many of them the client has since cancelled (connection closed) */
   hung: { started: number; closedByClient: number };
@@ -198,6 +198,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         req.on("close", () => watches.delete(w));
         return;
       }
+      if (fake.hanging.has("configmaps")) return hang(req);
       const items = [...configMaps.values()].filter((c) => c.metadata.namespace === namespace && (name === undefined || c.metadata.name === name));
       return send(res, 200, { apiVersion: "v1", kind: "ConfigMapList", metadata: { resourceVersion: String(rv) }, items });
     }
