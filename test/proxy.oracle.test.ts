@@ -11,15 +11,13 @@
  * authorize.ts compute.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { reviewSpec } from "../shared/proxy/authorize.ts";
 import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
-import { findGo } from "../infra/tools/validate.ts";
+import { goBinary } from "../infra/tools/go.ts";
 
 const ORACLE_DIR = fileURLToPath(new URL("./proxy-oracle/", import.meta.url));
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
@@ -131,23 +129,10 @@ function cases(): Case[] {
 }
 
 let binary = "";
-let buildDir = "";
 
 beforeAll(() => {
-  buildDir = mkdtempSync(join(tmpdir(), "emb-proxy-oracle-"));
-  binary = join(buildDir, "oracle");
-  const build = spawnSync(findGo(), ["build", "-o", binary, "."], {
-    cwd: ORACLE_DIR,
-    encoding: "utf8",
-    timeout: 15 * 60_000,
-    env: { ...process.env, GOFLAGS: "-buildvcs=false" },
-  });
-  if (build.status !== 0) throw new Error(`go build of test/proxy-oracle failed (${build.status ?? build.signal}): ${build.error ?? ""}\n${build.stderr}`);
+  binary = goBinary(ORACLE_DIR, "proxy-oracle", { timeoutMs: 15 * 60_000 });
 }, 16 * 60_000);
-
-afterAll(() => {
-  if (buildDir) rmSync(buildDir, { recursive: true, force: true });
-});
 
 function ask(list: Case[]): OracleAnswer[] {
   const run = spawnSync(binary, [], { input: list.map((c) => JSON.stringify(c)).join("\n") + "\n", encoding: "utf8", maxBuffer: 1 << 30, timeout: 120_000 });

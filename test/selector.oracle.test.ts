@@ -9,11 +9,9 @@
  * reject, on the canonical string or the exact error message, and on whether
  * a label set matches. Without a Go toolchain this test fails; it never skips.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -26,6 +24,7 @@ import {
   type LabelSelector,
   type Selector,
 } from "../shared/k8s/selector.ts";
+import { goBinary } from "../infra/tools/go.ts";
 import { hostileInputs, LABEL_SELECTOR_CASES, MATCH_CASES, PARSE_CASES } from "./oracle/selector-cases.ts";
 
 const ORACLE_DIR = join(dirname(fileURLToPath(import.meta.url)), "oracle");
@@ -50,16 +49,7 @@ interface OracleAnswer {
 }
 
 /** The Go toolchain: $GO, else `go` on PATH, else /usr/local/go/bin/go. */
-function findGo(): string {
-  const candidates = [process.env["GO"], "go", "/usr/local/go/bin/go"].filter((c): c is string => !!c);
-  for (const candidate of candidates) {
-    const probe = spawnSync(candidate, ["version"], { encoding: "utf8" });
-    if (probe.status === 0) return candidate;
-  }
-  throw new Error(`no Go toolchain found (tried ${candidates.join(", ")}); the apimachinery oracle needs one`);
-}
 
-let buildDir = "";
 let oracleBinary = "";
 
 function ask(requests: readonly OracleRequest[]): OracleAnswer[] {
@@ -79,19 +69,9 @@ function ask(requests: readonly OracleRequest[]): OracleAnswer[] {
 }
 
 beforeAll(() => {
-  const go = findGo();
-  buildDir = mkdtempSync(join(tmpdir(), "emb-oracle-"));
-  const binary = join(buildDir, "oracle");
-  const build = spawnSync(go, ["build", "-o", binary, "."], { cwd: ORACLE_DIR, encoding: "utf8", timeout: 280_000 });
-  if (build.status !== 0) {
-    throw new Error(`go build of test/oracle failed (${build.status ?? build.signal}): ${build.error ?? ""}\n${build.stderr}`);
-  }
-  oracleBinary = binary;
+  oracleBinary = goBinary(ORACLE_DIR, "selector-oracle");
 }, 300_000);
 
-afterAll(() => {
-  if (buildDir !== "") rmSync(buildDir, { recursive: true, force: true });
-});
 
 // ---------------------------------------------------------------------------
 // Our side, in the oracle's answer shape

@@ -451,8 +451,7 @@ describe("SelectorError", () => {
 });
 
 describe("hostile input", () => {
-  it.each(hostileInputs().map(({ name, input }) => [name, input] as const))("handles %s quickly and without hanging", (_, input) => {
-    const started = performance.now();
+  it.each(hostileInputs().map(({ name, input }) => [name, input] as const))("handles %s without hanging, with a SelectorError or a selector (timings: npm run bench:selector)", (_, input) => {
     let outcome: string;
     try {
       outcome = selectorToString(parseSelector(input, { maxLength: Infinity }));
@@ -461,7 +460,6 @@ describe("hostile input", () => {
       outcome = (err as Error).message;
     }
     expect(typeof outcome).toBe("string");
-    expect(performance.now() - started).toBeLessThan(2_000);
     // With the default limit the same input is refused up front.
     expect(errorOf(() => parseSelector(input)).message).toBe("selector is longer than 4096 characters");
   });

@@ -4,18 +4,20 @@
  *   node infra/tools/validate.ts            # helm lint, helm template == infra/manifests, kubeconform
  *   node infra/tools/validate.ts --write    # re-render infra/manifests/ from the chart
  *
- * Tools come from the Go module proxy, built once into `.cache/bin`
- * (git-ignored): `helm` (helm.sh/helm/v4) and `kubeconform`
+ * Tools come from the Go module proxy, built once into the tool cache
+ * outside the tree (`~/.cache/external-metrics-bridge/tools`, see
+ * `go.ts`; reused by fresh clones): `helm` (helm.sh/helm/v4) and `kubeconform`
  * (github.com/yannh/kubeconform). kubeconform's schemas normally come from
  * GitHub; here they are generated from the `k8s.io/kubernetes` module's own
  * OpenAPI document (`api/openapi-spec/swagger.json`, also from the Go module
  * proxy) by `k8s-schemas.ts`, once per Kubernetes version, into
- * `.cache/kubeconform-schemas/`.
+ * `~/.cache/external-metrics-bridge/kubeconform-schemas/`.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { findGo, goEnv, goInstall, toolCacheDir } from "./go.ts";
 import { writeKubeconformSchemas } from "./k8s-schemas.ts";
 
 /** Repository root. */
@@ -38,16 +40,13 @@ export const MANIFESTS_HEADER = `# Rendered from infra/helm/external-metrics-bri
 # Do not edit: change the chart and re-render; test/infra.test.ts fails when they differ.
 `;
 
-const BIN = join(ROOT, ".cache/bin");
 
 /** Environment for tool processes: their state inside the tree, no network but the Go proxy. */
 function toolEnv(): NodeJS.ProcessEnv {
   const xdg = join(ROOT, ".xdg");
   return {
-    ...process.env,
+    ...goEnv(),
     PATH: [join(ROOT, "node_modules/.bin"), "/usr/local/go/bin", process.env["PATH"] ?? ""].join(delimiter),
-    GOBIN: BIN,
-    GOFLAGS: "-buildvcs=false -modcacherw",
     HELM_CACHE_HOME: join(xdg, "cache/helm"),
     HELM_CONFIG_HOME: join(xdg, "config/helm"),
     HELM_DATA_HOME: join(xdg, "data/helm"),
@@ -67,26 +66,15 @@ function run(cmd: string, args: readonly string[], options: { cwd?: string; inpu
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** The `go` binary (PATH, then /usr/local/go). @throws Error when there is none */
-export function findGo(): string {
-  for (const candidate of ["go", "/usr/local/go/bin/go"]) {
-    const r = spawnSync(candidate, ["version"], { encoding: "utf8" });
-    if (r.status === 0) return candidate;
-  }
-  throw new Error("Go is required to build helm and kubeconform (go install); none found on PATH or in /usr/local/go/bin");
-}
+export { findGo };
 
 /**
- * The path of a tool, built with `go install` into `.cache/bin` when missing
- * (helm takes a few minutes on 2 cores the first time; later runs reuse it).
+ * The path of a tool, built with `go install` into the tool cache outside
+ * the tree (infra/tools/go.ts) when missing: helm takes a few minutes on 2
+ * cores the first time; later runs, fresh clones included, reuse it.
  */
 export function ensureTool(name: keyof typeof TOOLS): string {
-  const path = join(BIN, name);
-  if (existsSync(path)) return path;
-  mkdirSync(BIN, { recursive: true });
-  const r = run(findGo(), ["install", TOOLS[name]], { timeoutMs: 20 * 60_000 });
-  if (r.status !== 0 || !existsSync(path)) throw new Error(`go install ${TOOLS[name]} failed:\n${r.stderr}`);
-  return path;
+  return goInstall(TOOLS[name], name);
 }
 
 /**
@@ -96,10 +84,10 @@ export function ensureTool(name: keyof typeof TOOLS): string {
  * @returns a `-schema-location` template ending in `.json`
  */
 export function ensureSchemas(): string {
-  const dir = join(ROOT, ".cache/kubeconform-schemas", `v${KUBERNETES_VERSION}-standalone-strict`);
+  const dir = join(toolCacheDir(), "kubeconform-schemas", `v${KUBERNETES_VERSION}-standalone-strict`);
   const done = join(dir, ".complete");
   if (!existsSync(done)) {
-    const scratch = join(ROOT, ".cache/go-scratch");
+    const scratch = join(toolCacheDir(), "go-scratch");
     mkdirSync(scratch, { recursive: true });
     const r = run(findGo(), ["mod", "download", "-json", `k8s.io/kubernetes@v${KUBERNETES_VERSION}`], { cwd: scratch, timeoutMs: 10 * 60_000 });
     const info = JSON.parse(r.stdout || "{}") as { Dir?: string; Error?: string };
