@@ -1,6 +1,7 @@
 /**
- * Floods the real proxy PROCESS (`functions/proxy/main.ts`, as
- * test/proxy.cli.test.ts starts it: a kubeconfig file pointing at the fake
+ * Floods the real proxy PROCESS (the bundle the container image runs,
+ * `npm run build:proxy` of `functions/proxy/main.ts`, started as
+ * test/proxy.cli.test.ts starts the sources: a kubeconfig file pointing at the fake
  * Kubernetes API, a generated serving certificate, self-registration) over
  * real TLS, unauthenticated, with bounded concurrency, and samples the
  * process's resident memory from /proc/<pid>/status:
@@ -24,10 +25,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { buildProxy, imageNodeFlags } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, type EchoBackend, type Pki } from "./proxy.harness.ts";
 
-const MAIN = fileURLToPath(new URL("../functions/proxy/main.ts", import.meta.url));
 /** The chart's memory limit for the proxy (infra/helm/external-metrics-bridge/values.yaml). */
 const CHART_MEMORY_LIMIT_BYTES = 256 * 1024 * 1024;
 const REQUESTS = 2_000;
@@ -62,9 +63,12 @@ beforeAll(async () => {
   const config = join(dir, "proxy.yaml");
   writeFileSync(config, proxyConfigText({ echo: backend.url }, [[".*", "echo"]]));
   port = await freePort();
+  // The artifact the container image runs (infra/Dockerfile): the esbuild bundle, not the TypeScript sources.
+  const { file: main } = await buildProxy(join(dir, "dist"));
   child = spawn(
     process.execPath,
-    [MAIN, "--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
+    // …with the image's Node flags (V8 old space capped), as its ENTRYPOINT runs it.
+    [...imageNodeFlags(), main, "--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
     { env: { ...process.env, BRIDGE_SIGNING_KEYS: KEYS, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
   );
   for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => lines.push(...chunk.toString("utf8").split("\n").filter(Boolean)));

@@ -36,6 +36,23 @@ export const FORBIDDEN: readonly RegExp[] = [
   /^shared\/config\/config\.ts$/,
 ];
 
+/**
+ * The Node flags the container runs the bundle with: the `ENTRYPOINT` of
+ * infra/Dockerfile between the node binary and the bundle, read from the
+ * Dockerfile itself so tests start the bundle exactly as the image does.
+ *
+ * @throws Error when the Dockerfile has no exec-form ENTRYPOINT running node on main.mjs
+ */
+export function imageNodeFlags(): string[] {
+  const dockerfile = readFileSync(join(ROOT, "infra/Dockerfile"), "utf8");
+  const m = /^ENTRYPOINT (\[.*\])\s*$/m.exec(dockerfile);
+  const argv = m ? (JSON.parse(m[1]!) as string[]) : [];
+  if (argv.length < 2 || !argv[0]!.endsWith("/node") || !argv.at(-1)!.endsWith("/main.mjs")) {
+    throw new Error("infra/Dockerfile: expected ENTRYPOINT [\"…/node\", …flags, \"…/main.mjs\"]");
+  }
+  return argv.slice(1, -1);
+}
+
 /** What {@link buildProxy} produced. */
 export interface ProxyBuild {
   /** the bundle's path */

@@ -19,7 +19,7 @@
  *   - { metric: "queue_.*", backend: aws }
  *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
  * passthrough: keda             # metrics no route claims (optional)
- * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 33554432 }   # seconds, entries, bytes
+ * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 16777216 }   # seconds, entries, bytes
  * ```
  */
 import { readFileSync } from "node:fs";
@@ -51,8 +51,13 @@ export const PROXY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
 export const MAX_BACKEND_TIMEOUT_SECONDS = 4.5;
 /** Default per-backend timeout, seconds (see {@link MAX_BACKEND_TIMEOUT_SECONDS} for the budget). */
 export const DEFAULT_BACKEND_TIMEOUT_SECONDS = 4;
-/** Default bound of the values answer cache, bytes of keys + answers (32 MiB). */
-export const DEFAULT_CACHE_MAX_BYTES = 32 * 1024 * 1024;
+/**
+ * Default bound of the values answer cache, bytes of keys + answers (16 MiB:
+ * 10,000 series of ~1 KB answers fit; the proxy's V8 old space is capped at
+ * 96 MiB by the image's entrypoint, infra/Dockerfile, and every cache of the
+ * proxy together stays well under it).
+ */
+export const DEFAULT_CACHE_MAX_BYTES = 16 * 1024 * 1024;
 
 const backendSchema = z.strictObject({
   /** base URL; the request path is appended (`https://host[:port][/prefix]`) */
@@ -144,7 +149,7 @@ export interface ProxyConfig {
   /**
    * Values answer cache. `ttlSeconds`: longest re-use of a success, seconds
    * (0–30, default 2), shortened by the backend's `Cache-Control: max-age`;
-   * `maxEntries` (default 10 000) and `maxBytes` (bytes, default 32 MiB)
+   * `maxEntries` (default 10 000) and `maxBytes` (bytes, default 16 MiB)
    * bound it. Failures are kept only briefly as back-off (1–30 s, see
    * shared/proxy/forward.ts).
    */
