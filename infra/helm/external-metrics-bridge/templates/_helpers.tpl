@@ -47,3 +47,13 @@ discovery:
 {{- define "emb.hasPassthrough" -}}
 {{- range $name, $b := .Values.backends }}{{ if eq (default "bridge" $b.type) "passthrough" }}true{{ end }}{{ end -}}
 {{- end -}}
+
+{{/* Whether the proxy writes the APIService itself ("true" or empty): never in cert-manager mode (cainjector fills caBundle). */}}
+{{- define "emb.selfRegister" -}}
+{{- if and .Values.registration.selfRegister (ne .Values.tls.mode "certManager") }}true{{ end -}}
+{{- end -}}
+
+{{/* The cert-manager Certificate of the serving certificate (tls.mode certManager). */}}
+{{- define "emb.servingCertificate" -}}
+{{- printf "%s-serving" (include "emb.name" .) -}}
+{{- end -}}
