@@ -33,6 +33,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments, stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
 import {
   buildControlPlane,
   freePorts,
@@ -46,6 +47,16 @@ import {
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
+/** routed by the proxy to a backend that accepts connections and never answers */
+const STUCK_METRIC = "queue_messages_stuck";
+const API_SERVICE = "v1beta1.external.metrics.k8s.io";
+/**
+ * The proxy's backend timeout: the agreed budget (bridge deadline 3 s <
+ * proxy → backend 4 s < the aggregator's 5 s).
+ */
+const BACKEND_TIMEOUT_SECONDS = 4;
+/** kube-controller-manager `--concurrent-horizontal-pod-autoscaler-syncs` default: the HPA controller's workers */
+const HPA_WORKERS = 5;
 const MANIFESTS = "infra/manifests/external-metrics-bridge.yaml";
 const PROXY_NS = "external-metrics-bridge";
 const PROXY_SERVICE = "external-metrics-bridge-proxy";
@@ -111,6 +122,7 @@ function withFlags(args: readonly string[], overrides: Record<string, string>): 
 
 let cp: ControlPlane | undefined;
 let emulator: Emulator | undefined;
+let hang: HangingServer | undefined;
 let work = "";
 const processes: LoggedProcess[] = [];
 let aliceKubeconfig = "";
@@ -185,6 +197,74 @@ async function expectReplicasHeld(ns: string, replicas: number, seconds: number)
   }
 }
 
+/** The APIService's `Available` condition. */
+async function availability(): Promise<Condition | undefined> {
+  const r = await cp!.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
+  if (r.status !== 0) throw new Error(`kubectl get apiservice: ${r.stderr.trim()}`);
+  return (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
+}
+
+/**
+ * Create an empty namespace, delete it, and return the seconds until it is
+ * gone. The namespace controller lists every namespaced resource through
+ * discovery first (aggregated groups included) and holds the namespace in
+ * `Terminating` while a group's discovery fails
+ * (`NamespaceDeletionDiscoveryFailure`).
+ */
+async function namespaceDeletionSeconds(ns: string, timeoutMs: number): Promise<number> {
+  await cp!.kubectlOk(["create", "namespace", ns]);
+  const started = Date.now();
+  await cp!.kubectlOk(["delete", "namespace", ns, "--wait=false"]);
+  await waitFor(
+    `namespace ${ns} deleted`,
+    async () => {
+      const r = await cp!.kubectl(["get", "namespace", ns, "-o", "json"]);
+      if (r.status !== 0 && /NotFound/.test(r.stderr)) return true;
+      throw new Error(r.status === 0 ? `still there: ${JSON.stringify((JSON.parse(r.stdout) as { status?: unknown }).status)}` : r.stderr.trim());
+    },
+    { timeoutMs, intervalMs: 250, context },
+  );
+  return (Date.now() - started) / 1000;
+}
+
+/** The proxy's JSON log lines with `msg` (health changes, registration, …). */
+function proxyLog(msg: string): Record<string, unknown>[] {
+  const proxy = processes.find((p) => p.name === "proxy");
+  if (proxy === undefined) return [];
+  return readFileSync(proxy.logFile, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((r) => r["msg"] === msg);
+}
+
+/** A Deployment of `replicas` (pods stay Pending: no kubelet) and an HPA on it with `metrics` (none = the v2 default, CPU). */
+function scaledWorkload(ns: string, name: string, replicas: number, min: number, max: number, metrics?: object[]): object[] {
+  return [
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name, namespace: ns },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name, image: "registry.invalid/worker:1" }] } },
+      },
+    },
+    {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name, namespace: ns },
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
+        minReplicas: min,
+        maxReplicas: max,
+        ...(metrics ? { metrics } : {}),
+      },
+    },
+  ];
+}
+
 function workload(ns: string, replicas: number, queue: string, target: number, min: number, max: number): string {
   return yamlDocs(
     { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
@@ -230,6 +310,7 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     cp = await startControlPlane({ binDir, hpaSyncPeriodSeconds: HPA_SYNC_SECONDS, downscaleStabilizationSeconds: 4, log: (l) => console.log(l) });
     work = mkdtempSync(join(tmpdir(), "emb-k8s-e2e-"));
     emulator = await startEmulator();
+    hang = await startHangingServer();
     for (const q of ["team-a-jobs", "team-b-jobs"]) await emulator.createQueue(q);
 
     // --- the bridge: SQS rule, policies, signature required ---
@@ -304,8 +385,14 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
       stringify({
         apiVersion: "external-metrics-bridge.io/v1alpha1",
         kind: "ProxyConfig",
-        backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: 3 } },
-        routes: [{ metric: ".*", backend: "bridge" }],
+        backends: {
+          bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
+          stuck: { url: hang.url, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
+        },
+        routes: [
+          { metric: STUCK_METRIC, backend: "stuck" },
+          { metric: ".*", backend: "bridge" },
+        ],
         cache: { ttlSeconds: 1 },
       }),
     );
@@ -348,6 +435,7 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
   afterAll(async () => {
     for (const p of [...processes].reverse()) await p.stop(5_000);
     await emulator?.stop();
+    await hang?.close();
     await cp?.stop();
     if (work !== "") rmSync(work, { recursive: true, force: true });
   }, 120_000);
@@ -470,12 +558,11 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     expect(before).toBe(expectedReplicas(30, 4, 1, 6));
     await emulator!.stop();
     const stoppedAt = Date.now();
-    // The bridge answers 503 with Retry-After, and client-go (the HPA's
-    // client) retries such answers up to 10 times, waiting Retry-After
-    // seconds each time (k8s.io/client-go rest/with_retry.go): the HPA sees
-    // the failure only after those retries. The bridge caps Retry-After at
-    // MAX_RETRY_AFTER_SECONDS (1 s) so that this takes seconds, not minutes
-    // (with 5 s it took about 52 s). Meanwhile it must not scale.
+    // The bridge answers 503 (its Retry-After is the proxy's back-off for
+    // the series); the proxy passes the Status on without Retry-After, so
+    // client-go (the HPA's client), which retries a 5xx only when it carries
+    // Retry-After (k8s.io/client-go rest/with_retry.go), makes one attempt.
+    // Meanwhile the HPA must not scale.
     const seen = new Set<number>();
     const active = await waitFor(
       "team-a HPA ScalingActive=False after the emulator stopped",
@@ -494,5 +581,133 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     expect(active.message).toContain("GetQueueAttributes");
     await expectReplicasHeld("team-a", before, 5 * HPA_SYNC_SECONDS);
     await expectReplicasHeld("team-b", 2, 1);
+  }, TEST_TIMEOUT_MS);
+
+  it("a client-go read of a metric whose backend hangs fails in one attempt, in under 6 s", async () => {
+    // kubectl get --raw is client-go's rest.Request, the HPA's client: a 5xx
+    // with Retry-After is retried up to 10 times (11 × the proxy's timeout
+    // before); without it, one attempt. -v=6 logs each response.
+    const ns = `probe-${randomBytes(3).toString("hex")}`;
+    const path = `/apis/${GROUP_VERSION}/namespaces/${ns}/${STUCK_METRIC}?labelSelector=${encodeURIComponent("queue=stuck")}`;
+    const started = Date.now();
+    const r = await cp!.kubectl(["get", "--raw", path, "-v=6"], { timeoutMs: 120_000 });
+    const seconds = (Date.now() - started) / 1000;
+    console.log(`hanging backend: kubectl get --raw failed after ${seconds.toFixed(1)}s`);
+    expect(r.status, r.stdout).not.toBe(0);
+    expect(r.stderr).toMatch(/ServiceUnavailable|service unavailable/i);
+    expect(r.stderr).toContain(`did not answer within ${BACKEND_TIMEOUT_SECONDS * 1000} ms`);
+    // One attempt, seen three ways: client-go's own log, the proxy, the backend.
+    const responses = r.stderr.split("\n").filter((l) => l.includes(`/namespaces/${ns}/${STUCK_METRIC}`) && /\b503\b/.test(l));
+    expect(responses, r.stderr).toHaveLength(1);
+    expect(proxyRequests().filter((p) => p.path?.includes(`/namespaces/${ns}/`))).toHaveLength(1);
+    expect(hang!.requestLines.filter((l) => l.includes(`/namespaces/${ns}/`))).toHaveLength(1);
+    expect(seconds).toBeLessThan(6);
+  }, TEST_TIMEOUT_MS);
+
+  it(`an unrelated HPA's change applies within a sync period and one backend timeout while ${HPA_WORKERS} HPAs read a hanging backend`, async () => {
+    // Every HPA controller worker is held by a hanging read at times: before,
+    // each hanging read held its worker for 11 attempts (≈ 45 s), and every
+    // other HPA in the cluster (CPU ones too) waited that long.
+    const minBump = async (ns: string, name: string, replicas: number) => {
+      const started = Date.now();
+      await cp!.kubectlOk(["-n", ns, "patch", "hpa", name, "--type=merge", "-p", JSON.stringify({ spec: { minReplicas: replicas } })]);
+      await waitFor(
+        `deployment ${ns}/${name} at ${replicas} replicas`,
+        async () => (await kubectlJson<Deployment>(["-n", ns, "get", "deployment", name])).spec.replicas === replicas,
+        { timeoutMs: 90_000, intervalMs: 200, context },
+      );
+      return (Date.now() - started) / 1000;
+    };
+    // A CPU HPA (no metrics server here: it scales only to enforce minReplicas, which needs no metric read).
+    await cp!.kubectlOk(["apply", "-f", "-"], {
+      input: yamlDocs({ apiVersion: "v1", kind: "Namespace", metadata: { name: "calm" } }, ...scaledWorkload("calm", "web", 1, 1, 8)),
+    });
+    const baseline = await minBump("calm", "web", 2);
+
+    const stuck = (i: number) =>
+      scaledWorkload("stuck", `reader-${i}`, 1, 1, 4, [
+        {
+          type: "External",
+          external: { metric: { name: STUCK_METRIC, selector: { matchLabels: { queue: `stuck-${i}` } } }, target: { type: "AverageValue", averageValue: "1" } },
+        },
+      ]);
+    await cp!.kubectlOk(["apply", "-f", "-"], {
+      input: yamlDocs({ apiVersion: "v1", kind: "Namespace", metadata: { name: "stuck" } }, ...Array.from({ length: HPA_WORKERS }, (_, i) => stuck(i)).flat()),
+    });
+    try {
+      // Every hanging HPA has been read (and failed) at least once: the workers are busy with them.
+      await waitFor(
+        `the ${HPA_WORKERS} hanging HPAs report FailedGetExternalMetric`,
+        async () => {
+          for (let i = 0; i < HPA_WORKERS; i++) {
+            const hpa = await kubectlJson<Hpa>(["-n", "stuck", "get", "hpa", `reader-${i}`]);
+            if (condition(hpa, "ScalingActive")?.status !== "False") return false;
+          }
+          return true;
+        },
+        { timeoutMs: 120_000, intervalMs: 1000, context },
+      );
+      const latencies: number[] = [];
+      for (const replicas of [3, 4, 5]) latencies.push(await minBump("calm", "web", replicas));
+      console.log(`unrelated HPA change applied after ${latencies.map((l) => l.toFixed(1)).join(", ")}s with ${HPA_WORKERS} hanging HPAs (baseline ${baseline.toFixed(1)}s)`);
+      // One sync period to be picked up, at most one hanging read (the proxy's
+      // backend timeout) to wait for a free worker, and slack for this machine.
+      for (const l of latencies) expect(l).toBeLessThan(HPA_SYNC_SECONDS + BACKEND_TIMEOUT_SECONDS + 2);
+      const reads = hang!.requestLines.filter((l) => l.includes("/namespaces/stuck/"));
+      expect(reads.length).toBeGreaterThan(0);
+    } finally {
+      await cp!.kubectl(["-n", "stuck", "delete", "hpa", "--all"]);
+    }
+  }, TEST_TIMEOUT_MS);
+
+  // Last: it stops the bridge.
+  it("with every backend down the APIService stays Available, kubectl api-resources works, an empty namespace deletes as fast as before, and value reads answer a Status", async () => {
+    const healthy = await namespaceDeletionSeconds("doomed-healthy", 60_000);
+    const bridge = processes.find((p) => p.name === "bridge")!;
+    await bridge.stop(5_000);
+    const stoppedAt = Date.now();
+    const requestsBefore = proxyRequests().length;
+
+    // 15 s: 15 readiness rounds (1 s), past the proxy's 10 s discovery TTL,
+    // and an aggregator availability check forced every 3 s (an APIService
+    // update requeues it: kube-aggregator remote_available_controller.go).
+    let poke = 0;
+    while (Date.now() - stoppedAt < 15_000) {
+      const available = await availability();
+      const at = ((Date.now() - stoppedAt) / 1000).toFixed(1);
+      expect(available, `APIService Available ${at}s after the bridge stopped`).toMatchObject({ status: "True" });
+      if (Date.now() - stoppedAt >= poke * 3000) {
+        await cp!.kubectlOk(["annotate", "apiservice", API_SERVICE, `e2e.external-metrics-bridge.io/poke=${poke++}`, "--overwrite"]);
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const checks = proxyRequests()
+      .slice(requestsBefore)
+      .filter((r) => r.user === "system:kube-aggregator" && r.path === `/apis/${GROUP_VERSION}`);
+    expect(checks.length, "aggregator availability checks during the outage").toBeGreaterThanOrEqual(3);
+    expect(checks.filter((r) => r.code !== 200)).toEqual([]);
+    // The proxy saw the outage (logged once) and discovery kept what the bridge listed.
+    expect(proxyLog("backend does not answer discovery; discovery keeps what it last listed").filter((l) => l["backend"] === "bridge")).toHaveLength(1);
+    const discovery = JSON.parse(await cp!.kubectlOk(["get", "--raw", `/apis/${GROUP_VERSION}`])) as { resources: { name: string }[] };
+    expect(discovery.resources.map((r) => r.name)).toContain(METRIC);
+
+    const apiResources = await cp!.kubectl(["api-resources"]);
+    expect(apiResources.status, apiResources.stderr).toBe(0);
+    expect(apiResources.stderr).not.toMatch(/external\.metrics/);
+    expect(apiResources.stdout).toContain(`${GROUP_VERSION}`);
+
+    const outage = await namespaceDeletionSeconds("doomed-outage", 60_000);
+    console.log(`empty namespace deleted in ${healthy.toFixed(1)}s with the bridge up, ${outage.toFixed(1)}s with it down`);
+    expect(outage).toBeLessThan(20);
+
+    // A value read answers a Status error, in one attempt.
+    const path = `/apis/${GROUP_VERSION}/namespaces/team-a/${METRIC}?labelSelector=${encodeURIComponent("queue=team-a-jobs")}`;
+    const started = Date.now();
+    const read = await cp!.kubectl(["get", "--raw", path, "-v=6"], { kubeconfig: aliceKubeconfig, timeoutMs: 120_000 });
+    expect(read.status).not.toBe(0);
+    expect(read.stderr).toMatch(/ServiceUnavailable|service unavailable/i);
+    expect(read.stderr).toContain("backend bridge is unreachable");
+    expect(read.stderr.split("\n").filter((l) => l.includes(`/namespaces/team-a/${METRIC}`) && /\b503\b/.test(l))).toHaveLength(1);
+    expect((Date.now() - started) / 1000).toBeLessThan(6);
   }, TEST_TIMEOUT_MS);
 });

@@ -15,6 +15,7 @@ import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { PROBE_CALLER } from "../shared/proxy/forward.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+import { startHangingServer } from "./helpers/hanging-server.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 let pki: Pki;
@@ -38,47 +39,6 @@ afterAll(async () => {
 const as = (user: string) => ({ cert: pki.frontProxy, headers: { "X-Remote-User": user, "X-Remote-Group": "system:masters" } });
 const masters = () => ({ cert: pki.frontProxy, headers: { "X-Remote-User": "system:kube-aggregator", "X-Remote-Group": "system:masters" } });
 const names = (body: { resources: { name: string }[] }) => body.resources.map((r) => r.name);
-
-/** A TCP server on 127.0.0.1 that accepts connections, reads requests, and never answers. */
-interface HangingServer {
-  url: string;
-  /** connections accepted so far */
-  accepted: number;
-  /** connections still open (the proxy has not given up on them yet) */
-  open: number;
-  /** first line of each request received */
-  requestLines: string[];
-  close(): Promise<void>;
-}
-
-async function startHangingServer(): Promise<HangingServer> {
-  const sockets = new Set<net.Socket>();
-  const hs: HangingServer = { url: "", accepted: 0, open: 0, requestLines: [], close: async () => {} };
-  const server = net.createServer((socket) => {
-    hs.accepted++;
-    hs.open++;
-    sockets.add(socket);
-    let head = "";
-    socket.on("data", (chunk: Buffer) => {
-      if (head.includes("\r\n")) return;
-      head += chunk.toString("latin1");
-      if (head.includes("\r\n")) hs.requestLines.push(head.slice(0, head.indexOf("\r\n")));
-    });
-    socket.on("error", () => {});
-    socket.on("close", () => {
-      hs.open--;
-      sockets.delete(socket);
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  hs.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  hs.close = () =>
-    new Promise<void>((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    });
-  return hs;
-}
 
 /** A URL on 127.0.0.1 where nothing listens (connections are refused). */
 async function refusedUrl(): Promise<string> {

@@ -1,7 +1,8 @@
 /**
  * A real Kubernetes control plane on 127.0.0.1 for end-to-end tests: etcd,
  * kube-apiserver (with its aggregation layer and front-proxy certificates)
- * and kube-controller-manager running only the controllers an HPA needs.
+ * and kube-controller-manager running only the controllers an HPA needs (and the
+ * namespace controller, whose deletions depend on aggregated discovery).
  * Binaries come from test/k8s/build.sh (built from the Go module proxy).
  *
  * Every process logs to a file in the control plane's temporary directory;
@@ -399,7 +400,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       // each controller uses its own service account, as in kubeadm clusters:
       // the HPA reads external metrics as system:serviceaccount:kube-system:horizontal-pod-autoscaler
       "--use-service-account-credentials=true",
-      "--controllers=serviceaccount-controller,deployment-controller,replicaset-controller,horizontal-pod-autoscaler-controller",
+      "--controllers=serviceaccount-controller,deployment-controller,replicaset-controller,horizontal-pod-autoscaler-controller,namespace-controller",
       `--horizontal-pod-autoscaler-sync-period=${options.hpaSyncPeriodSeconds ?? 2}s`,
       `--horizontal-pod-autoscaler-downscale-stabilization=${options.downscaleStabilizationSeconds ?? 4}s`,
       "--v=2",
