@@ -1,0 +1,486 @@
+/**
+ * Serving-certificate rotation with two proxy replicas, against real
+ * Kubernetes (kube-apiserver's aggregation layer and kube-controller-manager's
+ * HPA controller, test/k8s/cluster.ts).
+ *
+ *   HPA controller ─► kube-apiserver (aggregator) ─► round-robin TCP forwarder
+ *     ─► proxy-a │ proxy-b (TLS, one Secret, one Lease) ─► bridge ─► fauxqs
+ *
+ * Both replicas run with the shipped Deployment's arguments
+ * (`--tls-secret`, the Lease) and short lifetimes, so within about two minutes
+ * the Lease holder renews the serving certificate from the same CA (caBundle
+ * unchanged) and rotates the CA in three steps (caBundle old → old+new →
+ * new). The aggregator dials one address (the ExternalName Service →
+ * 127.0.0.1 on the APIService port), where a forwarder alternates connections
+ * between the replicas, as a Service spreads them over pods.
+ *
+ * Every second during the run: the APIService (`Available`, `caBundle`), the
+ * certificate each replica serves (and whether it chains to the caBundle of
+ * that moment, as the aggregator verifies it: kube-aggregator
+ * `pkg/apiserver/handler_proxy.go`), the HPA's `ScalingActive`, and a value read
+ * through kube-apiserver as a user RBAC allows.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { randomBytes, X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
+import { fileURLToPath } from "node:url";
+import { stringify } from "yaml";
+import { startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
+import { PROXY_NS, PROXY_SERVICE, shippedManifests, withFlags } from "./k8s/shipped.ts";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
+const API_SERVICE = "v1beta1.external.metrics.k8s.io";
+const METRIC = "queue_messages_ready";
+const NS = "team-a";
+const QUEUE = "team-a-jobs";
+const SERVER_NAME = `${PROXY_SERVICE}.${PROXY_NS}.svc`;
+/**
+ * Lifetimes: certificates renewed with a third of 30 s left (every ~20 s); the
+ * CA rotated with max(90/3, 2 × 8) = 30 s left, i.e. ~60 s after it was made,
+ * its steps 8 s apart.
+ */
+const CERT_VALIDITY_S = 30;
+const CA_VALIDITY_S = 90;
+const OVERLAP_S = 8;
+const HPA_SYNC_SECONDS = 2;
+const [TARGET, MIN, MAX] = [4, 1, 6] as const;
+const REPLICAS = ["proxy-a", "proxy-b"] as const;
+
+const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\n");
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const expectedReplicas = (depth: number) => Math.min(MAX, Math.max(MIN, Math.ceil(depth / TARGET)));
+
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+/** PEM blocks of a bundle, parsed. */
+function pemCertificates(pem: string): X509Certificate[] {
+  return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((b) => new X509Certificate(b));
+}
+
+/** Whether `leaf` is valid now and signed by a CA of `bundle` that is valid now (what Go's x509 Verify checks, names aside). */
+function chainsTo(leaf: X509Certificate, bundle: X509Certificate[], now = Date.now()): boolean {
+  const valid = (c: X509Certificate) => Date.parse(c.validFrom) <= now && now < Date.parse(c.validTo);
+  return valid(leaf) && leaf.checkHost(SERVER_NAME) !== undefined && bundle.some((ca) => valid(ca) && leaf.checkIssued(ca) && leaf.verify(ca.publicKey));
+}
+
+/** The certificate served on 127.0.0.1:`port` for the Service's name (no verification). */
+function servedCertificate(port: number): Promise<X509Certificate> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: "127.0.0.1", port, servername: SERVER_NAME, rejectUnauthorized: false }, () => {
+      const cert = socket.getPeerX509Certificate();
+      socket.destroy();
+      if (cert === undefined) reject(new Error("no peer certificate"));
+      else resolve(cert);
+    });
+    socket.setTimeout(5000, () => socket.destroy(new Error("TLS handshake timed out")));
+    socket.once("error", reject);
+  });
+}
+
+/**
+ * A TCP forwarder on 127.0.0.1:`port` sending each new connection to the
+ * next of `targets` in turn (as a Service spreads connections over pods).
+ */
+async function roundRobin(port: number, targets: readonly number[]): Promise<{ connections: number[]; close(): Promise<void> }> {
+  const connections = targets.map(() => 0);
+  const open = new Set<Socket>();
+  let next = 0;
+  const server: Server = createServer((client) => {
+    const i = next++ % targets.length;
+    connections[i]!++;
+    const upstream = netConnect(targets[i]!, "127.0.0.1");
+    open.add(client).add(upstream);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      s.on("error", close);
+      s.on("close", close);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+  return {
+    connections,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of open) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+let cp: ControlPlane | undefined;
+let emulator: Emulator | undefined;
+let forwarder: Awaited<ReturnType<typeof roundRobin>> | undefined;
+let work = "";
+const processes: LoggedProcess[] = [];
+const replicaPorts = new Map<string, number>();
+let aliceKubeconfig = "";
+
+function context(lines = 60): string {
+  return `${cp?.logs(lines) ?? ""}\n${logTails(processes, lines)}`;
+}
+
+/** A replica's JSON log lines. */
+function replicaLog(name: string): Record<string, unknown>[] {
+  const p = processes.find((x) => x.name === name);
+  if (p === undefined) return [];
+  return readFileSync(p.logFile, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+async function kubectlJson<T>(args: string[], kubeconfig?: string): Promise<T> {
+  return JSON.parse(await cp!.kubectlOk([...args, "-o", "json"], kubeconfig ? { kubeconfig } : {})) as T;
+}
+
+const replicasOf = async () => (await kubectlJson<{ spec: { replicas: number } }>(["-n", NS, "get", "deployment", "worker"])).spec.replicas;
+
+describe("real Kubernetes: two proxy replicas through a serving-certificate renewal and a CA rotation", () => {
+  beforeAll(async () => {
+    const binDir = await buildControlPlane({ log: (l) => console.log(l) });
+    cp = await startControlPlane({ binDir, hpaSyncPeriodSeconds: HPA_SYNC_SECONDS, downscaleStabilizationSeconds: 4, log: (l) => console.log(l) });
+    work = mkdtempSync(join(tmpdir(), "emb-k8s-rotation-"));
+    emulator = await startEmulator();
+    await emulator.createQueue(QUEUE);
+
+    // --- the bridge: one SQS rule, a policy, signatures required ---
+    const signingKeys = `e2e:${randomBytes(32).toString("base64")}`;
+    const bridgeConfig = join(work, "bridge.yaml");
+    writeFileSync(
+      bridgeConfig,
+      yamlDocs(
+        {
+          apiVersion: "external-metrics-bridge.io/v1alpha1",
+          kind: "BridgeConfig",
+          defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 1 },
+          providers: {
+            sqs: {
+              type: "aws-sqs",
+              region: "us-east-1",
+              endpoint: emulator.endpoint,
+              credentials: { source: "static", accessKeyId: "e2e", secretAccessKey: "e2e" },
+              timeoutSeconds: 2,
+            },
+          },
+          metrics: [{ name: METRIC, provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessages" } }],
+          policy: { defaultAction: "Deny" },
+        },
+        {
+          apiVersion: "external-metrics-bridge.io/v1alpha1",
+          kind: "ExternalMetricPolicy",
+          metadata: { name: "team-a-queues", namespace: NS },
+          spec: { rules: [{ metric: "queue_messages_.*", selector: { matchLabels: { queue: QUEUE } } }], defaultAction: "Deny" },
+        },
+      ),
+    );
+    const [bridgePort, servicePort, portA, portB] = (await freePorts(4)) as [number, number, number, number];
+    const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
+    const bridge = startProcess("bridge", process.execPath, [join(ROOT, "functions/node.ts"), "--config", bridgeConfig, "--host", "127.0.0.1", "--port", String(bridgePort)], {
+      logFile: join(work, "bridge.log"),
+      env,
+    });
+    processes.push(bridge);
+    await waitFor(
+      "bridge /healthz",
+      async () => {
+        if (bridge.exitCode !== undefined) throw new Error(`bridge exited with ${bridge.exitCode}`);
+        return (await fetch(`http://127.0.0.1:${bridgePort}/healthz`)).ok;
+      },
+      { timeoutMs: 30_000, context },
+    );
+
+    // --- the proxy's identity, RBAC (Secret, Lease) and Service: the shipped manifests ---
+    const shipped = shippedManifests();
+    await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...shipped.install) });
+    await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }) });
+    await cp.kubectlOk(["apply", "-f", join(ROOT, "infra/examples/rbac/team-a-metrics-reader.yaml")]);
+    aliceKubeconfig = await cp.userKubeconfig("alice", ["team-a-developers"]);
+    const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
+    const proxyKubeconfig = cp.tokenKubeconfig("proxy", token);
+
+    // --- the aggregator's one address: a forwarder alternating between the replicas ---
+    forwarder = await roundRobin(servicePort, [portA, portB]);
+
+    // --- two replicas, the shipped Deployment's arguments with short lifetimes ---
+    const proxyConfig = join(work, "proxy.yaml");
+    writeFileSync(
+      proxyConfig,
+      stringify({
+        apiVersion: "external-metrics-bridge.io/v1alpha1",
+        kind: "ProxyConfig",
+        backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: 4 } },
+        routes: [{ metric: ".*", backend: "bridge" }],
+        cache: { ttlSeconds: 1 },
+      }),
+    );
+    for (const [name, port] of [
+      [REPLICAS[0], portA],
+      [REPLICAS[1], portB],
+    ] as const) {
+      replicaPorts.set(name, port);
+      const args = withFlags(shipped.proxyArgs, {
+        "--config": proxyConfig,
+        "--kubeconfig": proxyKubeconfig,
+        "--bind-address": "127.0.0.1",
+        "--secure-port": String(port),
+        // the aggregator dials the ExternalName host on the APIService's port: the forwarder
+        "--service-port": String(servicePort),
+        "--tls-cert-validity-seconds": String(CERT_VALIDITY_S),
+        "--tls-ca-validity-seconds": String(CA_VALIDITY_S),
+        "--tls-rotation-overlap-seconds": String(OVERLAP_S),
+        "--leader-elect-identity": name,
+        "--readiness-interval-seconds": "1",
+        "--shutdown-delay-seconds": "0",
+        "--drain-timeout-seconds": "2",
+      });
+      const proxy = startProcess(name, process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...args], {
+        logFile: join(work, `${name}.log`),
+        env: { ...env, POD_NAMESPACE: PROXY_NS, POD_NAME: name },
+      });
+      processes.push(proxy);
+    }
+
+    await waitFor(
+      "APIService Available=True",
+      async () => {
+        for (const p of processes) if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}`);
+        const r = await cp!.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
+        if (r.status !== 0) throw new Error(r.stderr.trim());
+        const available = (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
+        if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
+        return true;
+      },
+      { timeoutMs: 120_000, intervalMs: 1000, context },
+    );
+  }, 50 * 60_000);
+
+  afterEach(({ task }) => {
+    if (task.result?.state === "fail") console.error(`component logs after the failure of "${task.name}":\n${context(80)}`);
+  });
+
+  afterAll(async () => {
+    for (const p of [...processes].reverse()) await p.stop(5_000);
+    await forwarder?.close();
+    await emulator?.stop();
+    await cp?.stop();
+    if (work !== "") rmSync(work, { recursive: true, force: true });
+  }, 120_000);
+
+  it("keeps the APIService Available and the HPA scaling while certificates renew and the CA rotates; caBundle changes only at CA rotation", async () => {
+    const started = Date.now();
+    const at = () => Math.round((Date.now() - started) / 100) / 10;
+    // --- what the run records ---
+    const bundles: { at: number; pem: string; certs: X509Certificate[] }[] = [];
+    const notAvailable: { at: number; condition: Condition | undefined }[] = [];
+    let availabilitySamples = 0;
+    const served = new Map<string, { at: number; serial: string; issuer: string }[]>(REPLICAS.map((r) => [r, []]));
+    const unchained: { at: number; replica: string; serial: string; bundle: number }[] = [];
+    const probeErrors: { at: number; replica: string; error: string }[] = [];
+    const hpaFailures: { at: number; condition: Condition }[] = [];
+    let hpaSamples = 0;
+    const reads: { at: number; ok: boolean; detail: string }[] = [];
+    const errors: string[] = [];
+    let running = true;
+
+    /** a name for a CA: its position in the order CAs appeared */
+    const caNames = new Map<string, string>();
+    const caName = (c: X509Certificate) => {
+      if (!caNames.has(c.fingerprint256)) caNames.set(c.fingerprint256, `CA${caNames.size + 1}`);
+      return caNames.get(c.fingerprint256)!;
+    };
+
+    const loop = async (name: string, everyMs: number, body: () => Promise<void>) => {
+      while (running) {
+        const t = Date.now();
+        try {
+          await body();
+        } catch (err) {
+          errors.push(`${at()}s ${name}: ${(err as Error).message}`);
+        }
+        await sleep(Math.max(0, everyMs - (Date.now() - t)));
+      }
+    };
+
+    // APIService (Available, caBundle), then what each replica serves against that caBundle
+    const apiServiceLoop = loop("apiservice", 1000, async () => {
+      const a = await kubectlJson<{ spec: { caBundle?: string }; status?: { conditions?: Condition[] } }>(["get", "apiservice", API_SERVICE]);
+      const available = a.status?.conditions?.find((c) => c.type === "Available");
+      availabilitySamples++;
+      if (available?.status !== "True") notAvailable.push({ at: at(), condition: available });
+      const pem = Buffer.from(a.spec.caBundle ?? "", "base64").toString();
+      if (bundles.at(-1)?.pem !== pem) {
+        const certs = pemCertificates(pem);
+        certs.forEach(caName);
+        bundles.push({ at: at(), pem, certs });
+        console.log(`${at()}s caBundle: [${certs.map(caName).join(", ")}]`);
+      }
+      const bundle = bundles.at(-1)!;
+      for (const replica of REPLICAS) {
+        try {
+          const leaf = await servedCertificate(replicaPorts.get(replica)!);
+          const list = served.get(replica)!;
+          const issuerCa = bundles.flatMap((b) => b.certs).find((c) => leaf.checkIssued(c) && leaf.verify(c.publicKey));
+          const issuerName = issuerCa ? caName(issuerCa) : "unknown";
+          if (list.at(-1)?.serial !== leaf.serialNumber) {
+            list.push({ at: at(), serial: leaf.serialNumber, issuer: issuerName });
+            console.log(`${at()}s ${replica} serves ${leaf.serialNumber.slice(0, 8)}… from ${issuerName}, valid until ${leaf.validTo}`);
+          }
+          if (!chainsTo(leaf, bundle.certs)) unchained.push({ at: at(), replica, serial: leaf.serialNumber, bundle: bundles.length - 1 });
+        } catch (err) {
+          probeErrors.push({ at: at(), replica, error: (err as Error).message });
+        }
+      }
+    });
+    const hpaLoop = loop("hpa", 1000, async () => {
+      const hpa = await kubectlJson<{ status: { conditions?: Condition[] } }>(["-n", NS, "get", "hpa", "worker"]);
+      hpaSamples++;
+      const active = hpa.status.conditions?.find((c) => c.type === "ScalingActive");
+      if (active?.status === "False") hpaFailures.push({ at: at(), condition: active });
+    });
+    const readPath = `/apis/${GROUP_VERSION}/namespaces/${NS}/${METRIC}?labelSelector=${encodeURIComponent(`queue=${QUEUE}`)}`;
+    const readLoop = loop("read", 1000, async () => {
+      const r = await cp!.kubectl(["get", "--raw", readPath], { kubeconfig: aliceKubeconfig });
+      const ok = r.status === 0 && (JSON.parse(r.stdout) as { kind?: string }).kind === "ExternalMetricValueList";
+      reads.push({ at: at(), ok, detail: ok ? "" : r.stderr.trim() });
+    });
+
+    try {
+      // --- the HPA: 7 messages / 4 per replica → 2 ---
+      await emulator!.add(QUEUE, 7);
+      await cp!.kubectlOk(["apply", "-f", "-"], { input: workload() });
+      const waitForReplicas = (replicas: number, why: string) =>
+        waitFor(`deployment ${NS}/worker at ${replicas} replicas (${why})`, async () => (await replicasOf()) === replicas, {
+          timeoutMs: 90_000,
+          intervalMs: 1000,
+          context: () => `caBundles: ${bundles.map((b) => `${b.at}s [${b.certs.map(caName).join(",")}]`).join(" → ")}\n${context()}`,
+        });
+      await waitForReplicas(expectedReplicas(7), "7 messages");
+
+      // --- mid-rotation: once the new CA is in caBundle (old + new), 17 messages → 5 ---
+      const bundleWith = (n: number, why: string) =>
+        waitFor(`caBundle with ${n} certificates (${why})`, async () => bundles.length > 1 && bundles.at(-1)!.certs.length === n, {
+          timeoutMs: (CA_VALIDITY_S + 4 * OVERLAP_S) * 1000,
+          intervalMs: 500,
+          context,
+        });
+      await bundleWith(2, "CA rotation started");
+      console.log(`${at()}s rotation started: scaling on 17 messages`);
+      await emulator!.add(QUEUE, 10);
+      await waitForReplicas(expectedReplicas(17), "17 messages, during the CA rotation");
+
+      // --- after it: old CA dropped (new only); drain to 2 messages → 1 ---
+      await bundleWith(1, "old CA dropped");
+      console.log(`${at()}s rotation finished: draining to 2 messages`);
+      expect(await emulator!.drain(QUEUE, 15)).toBe(15);
+      await waitForReplicas(expectedReplicas(2), "2 messages, after the CA rotation");
+      // the aggregator keeps going on the new CA alone for a while (connections re-made, availability re-checked)
+      await sleep(2 * OVERLAP_S * 1000);
+    } finally {
+      running = false;
+      await Promise.all([apiServiceLoop, hpaLoop, readLoop]);
+    }
+    console.log(`run: ${at()}s; forwarder connections ${REPLICAS.map((r, i) => `${r}=${forwarder!.connections[i]}`).join(", ")}`);
+
+    // --- the APIService stayed Available, the HPA never lost its metric, the reads all answered ---
+    expect(errors, "poll errors").toEqual([]);
+    expect(availabilitySamples).toBeGreaterThan(30);
+    expect(notAvailable, "APIService Available≠True (FailedDiscoveryCheck)").toEqual([]);
+    expect(hpaSamples).toBeGreaterThan(30);
+    expect(hpaFailures, "HPA ScalingActive=False (FailedGetExternalMetric)").toEqual([]);
+    expect(reads.length).toBeGreaterThan(30);
+    expect(reads.filter((r) => !r.ok), "value reads through kube-apiserver that failed").toEqual([]);
+
+    // --- both replicas served the aggregator ---
+    for (let i = 0; i < REPLICAS.length; i++) expect(forwarder!.connections[i], `connections forwarded to ${REPLICAS[i]}`).toBeGreaterThan(0);
+    for (const replica of REPLICAS) {
+      const aggregated = replicaLog(replica).filter((l) => l["msg"] === "request" && l["authn"] === "front-proxy" && l["code"] === 200);
+      expect(aggregated.length, `${replica}: requests through the aggregator answered 200`).toBeGreaterThan(0);
+    }
+
+    // --- caBundle: old → old+new → new, nothing else ---
+    const steps = bundles.map((b) => b.certs.map(caName));
+    console.log(`caBundle values: ${bundles.map((b, i) => `${b.at}s [${steps[i]!.join(", ")}]`).join(" → ")}`);
+    expect(steps[0]).toHaveLength(1);
+    expect(steps.length, "distinct caBundle values").toBeGreaterThanOrEqual(3);
+    for (let i = 1; i < steps.length; i++) {
+      const [before, after] = [steps[i - 1]!, steps[i]!];
+      if (after.length > before.length) {
+        // add: every CA kept, one new one appended (it signs from now on)
+        expect(after.slice(0, -1), `caBundle change ${i}: a CA added`).toEqual(before);
+        expect(after).toHaveLength(before.length + 1);
+      } else {
+        // drop: only the newest CA stays
+        expect(after, `caBundle change ${i}: old CAs dropped`).toEqual([before.at(-1)]);
+      }
+    }
+    // Every change is a step of a CA rotation the Lease holder logged (no flips between replicas).
+    const written = REPLICAS.flatMap((r) => replicaLog(r).filter((l) => l["msg"] === "serving certificate Secret updated").map((l) => ({ replica: r, step: l["step"], time: l["time"] })));
+    console.log(`Secret writes: ${written.map((w) => `${w.replica}:${String(w.step)}`).join(", ")}`);
+    const caSteps = written.filter((w) => w.step === "add-ca" || w.step === "drop-old-ca");
+    expect(bundles.length - 1, "caBundle changes = CA rotation steps").toBe(caSteps.length);
+    expect(new Set(written.map((w) => w.replica)).size, "one writer").toBe(1);
+    expect(written.filter((w) => w.step === "create"), "the Secret was created once").toHaveLength(1);
+
+    // --- every replica served certificates that chain to the caBundle of the moment ---
+    expect(probeErrors, "TLS handshakes with the replicas that failed").toEqual([]);
+    expect(unchained, "served certificates not verifiable with the published caBundle").toEqual([]);
+    for (const replica of REPLICAS) {
+      const list = served.get(replica)!;
+      console.log(`${replica} served: ${list.map((s) => `${s.at}s ${s.serial.slice(0, 8)}… (${s.issuer})`).join(" → ")}`);
+      // renewed from the same CA (caBundle unchanged) and switched to the new CA
+      const renewals = list.slice(1).filter((s, i) => s.issuer === list[i]!.issuer);
+      const switches = list.slice(1).filter((s, i) => s.issuer !== list[i]!.issuer);
+      expect(renewals.length, `${replica}: certificate renewals from the same CA`).toBeGreaterThan(0);
+      expect(switches.length, `${replica}: switches to the new CA`).toBeGreaterThan(0);
+    }
+  }, 6 * 60_000);
+});
+
+function workload(): string {
+  return yamlDocs(
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "worker", namespace: NS },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: "worker" } },
+        // No kubelet runs: pods stay Pending, which an AverageValue target does not mind.
+        template: { metadata: { labels: { app: "worker" } }, spec: { containers: [{ name: "worker", image: "registry.invalid/worker:1" }] } },
+      },
+    },
+    {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name: "worker", namespace: NS },
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "worker" },
+        minReplicas: MIN,
+        maxReplicas: MAX,
+        metrics: [{ type: "External", external: { metric: { name: METRIC, selector: { matchLabels: { queue: QUEUE } } }, target: { type: "AverageValue", averageValue: String(TARGET) } } }],
+        behavior: { scaleUp: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 100, periodSeconds: 1 }] } },
+      },
+    },
+  );
+}
