@@ -11,12 +11,13 @@
  * - a binary's key: the SHA-256 of its module's go.mod, go.sum and *.go
  *   files, so any change to the oracle's code or pins rebuilds it.
  *
- * Builds run under an exclusive lock file per binary, so parallel test files
- * (or two runs) never build the same thing twice at once.
+ * Builds run under an exclusive lock per binary, so parallel test files (or
+ * two runs) never build the same thing twice at once; a lock left by a
+ * killed build is taken over.
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -56,17 +57,24 @@ export function moduleKey(dir: string): string {
 }
 
 /**
- * Run `fn` holding an exclusive lock (a lock directory; stale after 30 min).
- * Waits up to `timeoutMs` for another holder.
+ * Run `fn` holding an exclusive lock: a directory holding the owner's pid.
+ * A lock whose owner process is gone (killed mid-build) or that is older
+ * than 30 minutes is stale and taken over. Waits up to `timeoutMs` for a
+ * live holder.
  */
 function withLock<T>(lock: string, timeoutMs: number, fn: () => T): T {
   const started = Date.now();
   for (;;) {
     try {
       mkdirSync(lock);
+      writeFileSync(join(lock, "pid"), String(process.pid));
       break;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (lockIsStale(lock)) {
+        rmSync(lock, { recursive: true, force: true });
+        continue;
+      }
       if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${lock}`);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250);
     }
@@ -75,6 +83,29 @@ function withLock<T>(lock: string, timeoutMs: number, fn: () => T): T {
     return fn();
   } finally {
     rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function lockIsStale(lock: string): boolean {
+  let age: number;
+  try {
+    age = Date.now() - statSync(lock).mtimeMs;
+  } catch {
+    return false; // gone meanwhile: the next mkdir decides
+  }
+  if (age > 30 * 60_000) return true;
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(lock, "pid"), "utf8"));
+  } catch {
+    return age > 5_000; // no pid yet: being created (fresh) or left by an older layout
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return age > 5_000;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
   }
 }
 
@@ -127,9 +158,7 @@ export function goInstall(moduleAtVersion: string, binaryName: string, options: 
       env: goEnv({ GOBIN: dir }),
     });
     if (r.status !== 0 || !existsSync(binary)) throw new Error(`go install ${moduleAtVersion} failed:\n${r.stderr}`);
-    const fd = openSync(join(dir, "SOURCE"), "w");
-    writeSync(fd, `${moduleAtVersion}\n`);
-    closeSync(fd);
+    writeFileSync(join(dir, "SOURCE"), `${moduleAtVersion}\n`);
     return binary;
   });
 }
