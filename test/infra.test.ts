@@ -160,6 +160,33 @@ describe("the Helm chart", () => {
     expect(`${mount.mountPath}/proxy.yaml`).toBe(opts["config"]);
   });
 
+  it("renders tls.mode certManager: a self-signed CA chain, cainjector fills caBundle, the proxy reads files and never registers", () => {
+    const text = helmTemplate(["--set", "tls.mode=certManager"]);
+    const list = objects(text);
+    const api = find(list, "APIService");
+    const serving = list.find((o) => o.kind === "Certificate" && o.spec.isCA !== true)!;
+    const ca = list.find((o) => o.kind === "Certificate" && o.spec.isCA === true)!;
+    expect(serving, "a serving Certificate").toBeDefined();
+    expect(ca, "a CA Certificate").toBeDefined();
+    // cainjector reads the CA of the serving Certificate named by the annotation.
+    expect(api.metadata.annotations["cert-manager.io/inject-ca-from"]).toBe(`external-metrics-bridge/${serving.metadata.name}`);
+    expect(api.spec.caBundle).toBeUndefined();
+    // The serving certificate covers the name the aggregator verifies (<service>.<namespace>.svc).
+    expect(serving.spec.dnsNames).toContain("external-metrics-bridge-proxy.external-metrics-bridge.svc");
+    const issuers = list.filter((o) => o.kind === "Issuer").map((o) => o.metadata.name);
+    expect(issuers).toContain(serving.spec.issuerRef.name);
+    expect(issuers).toContain(ca.spec.issuerRef.name);
+    const args: string[] = find(list, "Deployment").spec.template.spec.containers[0].args;
+    const opts = proxyCommand().exitOverride().parse(args, { from: "user" }).opts();
+    expect(opts).toMatchObject({ register: false, tlsCertFile: "/etc/external-metrics-bridge/tls/tls.crt", tlsCaFile: "/etc/external-metrics-bridge/tls/ca.crt" });
+    expect(list.some((o) => o.metadata.name.endsWith(":apiservice-registrar"))).toBe(false);
+    // cert-manager's CRD schemas are not available offline: kubeconform checks every other object.
+    const others = list.filter((o) => o.kind !== "Certificate" && o.kind !== "Issuer");
+    const result = kubeconform(["-"], others.map((o) => JSON.stringify(o)).join("\n---\n"));
+    expect(result.resources.filter((r) => r.status === "statusValid")).toHaveLength(others.length);
+    expect(result.ok, JSON.stringify(result.resources.filter((r) => r.status !== "statusValid"))).toBe(true);
+  });
+
   it("renders variants: pass-through backend, existing TLS Secret, no self-registration, per-namespace HPA access, /metrics readers", () => {
     const text = helmTemplate([
       "--set-json",
