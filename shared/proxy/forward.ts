@@ -130,6 +130,7 @@ export class Forwarder {
   /** when the last discovery refresh started, ms since epoch */
   #refreshedAt = Number.NEGATIVE_INFINITY;
   #refreshing: Promise<boolean> | undefined;
+  #closed = false;
   /** metric names of the held discovery list (bounds the `metric` label) */
   #known = new Set<string>();
 
@@ -267,7 +268,8 @@ export class Forwarder {
             this.#health(client.name, true, requestId);
             return true;
           } catch (err) {
-            this.#health(client.name, false, requestId, toStatusError(err).message);
+            // Calls cut by close() at shutdown say nothing about the backend.
+            if (!this.#closed) this.#health(client.name, false, requestId, toStatusError(err).message);
             return false;
           }
         }),
@@ -294,8 +296,9 @@ export class Forwarder {
     return this.#up;
   }
 
-  /** Close backend connections. */
+  /** Close backend connections (a discovery refresh still running then changes nothing). */
   close(): void {
+    this.#closed = true;
     for (const client of this.#clients.values()) client.close();
   }
 
