@@ -50,7 +50,8 @@ const CA_VALIDITY_S = 90;
 const OVERLAP_S = 8;
 const HPA_SYNC_SECONDS = 2;
 const [TARGET, MIN, MAX] = [4, 1, 6] as const;
-const REPLICAS = ["proxy-a", "proxy-b"] as const;
+/** the first two replicas; the Lease holder is replaced by proxy-c during the CA rotation */
+const REPLICAS = ["proxy-a", "proxy-b", "proxy-c"] as const;
 
 const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -90,14 +91,20 @@ function servedCertificate(port: number): Promise<X509Certificate> {
 
 /**
  * A TCP forwarder on 127.0.0.1:`port` sending each new connection to the
- * next of `targets` in turn (as a Service spreads connections over pods).
+ * next enabled one of `targets` in turn, as a Service spreads connections over
+ * the ready pods of its endpoints (`setEnabled(i, false)` is a pod leaving them).
  */
-async function roundRobin(port: number, targets: readonly number[]): Promise<{ connections: number[]; close(): Promise<void> }> {
+async function roundRobin(
+  port: number,
+  targets: readonly number[],
+): Promise<{ connections: number[]; setEnabled(i: number, enabled: boolean): void; close(): Promise<void> }> {
   const connections = targets.map(() => 0);
+  const enabled = targets.map(() => true);
   const open = new Set<Socket>();
   let next = 0;
   const server: Server = createServer((client) => {
-    const i = next++ % targets.length;
+    let i = next++ % targets.length;
+    for (let tries = 0; !enabled[i] && tries < targets.length; tries++) i = next++ % targets.length;
     connections[i]!++;
     const upstream = netConnect(targets[i]!, "127.0.0.1");
     open.add(client).add(upstream);
@@ -120,6 +127,9 @@ async function roundRobin(port: number, targets: readonly number[]): Promise<{ c
   });
   return {
     connections,
+    setEnabled: (i, on) => {
+      enabled[i] = on;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of open) s.destroy();
@@ -133,7 +143,11 @@ let emulator: Emulator | undefined;
 let forwarder: Awaited<ReturnType<typeof roundRobin>> | undefined;
 let work = "";
 const processes: LoggedProcess[] = [];
-const replicaPorts = new Map<string, number>();
+/** the replicas' addresses (slots behind the forwarder) and the process serving each now */
+const slots: { port: number; name: string; process?: LoggedProcess }[] = [];
+let startReplica: (slot: number, name: string) => LoggedProcess = () => {
+  throw new Error("not set up");
+};
 let aliceKubeconfig = "";
 
 function context(lines = 60): string {
@@ -234,16 +248,13 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         cache: { ttlSeconds: 1 },
       }),
     );
-    for (const [name, port] of [
-      [REPLICAS[0], portA],
-      [REPLICAS[1], portB],
-    ] as const) {
-      replicaPorts.set(name, port);
+    slots.push({ port: portA, name: REPLICAS[0] }, { port: portB, name: REPLICAS[1] });
+    startReplica = (slot, name) => {
       const args = withFlags(shipped.proxyArgs, {
         "--config": proxyConfig,
         "--kubeconfig": proxyKubeconfig,
         "--bind-address": "127.0.0.1",
-        "--secure-port": String(port),
+        "--secure-port": String(slots[slot]!.port),
         // the aggregator dials the ExternalName host on the APIService's port: the forwarder
         "--service-port": String(servicePort),
         "--tls-cert-validity-seconds": String(CERT_VALIDITY_S),
@@ -251,7 +262,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         "--tls-rotation-overlap-seconds": String(OVERLAP_S),
         "--leader-elect-identity": name,
         "--readiness-interval-seconds": "1",
-        "--shutdown-delay-seconds": "0",
+        "--shutdown-delay-seconds": "1",
         "--drain-timeout-seconds": "2",
       });
       const proxy = startProcess(name, process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...args], {
@@ -259,7 +270,11 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         env: { ...env, POD_NAMESPACE: PROXY_NS, POD_NAME: name },
       });
       processes.push(proxy);
-    }
+      slots[slot] = { ...slots[slot]!, name, process: proxy };
+      return proxy;
+    };
+    startReplica(0, REPLICAS[0]);
+    startReplica(1, REPLICAS[1]);
 
     await waitFor(
       "APIService Available=True",
@@ -287,21 +302,24 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
     if (work !== "") rmSync(work, { recursive: true, force: true });
   }, 120_000);
 
-  it("keeps the APIService Available and the HPA scaling while certificates renew and the CA rotates; caBundle changes only at CA rotation", async () => {
+  it("keeps the APIService Available and the HPA scaling through certificate renewals, a CA rotation and a Lease handover in its middle; caBundle changes only at CA rotation", async () => {
     const started = Date.now();
     const at = () => Math.round((Date.now() - started) / 100) / 10;
     // --- what the run records ---
     const bundles: { at: number; pem: string; certs: X509Certificate[] }[] = [];
     const notAvailable: { at: number; condition: Condition | undefined }[] = [];
     let availabilitySamples = 0;
-    const served = new Map<string, { at: number; serial: string; issuer: string }[]>(REPLICAS.map((r) => [r, []]));
-    const unchained: { at: number; replica: string; serial: string; bundle: number }[] = [];
+    /** per slot (address behind the forwarder): each new certificate served there */
+    const served = slots.map(() => [] as { at: number; replica: string; serial: string; issuer: string }[]);
+    const unchained: { at: number; replica: string; serial: string; bundle: string[] }[] = [];
     const probeErrors: { at: number; replica: string; error: string }[] = [];
     const hpaFailures: { at: number; condition: Condition }[] = [];
     let hpaSamples = 0;
     const reads: { at: number; ok: boolean; detail: string }[] = [];
     const errors: string[] = [];
     let running = true;
+    /** slots taken out of the forwarder (a replica being replaced) are not probed */
+    const replacing = new Set<number>();
 
     /** a name for a CA: its position in the order CAs appeared */
     const caNames = new Map<string, string>();
@@ -309,6 +327,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
       if (!caNames.has(c.fingerprint256)) caNames.set(c.fingerprint256, `CA${caNames.size + 1}`);
       return caNames.get(c.fingerprint256)!;
     };
+    const bundleNames = () => bundles.map((b) => `${b.at}s [${b.certs.map(caName).join(", ")}]`).join(" → ");
 
     const loop = async (name: string, everyMs: number, body: () => Promise<void>) => {
       while (running) {
@@ -322,7 +341,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
       }
     };
 
-    // APIService (Available, caBundle), then what each replica serves against that caBundle
+    // APIService (Available, caBundle), then what each replica serves, checked against that caBundle
     const apiServiceLoop = loop("apiservice", 1000, async () => {
       const a = await kubectlJson<{ spec: { caBundle?: string }; status?: { conditions?: Condition[] } }>(["get", "apiservice", API_SERVICE]);
       const available = a.status?.conditions?.find((c) => c.type === "Available");
@@ -336,27 +355,23 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         console.log(`${at()}s caBundle: [${certs.map(caName).join(", ")}]`);
       }
       const bundle = bundles.at(-1)!;
-      for (const replica of REPLICAS) {
+      for (let slot = 0; slot < slots.length; slot++) {
+        if (replacing.has(slot)) continue;
+        const replica = slots[slot]!.name;
         try {
-          const leaf = await servedCertificate(replicaPorts.get(replica)!);
-          const list = served.get(replica)!;
+          const leaf = await servedCertificate(slots[slot]!.port);
           const issuerCa = bundles.flatMap((b) => b.certs).find((c) => leaf.checkIssued(c) && leaf.verify(c.publicKey));
-          const issuerName = issuerCa ? caName(issuerCa) : "unknown";
+          const issuer = issuerCa ? caName(issuerCa) : "unknown";
+          const list = served[slot]!;
           if (list.at(-1)?.serial !== leaf.serialNumber) {
-            list.push({ at: at(), serial: leaf.serialNumber, issuer: issuerName });
-            console.log(`${at()}s ${replica} serves ${leaf.serialNumber.slice(0, 8)}… from ${issuerName}, valid until ${leaf.validTo}`);
+            list.push({ at: at(), replica, serial: leaf.serialNumber, issuer });
+            console.log(`${at()}s ${replica} serves ${leaf.serialNumber.slice(0, 8)}… from ${issuer}, valid until ${leaf.validTo}`);
           }
-          if (!chainsTo(leaf, bundle.certs)) unchained.push({ at: at(), replica, serial: leaf.serialNumber, bundle: bundles.length - 1 });
+          if (!chainsTo(leaf, bundle.certs)) unchained.push({ at: at(), replica, serial: leaf.serialNumber, bundle: bundle.certs.map(caName) });
         } catch (err) {
           probeErrors.push({ at: at(), replica, error: (err as Error).message });
         }
       }
-    });
-    const hpaLoop = loop("hpa", 1000, async () => {
-      const hpa = await kubectlJson<{ status: { conditions?: Condition[] } }>(["-n", NS, "get", "hpa", "worker"]);
-      hpaSamples++;
-      const active = hpa.status.conditions?.find((c) => c.type === "ScalingActive");
-      if (active?.status === "False") hpaFailures.push({ at: at(), condition: active });
     });
     const readPath = `/apis/${GROUP_VERSION}/namespaces/${NS}/${METRIC}?labelSelector=${encodeURIComponent(`queue=${QUEUE}`)}`;
     const readLoop = loop("read", 1000, async () => {
@@ -364,45 +379,76 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
       const ok = r.status === 0 && (JSON.parse(r.stdout) as { kind?: string }).kind === "ExternalMetricValueList";
       reads.push({ at: at(), ok, detail: ok ? "" : r.stderr.trim() });
     });
+    let hpaLoop: Promise<void> = Promise.resolve();
+
+    const waitForReplicas = (replicas: number, why: string) =>
+      waitFor(`deployment ${NS}/worker at ${replicas} replicas (${why})`, async () => (await replicasOf()) === replicas, {
+        timeoutMs: 90_000,
+        intervalMs: 1000,
+        context: () => `caBundles: ${bundleNames()}\n${context()}`,
+      });
+    const bundleWith = (n: number, why: string) =>
+      waitFor(`caBundle with ${n} certificates (${why})`, async () => bundles.length > 1 && bundles.at(-1)!.certs.length === n, {
+        timeoutMs: (CA_VALIDITY_S + 4 * OVERLAP_S) * 1000,
+        intervalMs: 250,
+        context: () => `caBundles: ${bundleNames()}\n${context()}`,
+      });
+    let handover = { stoppedAt: 0, leader: "", replacement: "", slot: -1 };
 
     try {
       // --- the HPA: 7 messages / 4 per replica → 2 ---
       await emulator!.add(QUEUE, 7);
       await cp!.kubectlOk(["apply", "-f", "-"], { input: workload() });
-      const waitForReplicas = (replicas: number, why: string) =>
-        waitFor(`deployment ${NS}/worker at ${replicas} replicas (${why})`, async () => (await replicasOf()) === replicas, {
-          timeoutMs: 90_000,
-          intervalMs: 1000,
-          context: () => `caBundles: ${bundles.map((b) => `${b.at}s [${b.certs.map(caName).join(",")}]`).join(" → ")}\n${context()}`,
-        });
+      hpaLoop = loop("hpa", 1000, async () => {
+        const hpa = await kubectlJson<{ status: { conditions?: Condition[] } }>(["-n", NS, "get", "hpa", "worker"]);
+        hpaSamples++;
+        const active = hpa.status.conditions?.find((c) => c.type === "ScalingActive");
+        if (active?.status === "False") hpaFailures.push({ at: at(), condition: active });
+      });
       await waitForReplicas(expectedReplicas(7), "7 messages");
 
-      // --- mid-rotation: once the new CA is in caBundle (old + new), 17 messages → 5 ---
-      const bundleWith = (n: number, why: string) =>
-        waitFor(`caBundle with ${n} certificates (${why})`, async () => bundles.length > 1 && bundles.at(-1)!.certs.length === n, {
-          timeoutMs: (CA_VALIDITY_S + 4 * OVERLAP_S) * 1000,
-          intervalMs: 500,
-          context,
-        });
+      // --- the CA rotation starts (caBundle old + new): replace the Lease holder, as a rolling update would ---
       await bundleWith(2, "CA rotation started");
-      console.log(`${at()}s rotation started: scaling on 17 messages`);
+      const lease = await kubectlJson<{ spec: { holderIdentity?: string } }>(["-n", PROXY_NS, "get", "lease", `${PROXY_SERVICE}-tls`]);
+      const leader = lease.spec.holderIdentity ?? "";
+      const slot = slots.findIndex((s) => s.name === leader);
+      expect(slot, `Lease holder ${leader} is one of the replicas`).toBeGreaterThanOrEqual(0);
+      console.log(`${at()}s rotation started; stopping the Lease holder ${leader} (endpoint removed first), replacing it with ${REPLICAS[2]}`);
+      replacing.add(slot);
+      forwarder!.setEnabled(slot, false);
+      await slots[slot]!.process!.stop(15_000);
+      handover = { stoppedAt: Date.now(), leader, replacement: REPLICAS[2], slot };
+      expect(slots[slot]!.process!.exitCode, `${leader} exit code`).toBe(0);
+      // meanwhile the HPA follows the queue: 17 messages → 5
       await emulator!.add(QUEUE, 10);
+      const replacement = startReplica(slot, REPLICAS[2]);
+      await waitFor(
+        `${REPLICAS[2]} serving TLS`,
+        async () => {
+          if (replacement.exitCode !== undefined) throw new Error(`${REPLICAS[2]} exited with ${replacement.exitCode}`);
+          return servedCertificate(slots[slot]!.port);
+        },
+        { timeoutMs: 60_000, intervalMs: 500, context },
+      );
+      forwarder!.setEnabled(slot, true);
+      replacing.delete(slot);
+      console.log(`${at()}s ${REPLICAS[2]} serves; back behind the forwarder`);
       await waitForReplicas(expectedReplicas(17), "17 messages, during the CA rotation");
 
-      // --- after it: old CA dropped (new only); drain to 2 messages → 1 ---
+      // --- the rotation ends (new CA only), finished by the new Lease holder; drain to 2 messages → 1 ---
       await bundleWith(1, "old CA dropped");
       console.log(`${at()}s rotation finished: draining to 2 messages`);
       expect(await emulator!.drain(QUEUE, 15)).toBe(15);
       await waitForReplicas(expectedReplicas(2), "2 messages, after the CA rotation");
-      // the aggregator keeps going on the new CA alone for a while (connections re-made, availability re-checked)
-      await sleep(2 * OVERLAP_S * 1000);
+      // the aggregator goes on with the new CA alone (connections re-made, availability re-checked), through one more renewal
+      await sleep(CERT_VALIDITY_S * 1000 * 0.75);
     } finally {
       running = false;
       await Promise.all([apiServiceLoop, hpaLoop, readLoop]);
     }
-    console.log(`run: ${at()}s; forwarder connections ${REPLICAS.map((r, i) => `${r}=${forwarder!.connections[i]}`).join(", ")}`);
+    console.log(`run: ${at()}s; forwarder connections ${slots.map((s, i) => `slot ${i}=${forwarder!.connections[i]}`).join(", ")}`);
 
-    // --- the APIService stayed Available, the HPA never lost its metric, the reads all answered ---
+    // --- the APIService stayed Available, the HPA never lost its metric, every read answered ---
     expect(errors, "poll errors").toEqual([]);
     expect(availabilitySamples).toBeGreaterThan(30);
     expect(notAvailable, "APIService Available≠True (FailedDiscoveryCheck)").toEqual([]);
@@ -411,8 +457,8 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
     expect(reads.length).toBeGreaterThan(30);
     expect(reads.filter((r) => !r.ok), "value reads through kube-apiserver that failed").toEqual([]);
 
-    // --- both replicas served the aggregator ---
-    for (let i = 0; i < REPLICAS.length; i++) expect(forwarder!.connections[i], `connections forwarded to ${REPLICAS[i]}`).toBeGreaterThan(0);
+    // --- every replica served the aggregator ---
+    for (let i = 0; i < slots.length; i++) expect(forwarder!.connections[i], `connections forwarded to slot ${i}`).toBeGreaterThan(0);
     for (const replica of REPLICAS) {
       const aggregated = replicaLog(replica).filter((l) => l["msg"] === "request" && l["authn"] === "front-proxy" && l["code"] === 200);
       expect(aggregated.length, `${replica}: requests through the aggregator answered 200`).toBeGreaterThan(0);
@@ -420,7 +466,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
 
     // --- caBundle: old → old+new → new, nothing else ---
     const steps = bundles.map((b) => b.certs.map(caName));
-    console.log(`caBundle values: ${bundles.map((b, i) => `${b.at}s [${steps[i]!.join(", ")}]`).join(" → ")}`);
+    console.log(`caBundle values: ${bundleNames()}`);
     expect(steps[0]).toHaveLength(1);
     expect(steps.length, "distinct caBundle values").toBeGreaterThanOrEqual(3);
     for (let i = 1; i < steps.length; i++) {
@@ -434,27 +480,39 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         expect(after, `caBundle change ${i}: old CAs dropped`).toEqual([before.at(-1)]);
       }
     }
-    // Every change is a step of a CA rotation the Lease holder logged (no flips between replicas).
-    const written = REPLICAS.flatMap((r) => replicaLog(r).filter((l) => l["msg"] === "serving certificate Secret updated").map((l) => ({ replica: r, step: l["step"], time: l["time"] })));
-    console.log(`Secret writes: ${written.map((w) => `${w.replica}:${String(w.step)}`).join(", ")}`);
-    const caSteps = written.filter((w) => w.step === "add-ca" || w.step === "drop-old-ca");
-    expect(bundles.length - 1, "caBundle changes = CA rotation steps").toBe(caSteps.length);
-    expect(new Set(written.map((w) => w.replica)).size, "one writer").toBe(1);
+    // Every change is a CA-rotation step the Lease holder wrote (no flips between replicas, no CA of a starting replica).
+    const written = REPLICAS.flatMap((r) =>
+      replicaLog(r)
+        .filter((l) => l["msg"] === "serving certificate Secret updated")
+        .map((l) => ({ replica: r, step: String(l["step"]), time: Date.parse(String(l["time"])) })),
+    ).sort((x, y) => x.time - y.time);
+    console.log(`Secret writes: ${written.map((w) => `${Math.round((w.time - started) / 100) / 10}s ${w.replica}:${w.step}`).join(", ")}`);
     expect(written.filter((w) => w.step === "create"), "the Secret was created once").toHaveLength(1);
+    expect(bundles.length - 1, "caBundle changes = CA rotation steps written").toBe(written.filter((w) => w.step === "add-ca" || w.step === "drop-old-ca").length);
+    // one writer at a time: the old holder until it stopped, then one other replica
+    const before = written.filter((w) => w.time < handover.stoppedAt);
+    const after = written.filter((w) => w.time >= handover.stoppedAt);
+    expect(new Set(before.map((w) => w.replica)), "writer before the handover").toEqual(new Set([handover.leader]));
+    expect(new Set(after.map((w) => w.replica)).size, "writers after the handover").toBe(1);
+    expect(after[0]?.replica, "the new Lease holder").not.toBe(handover.leader);
+    expect(after.map((w) => w.step), "the new holder finished the rotation").toContain("drop-old-ca");
+    const replacementLog = replicaLog(handover.replacement);
+    expect(replacementLog.filter((l) => l["msg"] === "serving certificate loaded from Secret"), `${handover.replacement} loaded the Secret`).toHaveLength(1);
 
     // --- every replica served certificates that chain to the caBundle of the moment ---
     expect(probeErrors, "TLS handshakes with the replicas that failed").toEqual([]);
     expect(unchained, "served certificates not verifiable with the published caBundle").toEqual([]);
-    for (const replica of REPLICAS) {
-      const list = served.get(replica)!;
-      console.log(`${replica} served: ${list.map((s) => `${s.at}s ${s.serial.slice(0, 8)}… (${s.issuer})`).join(" → ")}`);
-      // renewed from the same CA (caBundle unchanged) and switched to the new CA
+    for (let slot = 0; slot < slots.length; slot++) {
+      const list = served[slot]!;
+      console.log(`slot ${slot} served: ${list.map((s) => `${s.at}s ${s.replica} ${s.serial.slice(0, 8)}… (${s.issuer})`).join(" → ")}`);
+      // renewed from the same CA (caBundle unchanged), and moved to the new CA
       const renewals = list.slice(1).filter((s, i) => s.issuer === list[i]!.issuer);
       const switches = list.slice(1).filter((s, i) => s.issuer !== list[i]!.issuer);
-      expect(renewals.length, `${replica}: certificate renewals from the same CA`).toBeGreaterThan(0);
-      expect(switches.length, `${replica}: switches to the new CA`).toBeGreaterThan(0);
+      expect(renewals.length, `slot ${slot}: certificate renewals from the same CA`).toBeGreaterThan(0);
+      expect(switches.length, `slot ${slot}: moves to the new CA`).toBeGreaterThan(0);
+      expect(list.at(-1)!.issuer, `slot ${slot}: serves from the CA caBundle holds at the end`).toBe(steps.at(-1)![0]);
     }
-  }, 6 * 60_000);
+  }, 8 * 60_000);
 });
 
 function workload(): string {
