@@ -36,6 +36,9 @@
  *    every moment the certificate any replica serves chains to a CA that
  *    `caBundle` holds: through (a)–(b) both CAs are trusted, and the old one
  *    goes only after every replica had `overlap` to load the new certificate.
+ *    Step (a) replaces `ca.key` with the new CA's, so a certificate with less
+ *    than 2 × overlap left is first renewed from the old CA: it must last
+ *    until step (b) without forcing (b) early.
  *
  * A Secret that is absent, or whose certificate is unusable while no CA key
  * can repair it, is replaced by a fresh CA and certificate (nothing works with
@@ -230,7 +233,16 @@ export async function planRotation(secret: V1Secret | undefined, service: Servic
       : remaining(signer) < Math.max(lifetime(signer) / 3, 2 * overlapMs)
         ? `the CA expires at ${signer.notAfter.toISOString()}`
         : undefined;
-  if (caDue !== undefined) return { kind: "add-ca", reason: caDue };
+  if (caDue !== undefined) {
+    // Step (a) drops the old CA's key, so the certificate served now must last
+    // until step (b), an overlap later. One that would not is renewed from the
+    // old CA first (while it still has more than 2 × overlap, the renewed one
+    // does), instead of forcing step (b) before every reader has the new caBundle.
+    if (signerUsable && remaining(leaf) < 2 * overlapMs) {
+      return { kind: "reissue", reason: `the certificate would expire during the CA rotation's overlap (expires ${leaf.notAfter.toISOString()})` };
+    }
+    return { kind: "add-ca", reason: caDue };
+  }
   if (p.cas.length > 1) {
     // Step (c): the old CA goes once every replica had the overlap to load the new certificate.
     const since = now - (s.servingChangedAt ?? 0);
