@@ -160,6 +160,14 @@ async function main(argv: string[]): Promise<void> {
     tlsPrivateKeyFile?: string;
     tlsCaFile?: string;
     tlsSecret?: string;
+    tlsCertValiditySeconds: number;
+    tlsCaValiditySeconds: number;
+    tlsRotationOverlapSeconds: number;
+    leaderElectLease?: string;
+    leaderElectIdentity?: string;
+    leaderElectLeaseDurationSeconds: number;
+    leaderElectRenewDeadlineSeconds: number;
+    leaderElectRetryPeriodSeconds: number;
     serviceName: string;
     serviceNamespace?: string;
     servicePort: number;
@@ -189,14 +197,6 @@ async function main(argv: string[]): Promise<void> {
   let signingKeys: SigningKey[] | undefined;
   const keysText = process.env[SIGNING_KEYS_ENV];
   if (keysText !== undefined && keysText.trim() !== "") {
-    tlsCertValiditySeconds: number;
-    tlsCaValiditySeconds: number;
-    tlsRotationOverlapSeconds: number;
-    leaderElectLease?: string;
-    leaderElectIdentity?: string;
-    leaderElectLeaseDurationSeconds: number;
-    leaderElectRenewDeadlineSeconds: number;
-    leaderElectRetryPeriodSeconds: number;
     try {
       signingKeys = parseSigningKeys(keysText);
     } catch (err) {
@@ -283,6 +283,7 @@ async function main(argv: string[]): Promise<void> {
     registration: opts.register,
   });
 
+  secretServing?.onChange((next) => proxy.setServing(next));
   if (source.kind === "files") {
     let version = filesVersion(source);
     setInterval(() => {
@@ -310,4 +311,3 @@ async function main(argv: string[]): Promise<void> {
 }
 
 if (import.meta.main) await main(process.argv);
-  secretServing?.onChange((next) => proxy.setServing(next));
