@@ -159,6 +159,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const register = async () => {
     const reg = options.registration;
     if (reg === undefined || serving.caPem === undefined || shuttingDown) return;
+    if (reg.isLeader !== undefined && !reg.isLeader()) return; // one writer: the Lease holder
     try {
       const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem });
       registered = true;
@@ -169,7 +170,6 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   };
   if (options.registration !== undefined && options.serving.caPem === undefined) {
     log({ level: "error", msg: "APIService registration is on but the CA of the serving certificate is unknown (pass --tls-ca-file); not registering" });
-    if (reg.isLeader !== undefined && !reg.isLeader()) return; // one writer: the Lease holder
   }
 
   let wasReady: boolean | undefined;
