@@ -30,7 +30,7 @@ import {
   ROOT,
 } from "../infra/tools/validate.ts";
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; [k: string]: any };
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> }; [k: string]: any };
 
 function objects(text: string): K8sObject[] {
   return parseAllDocuments(text)
@@ -169,7 +169,7 @@ describe("the Helm chart", () => {
     expect(serving, "a serving Certificate").toBeDefined();
     expect(ca, "a CA Certificate").toBeDefined();
     // cainjector reads the CA of the serving Certificate named by the annotation.
-    expect(api.metadata.annotations["cert-manager.io/inject-ca-from"]).toBe(`external-metrics-bridge/${serving.metadata.name}`);
+    expect(api.metadata.annotations?.["cert-manager.io/inject-ca-from"]).toBe(`external-metrics-bridge/${serving.metadata.name}`);
     expect(api.spec.caBundle).toBeUndefined();
     // The serving certificate covers the name the aggregator verifies (<service>.<namespace>.svc).
     expect(serving.spec.dnsNames).toContain("external-metrics-bridge-proxy.external-metrics-bridge.svc");
