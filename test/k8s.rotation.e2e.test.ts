@@ -496,6 +496,10 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
     expect(new Set(after.map((w) => w.replica)).size, "writers after the handover").toBe(1);
     expect(after[0]?.replica, "the new Lease holder").not.toBe(handover.leader);
     expect(after.map((w) => w.step), "the new holder finished the rotation").toContain("drop-old-ca");
+    // the rotation's steps an overlap apart (the log line follows the stamped write by the write's latency: 1 s slack)
+    const stepAt = (kind: string) => written.find((w) => w.step === kind)?.time ?? NaN;
+    expect((stepAt("switch") - stepAt("add-ca")) / 1000, "seconds from add-ca to switch").toBeGreaterThanOrEqual(OVERLAP_S - 1);
+    expect((stepAt("drop-old-ca") - stepAt("switch")) / 1000, "seconds from switch to drop-old-ca").toBeGreaterThanOrEqual(OVERLAP_S - 1);
     const replacementLog = replicaLog(handover.replacement);
     expect(replacementLog.filter((l) => l["msg"] === "serving certificate loaded from Secret"), `${handover.replacement} loaded the Secret`).toHaveLength(1);
 
