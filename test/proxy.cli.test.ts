@@ -11,9 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, type EchoBackend, type Pki } from "./proxy.harness.ts";
+import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
 
 const MAIN = fileURLToPath(new URL("../functions/proxy/main.ts", import.meta.url));
 let dir: string;
@@ -80,18 +79,7 @@ describe("a full run", () => {
   });
 
   it("serves over TLS, registers the APIService, and exits 0 after draining on SIGTERM", async () => {
-    const kubeconfig = join(dir, "kubeconfig.yaml");
-    writeFileSync(
-      kubeconfig,
-      stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: [{ name: "fake", cluster: { server: fake.url, "certificate-authority-data": Buffer.from(fake.caPem).toString("base64") } }],
-        users: [{ name: "proxy", user: { token: fake.token } }],
-        contexts: [{ name: "fake", context: { cluster: "fake", user: "proxy" } }],
-        "current-context": "fake",
-      }),
-    );
+    const kubeconfig = writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake);
     const config = join(dir, "proxy.yaml");
     writeFileSync(config, proxyConfigText({ echo: backend.url }, [[".*", "echo"]]));
     const port = await freePort();

@@ -24,10 +24,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import { buildProxy, imageNodeFlags } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, type EchoBackend, type Pki } from "./proxy.harness.ts";
+import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
 
 /** The chart's memory limit for the proxy (infra/helm/external-metrics-bridge/values.yaml). */
 const CHART_MEMORY_LIMIT_BYTES = 256 * 1024 * 1024;
@@ -48,18 +47,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "emb-proxy-flood-"));
   [fake, pki, backend] = await Promise.all([startFakeKubeApiServer(), createPki(), startEchoBackend(["queue_messages_ready"])]);
   fake.setConfigMap("kube-system", "extension-apiserver-authentication", authenticationData(pki));
-  const kubeconfig = join(dir, "kubeconfig.yaml");
-  writeFileSync(
-    kubeconfig,
-    stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{ name: "fake", cluster: { server: fake.url, "certificate-authority-data": Buffer.from(fake.caPem).toString("base64") } }],
-      users: [{ name: "proxy", user: { token: fake.token } }],
-      contexts: [{ name: "fake", context: { cluster: "fake", user: "proxy" } }],
-      "current-context": "fake",
-    }),
-  );
+  const kubeconfig = writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake);
   const config = join(dir, "proxy.yaml");
   writeFileSync(config, proxyConfigText({ echo: backend.url }, [[".*", "echo"]]));
   port = await freePort();

@@ -5,10 +5,12 @@
  * it through the real `@kubernetes/client-node`, and an HTTPS client that
  * presents client certificates and repeats headers exactly as given.
  */
+import { writeFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { serve, type ServerType } from "@hono/node-server";
+import { stringify } from "yaml";
 import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
 import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/certs.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
@@ -250,6 +252,22 @@ export async function serveFetch(fetch: (request: Request) => Response | Promise
         server.close(() => r());
       }),
   };
+}
+
+/** Write a kubeconfig file that reaches the fake Kubernetes API with its token (for proxy processes started with `--kubeconfig`). */
+export function writeFakeKubeconfig(path: string, fake: Pick<FakeKubeApiServer, "url" | "caPem" | "token">): string {
+  writeFileSync(
+    path,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "fake", cluster: { server: fake.url, "certificate-authority-data": Buffer.from(fake.caPem).toString("base64") } }],
+      users: [{ name: "proxy", user: { token: fake.token } }],
+      contexts: [{ name: "fake", context: { cluster: "fake", user: "proxy" } }],
+      "current-context": "fake",
+    }),
+  );
+  return path;
 }
 
 /** A ProxyConfig with bridge backends at `urls` and the given routes. */

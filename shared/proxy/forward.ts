@@ -51,7 +51,7 @@ import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
-import { BackendError, type BackendClient, type BackendResponse } from "./backends.ts";
+import { BackendError, type BackendClient, type BackendRequest, type BackendResponse } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -216,20 +216,12 @@ export class Forwarder {
    * call was cancelled); `unsigned` becomes a 500.
    */
   async #valuesCall(client: BackendClient, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
-    const started = performance.now();
     try {
-      const response = await client.get({ pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal });
-      this.#metrics.backendRequests.inc({ backend: client.name, code: String(response.status) });
-      return response;
+      return await this.#send(client, { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal });
     } catch (err) {
       if (!(err instanceof BackendError)) throw err;
-      this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
-      this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
-      this.#log({ level: "warn", msg: "backend call failed", requestId: request.requestId, backend: client.name, kind: err.kind, error: err.message });
       if (err.kind === "unsigned") throw internalError(err.message);
       throw withBackoff(backendUnavailable(err.message, err), err.kind === "aborted" ? 0 : backoffMs(undefined, undefined, 0));
-    } finally {
-      this.#metrics.backendDuration.observe({ backend: client.name }, (performance.now() - started) / 1000);
     }
   }
 
@@ -262,7 +254,7 @@ export class Forwarder {
       const answered = await Promise.all(
         [...this.#clients.values()].map(async (client) => {
           try {
-            const response = await this.#call(client, DISCOVERY_PATH, PROBE_CALLER, requestId, false);
+            const response = await this.#call(client, DISCOVERY_PATH, PROBE_CALLER, requestId);
             this.#listed.set(client.name, this.#routed(client, checkDiscovery(client, response)));
             this.#rebuild();
             this.#health(client.name, true, requestId);
@@ -356,21 +348,36 @@ export class Forwarder {
     }
   }
 
-  /** One backend call with metrics and logging; BackendErrors become Status errors. */
-  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string, logFailure = true): Promise<BackendResponse> {
+  /** One discovery call with metrics; BackendErrors become Status errors (logged by the caller once per health change). */
+  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string): Promise<BackendResponse> {
+    try {
+      return await this.#send(client, { pathAndQuery, caller, requestId }, true);
+    } catch (err) {
+      if (!(err instanceof BackendError)) throw err;
+      if (err.kind === "unsigned") throw internalError(err.message);
+      throw serviceUnavailable(err.message, BACKEND_RETRY_AFTER_SECONDS, undefined, err);
+    }
+  }
+
+  /**
+   * One backend call with its metrics (requests by code or failure kind,
+   * errors, duration) and, unless `quiet`, a log line for a failure.
+   *
+   * @throws BackendError as {@link BackendClient.get} does, after counting it
+   */
+  async #send(client: BackendClient, request: BackendRequest, quiet = false): Promise<BackendResponse> {
     const started = performance.now();
     try {
-      const response = await client.get({ pathAndQuery, caller, requestId });
+      const response = await client.get(request);
       this.#metrics.backendRequests.inc({ backend: client.name, code: String(response.status) });
       return response;
     } catch (err) {
-      if (!(err instanceof BackendError)) throw err;
-      this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
-      this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
-      // Discovery failures are logged once per health change instead (#health).
-      if (logFailure) this.#log({ level: "warn", msg: "backend call failed", requestId, backend: client.name, kind: err.kind, error: err.message });
-      if (err.kind === "unsigned") throw internalError(err.message);
-      throw serviceUnavailable(err.message, BACKEND_RETRY_AFTER_SECONDS, undefined, err);
+      if (err instanceof BackendError) {
+        this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
+        this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
+        if (!quiet) this.#log({ level: "warn", msg: "backend call failed", requestId: request.requestId, backend: client.name, kind: err.kind, error: err.message });
+      }
+      throw err;
     } finally {
       this.#metrics.backendDuration.observe({ backend: client.name }, (performance.now() - started) / 1000);
     }
