@@ -31,7 +31,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseAllDocuments, stringify } from "yaml";
+import { stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
 import {
@@ -44,6 +44,7 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
+import { PROXY_NS, PROXY_SERVICE, shippedManifests, withFlags } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -57,9 +58,6 @@ const API_SERVICE = "v1beta1.external.metrics.k8s.io";
 const BACKEND_TIMEOUT_SECONDS = 4;
 /** kube-controller-manager `--concurrent-horizontal-pod-autoscaler-syncs` default: the HPA controller's workers */
 const HPA_WORKERS = 5;
-const MANIFESTS = "infra/manifests/external-metrics-bridge.yaml";
-const PROXY_NS = "external-metrics-bridge";
-const PROXY_SERVICE = "external-metrics-bridge-proxy";
 const HPA_SYNC_SECONDS = 2;
 /** per-test limit: every wait inside is bounded well below it */
 const TEST_TIMEOUT_MS = 240_000;
@@ -71,54 +69,6 @@ function expectedReplicas(depth: number, target: number, min: number, max: numbe
 }
 
 const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\n");
-
-interface ManifestObject {
-  kind: string;
-  metadata: { name: string; namespace?: string };
-  spec?: { template?: { spec?: { containers?: { name: string; args?: string[] }[] } } };
-}
-
-/**
- * The shipped plain manifests, as a cluster admin would apply them, minus
- * what cannot run here: the Deployment (its arguments are returned for the
- * local proxy process), the PodDisruptionBudget, the ConfigMap (the local
- * proxy gets its own config) and the APIService (the proxy registers it
- * itself). The ClusterIP Service becomes an ExternalName Service of the same
- * name resolving to 127.0.0.1, since Endpoints may not be loopback.
- */
-function shippedManifests(): { install: object[]; proxyArgs: string[] } {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
-    .map((d) => d.toJS() as ManifestObject | null)
-    .filter((d): d is ManifestObject => d !== null);
-  const deployment = docs.find((d) => d.kind === "Deployment" && d.metadata.name === PROXY_SERVICE);
-  const args = deployment?.spec?.template?.spec?.containers?.find((c) => c.name === "proxy")?.args;
-  if (args === undefined) throw new Error(`${MANIFESTS}: no Deployment ${PROXY_SERVICE} with a "proxy" container and args`);
-  const install: object[] = [];
-  for (const d of docs) {
-    if (["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"].includes(d.kind)) install.push(d);
-    else if (d.kind === "Service" && d.metadata.name === PROXY_SERVICE) {
-      install.push({ apiVersion: "v1", kind: "Service", metadata: d.metadata, spec: { type: "ExternalName", externalName: "127.0.0.1" } });
-    }
-  }
-  if (!install.some((d) => (d as ManifestObject).kind === "Service")) throw new Error(`${MANIFESTS}: no Service ${PROXY_SERVICE}`);
-  return { install, proxyArgs: args };
-}
-
-/** `--flag=value` / `--flag value` arguments with `overrides` replacing or adding flags. */
-function withFlags(args: readonly string[], overrides: Record<string, string>): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    const flag = arg.split("=")[0]!;
-    if (flag in overrides) {
-      if (!arg.includes("=") && !(args[i + 1] ?? "--").startsWith("--")) i++;
-      continue;
-    }
-    out.push(arg);
-  }
-  for (const [flag, value] of Object.entries(overrides)) out.push(`${flag}=${value}`);
-  return out;
-}
 
 let cp: ControlPlane | undefined;
 let emulator: Emulator | undefined;

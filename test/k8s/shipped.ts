@@ -1,8 +1,8 @@
 /**
  * The shipped plain manifests (infra/manifests/external-metrics-bridge.yaml)
  * as end-to-end tests apply them to the local control plane, and the proxy
- * Deployment's arguments for a local proxy process. Same rules as
- * test/k8s.e2e.test.ts (kept there too while it is being edited).
+ * Deployment's arguments for a local proxy process; used by
+ * test/k8s.e2e.test.ts and test/k8s.rotation.e2e.test.ts.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
