@@ -4,10 +4,11 @@
  * several selector labels (CloudWatch dimensions, Cloud Monitoring labels).
  *
  * The mapping is exact or refused, never widened (prometheus-adapter
- * `pkg/naming/metrics_query.go`; the `aws-sqs` provider's `resolveQueues`
- * is the one-label case): a selector names the series through `=`, `==` and
- * `in` on the rule's labels; `!=`, `notin`, `exists`, `!key`, `>` and `<`
- * then narrow that set through apimachinery's own matcher.
+ * `pkg/naming/metrics_query.go`; the `aws-sqs` provider is the one-label
+ * case, with its own {@link SeriesNoun}): a selector names the series
+ * through `=`, `==` and `in` on the rule's labels; `!=`, `notin`,
+ * `exists`, `!key`, `>` and `<` then narrow that set through apimachinery's
+ * own matcher.
  */
 import { z } from "zod";
 import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
@@ -61,6 +62,20 @@ export function mappedValue(mapping: LabelMapping, value: string): string {
 export const MAX_SERIES_PER_REQUEST = 100;
 
 /**
+ * How the messages of {@link resolveLabelSets} name a series when its
+ * provider's series are named objects: `aws-sqs` passes
+ * `{ one: "queue", many: "queues", placeholder: "NAME" }` and its messages
+ * read "matches no queue", "must name the queues with queue=NAME …",
+ * `queue "x" is not served` (details `kind: "queue"`). Without it a series
+ * is a "series" and a value a "VALUE".
+ */
+export interface SeriesNoun {
+  one: string;
+  many: string;
+  placeholder: string;
+}
+
+/**
  * The label sets (one per series, each giving a value to every mapped label)
  * that `selector` identifies for a rule, sorted by their values in label order.
  * A rule that maps no label reads one series, `{}`, and accepts only an
@@ -68,6 +83,10 @@ export const MAX_SERIES_PER_REQUEST = 100;
  *
  * @param metric the rule name, for messages
  * @param labels the labels the rule understands, in the rule's order
+ * @param maxSeries most series one request may name; more than 16 × this
+ *   many candidates (before `!=`/`notin` narrow them) is refused without
+ *   building them
+ * @param noun the words of the messages (see {@link SeriesNoun})
  * @throws StatusError 400 when a requirement is on another label (naming it),
  *   when a label without allow-list is not named by `=`/`in`, when the
  *   selector matches no series or names more than {@link MAX_SERIES_PER_REQUEST};
@@ -78,10 +97,16 @@ export function resolveLabelSets(
   selector: Selector,
   labels: readonly MappedLabel[],
   maxSeries = MAX_SERIES_PER_REQUEST,
+  noun?: SeriesNoun,
 ): Record<string, string>[] {
   const known = new Set(labels.map((l) => l.label));
+  const many = noun?.many ?? "series";
   const understood =
-    labels.length === 0 ? "this rule understands no selector labels" : `this rule understands only the labels ${labels.map((l) => `"${l.label}"`).join(", ")}`;
+    labels.length === 0
+      ? "this rule understands no selector labels"
+      : noun !== undefined && labels.length === 1
+        ? `this rule understands only the label "${labels[0]!.label}"`
+        : `this rule understands only the labels ${labels.map((l) => `"${l.label}"`).join(", ")}`;
   for (const r of selector.requirements) {
     if (!known.has(r.key)) {
       throw badRequest(`metric ${metric}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ${understood}`);
@@ -99,8 +124,11 @@ export function resolveLabelSets(
     if (candidates === undefined) {
       if (mapped.values === undefined) {
         throw badRequest(
-          `metric ${metric}: the selector must name the "${mapped.label}" values with ${mapped.label}=VALUE or ${mapped.label} in (A,B); ` +
-            `this rule has no allow-list of ${mapped.label} values to choose from`,
+          noun !== undefined
+            ? `metric ${metric}: the selector must name the ${noun.many} with ${mapped.label}=${noun.placeholder} or ` +
+                `${mapped.label} in (A,B); this rule has no ${noun.many} allow-list to choose from`
+            : `metric ${metric}: the selector must name the "${mapped.label}" values with ${mapped.label}=VALUE or ${mapped.label} in (A,B); ` +
+                `this rule has no allow-list of ${mapped.label} values to choose from`,
         );
       }
       candidates = new Set(mapped.values);
@@ -111,7 +139,7 @@ export function resolveLabelSets(
     if (count > maxSeries * 16) break; // the product is refused below; stop before building it
   }
   if (count > maxSeries * 16) {
-    throw badRequest(`metric ${metric}: selector names more than ${maxSeries} series; at most ${maxSeries} per request`);
+    throw badRequest(`metric ${metric}: selector names more than ${maxSeries} ${many}; at most ${maxSeries} per request`);
   }
   let sets: Record<string, string>[] = [{}];
   labels.forEach((mapped, i) => {
@@ -119,20 +147,21 @@ export function resolveLabelSets(
   });
   const chosen = sets.filter((set) => matchesLabels(selector, set));
   if (chosen.length === 0) {
-    throw badRequest(`metric ${metric}: selector "${selectorToString(selector)}" matches no series of this rule`);
+    throw badRequest(`metric ${metric}: selector "${selectorToString(selector)}" matches no ${noun?.one ?? "series of this rule"}`);
   }
   if (chosen.length > maxSeries) {
-    throw badRequest(`metric ${metric}: selector names ${chosen.length} series; at most ${maxSeries} per request`);
+    throw badRequest(`metric ${metric}: selector names ${chosen.length} ${many}; at most ${maxSeries} per request`);
   }
   for (const mapped of labels) {
     if (mapped.values === undefined) continue;
     const allowed = new Set(mapped.values);
     const outside = [...new Set(chosen.map((s) => s[mapped.label]!).filter((v) => !allowed.has(v)))];
     if (outside.length > 0) {
-      throw notFound(
-        `metric ${metric}: ${mapped.label} ${outside.map((v) => JSON.stringify(v)).join(", ")} is not served by this rule`,
-        { name: outside[0], kind: mapped.label },
-      );
+      const kind = noun?.one ?? mapped.label;
+      throw notFound(`metric ${metric}: ${kind} ${outside.map((v) => JSON.stringify(v)).join(", ")} is not served by this rule`, {
+        name: outside[0],
+        kind,
+      });
     }
   }
   return chosen;

@@ -16,11 +16,10 @@ import { z } from "zod";
 import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import { matchesLabels, selectorToString } from "../../k8s/selector.ts";
 import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
 import { backendFailureTtlMs } from "../backoff.ts";
-import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
+import { labelKeySchema, labelValueSchema, MAX_SERIES_PER_REQUEST, resolveLabelSets, type SeriesNoun } from "../label-mapping.ts";
 import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
 
 /** The queue attributes a rule may read (and sum). */
@@ -31,7 +30,7 @@ export const SQS_ATTRIBUTES = [
 ] as const;
 
 /** Most queues one request may name (bounded work per request). */
-export const MAX_QUEUES_PER_REQUEST = 100;
+export const MAX_QUEUES_PER_REQUEST = MAX_SERIES_PER_REQUEST;
 
 /** How long a resolved queue URL is re-used, ms. */
 const QUEUE_URL_TTL_MS = 10 * 60_000;
@@ -72,66 +71,22 @@ function attributesOf(query: SqsQuery): QueueAttributeName[] {
   return [...new Set(list)].sort() as QueueAttributeName[];
 }
 
+/** How label-resolution messages name an SQS series: "matches no queue", "queue=NAME". */
+export const QUEUE_NOUN: SeriesNoun = { one: "queue", many: "queues", placeholder: "NAME" };
+
 /**
- * Map the request selector to the exact, finite list of queue label values
- * it identifies (sorted). The mapping is exact or refused, never widened
- * (the prometheus-adapter habit, `pkg/naming/metrics_query.go`):
- * - every requirement must be on `queueLabel`, else 400 naming it;
- * - the candidates are the values of `=`, `==` and `in` requirements
- *   (intersected), or the allow-list when there are none; without either
- *   the selector does not name a finite set of queues: 400;
- * - each candidate is kept only if the whole selector matches it, which
- *   applies `!=`, `notin`, `!key`, `>`, `<` exactly;
- * - an empty result is 400 (the selector matches no queue); a value outside
- *   the allow-list is 404.
+ * The queue label values the request selector names, sorted: the one-label
+ * case of `resolveLabelSets` (`../label-mapping.ts`) on `queueLabel`, with
+ * `queues` as its allow-list.
  *
- * @throws StatusError 400 or 404 as above
+ * @throws StatusError 400 (a requirement on another label, no queue named
+ *   without an allow-list, no queue matched, more than
+ *   {@link MAX_QUEUES_PER_REQUEST}) or 404 (a queue outside the allow-list)
  */
 export function resolveQueues(rule: MetricRule<SqsQuery>, request: PlanRequest<SqsQuery>): string[] {
-  const { queueLabel, queues: allowList } = rule.query;
-  const requirements = request.selector.requirements;
-  let candidates: Set<string> | undefined;
-  for (const r of requirements) {
-    if (r.key !== queueLabel) {
-      throw badRequest(
-        `metric ${rule.name}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ` +
-          `this rule understands only the label "${queueLabel}"`,
-      );
-    }
-    if (r.operator === "=" || r.operator === "==" || r.operator === "in") {
-      const values = new Set(r.values);
-      candidates = candidates === undefined ? values : new Set([...candidates].filter((v) => values.has(v)));
-    }
-  }
-  if (candidates === undefined) {
-    if (allowList === undefined) {
-      throw badRequest(
-        `metric ${rule.name}: the selector must name the queues with ${queueLabel}=NAME or ` +
-          `${queueLabel} in (A,B); this rule has no queues allow-list to choose from`,
-      );
-    }
-    candidates = new Set(allowList);
-  }
-  const chosen = [...candidates].filter((v) => matchesLabels(request.selector, { [queueLabel]: v })).sort();
-  if (chosen.length === 0) {
-    throw badRequest(
-      `metric ${rule.name}: selector "${selectorToString(request.selector)}" matches no queue`,
-    );
-  }
-  if (chosen.length > MAX_QUEUES_PER_REQUEST) {
-    throw badRequest(`metric ${rule.name}: selector names ${chosen.length} queues; at most ${MAX_QUEUES_PER_REQUEST} per request`);
-  }
-  if (allowList !== undefined) {
-    const allowed = new Set(allowList);
-    const outside = chosen.filter((v) => !allowed.has(v));
-    if (outside.length > 0) {
-      throw notFound(`metric ${rule.name}: queue ${outside.map((q) => JSON.stringify(q)).join(", ")} is not served by this rule`, {
-        name: outside[0],
-        kind: "queue",
-      });
-    }
-  }
-  return chosen;
+  const { queueLabel, queues } = rule.query;
+  const label = queues === undefined ? { label: queueLabel } : { label: queueLabel, values: queues };
+  return resolveLabelSets(rule.name, request.selector, [label], MAX_QUEUES_PER_REQUEST, QUEUE_NOUN).map((set) => set[queueLabel]!);
 }
 
 /** The SQS queue name for a label value, or 400 when the template yields an invalid name. */
