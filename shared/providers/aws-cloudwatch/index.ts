@@ -36,15 +36,13 @@ import {
   type MetricDataQuery,
   type MetricStat,
 } from "@aws-sdk/client-cloudwatch";
-import { Batcher, type Outcome } from "../../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
-import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
-import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import { internalError, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
+import { callSignal } from "../../deadline.ts";
+import { decimalFromNumber } from "../../k8s/quantity.ts";
+import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
-import { backendFailureTtlMs } from "../backoff.ts";
-import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
-import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import { mappedLabels, mappedValue } from "../label-mapping.ts";
+import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
+import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 import {
   cloudWatchProviderSchema,
   cloudWatchQuerySchema,
@@ -70,17 +68,15 @@ const INVALID_REQUEST_ERRORS = new Set([
   "MissingRequiredParameterException",
 ]);
 
-/** One value read from CloudWatch for one series. */
-export interface Reading {
-  value: Decimal;
-  /** ms since epoch: end of the datapoint's period (or the read time for an `onEmpty` value) */
-  timestamp: number;
-  /** the period, seconds (absent for an `onEmpty` value) */
-  windowSeconds?: number;
-}
+/**
+ * One value read from CloudWatch for one series: `timestamp` is the end of
+ * the datapoint's period (or the read time for an `onEmpty` value), ms since
+ * epoch; `windowSeconds` the period (absent for an `onEmpty` value).
+ */
+export type { Reading } from "../series.ts";
 
 /** One series to read: what the batcher collects. */
-interface ReadItem {
+interface ReadItem extends SeriesItem {
   /** cache key: everything that determines the answer */
   key: string;
   /** the series, for messages, e.g. `metric sqs_depth (AWS/SQS ApproximateNumberOfMessagesVisible QueueName=jobs)` */
@@ -131,7 +127,7 @@ function describeDimensions(dims: Dimension[] | undefined): string {
 /**
  * Build the read of one series (one label set) of a rule.
  */
-function readItem(rule: MetricRule<CloudWatchQuery>, labels: Record<string, string>): ReadItem {
+function readItem(rule: MetricRule<CloudWatchQuery>, labels: Readonly<Record<string, string>>): ReadItem {
   const q = rule.query;
   const extra = labelDimensions(q, labels);
   const accountId = q.accountId !== undefined ? { AccountId: q.accountId } : {};
@@ -170,15 +166,14 @@ function readItem(rule: MetricRule<CloudWatchQuery>, labels: Record<string, stri
 }
 
 /**
- * An `aws-cloudwatch` provider instance. Reads are batched per instance
- * (one CloudWatch client, one region and credentials).
+ * The CloudWatch part of an `aws-cloudwatch` provider (`../series.ts` does
+ * label resolution, cache, coalescing and batching): one series is one
+ * `GetMetricData` query (or a metric-math group of them), a batch one call.
  */
-export class CloudWatchProvider implements Provider<CloudWatchQuery> {
-  readonly type = "aws-cloudwatch";
-  readonly name: string;
+class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
   readonly client: CloudWatchClient;
-  readonly cache: CoalescingCache<Reading>;
-  readonly batcher: Batcher<ReadItem, Reading>;
+  readonly batching: SeriesBatching;
+  private readonly name: string;
   private readonly runtime: RuntimeEnv;
   private readonly timeoutMs: number;
 
@@ -187,52 +182,40 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
     this.client = new CloudWatchClient(awsClientOptions(name, config, runtime));
-    this.cache = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
-    this.batcher = new Batcher<ReadItem, Reading>({
+    this.batching = {
       maxBatchSize: config.maxQueriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
-      size: (item) => item.size,
-      execute: (items, _group, signal) => this.getMetricData(items, signal),
       splitOnError: (err) => INVALID_REQUEST_ERRORS.has((err as { name?: string })?.name ?? ""),
-    });
+    };
   }
 
-  plan(request: PlanRequest<CloudWatchQuery>): string {
-    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.dimensionLabels));
-    const items = sets.map((labels) => readItem(request.rule, labels));
+  labels(rule: MetricRule<CloudWatchQuery>) {
+    return mappedLabels(rule.query.dimensionLabels);
+  }
+
+  item(rule: MetricRule<CloudWatchQuery>, labels: Readonly<Record<string, string>>): ReadItem {
+    return readItem(rule, labels);
+  }
+
+  describe(_rule: MetricRule<CloudWatchQuery>, items: readonly ReadItem[]): string {
     return `CloudWatch GetMetricData, newest datapoint in the last ${items[0]!.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
   }
 
-  async query(request: QueryRequest<CloudWatchQuery>): Promise<Series[]> {
-    const rule = request.rule;
-    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.dimensionLabels));
-    const ttlMs = ruleCacheTtlMs(rule);
-    // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(
-      sets.map((labels) => {
-        const item = readItem(rule, labels);
-        return this.cache.get(item.key, ttlMs, (signal) => this.load(item, signal), { signal: request.signal });
-      }),
-    );
-    return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
+  read(items: readonly ReadItem[], signal: AbortSignal): Promise<Outcome<Reading>[]> {
+    return this.getMetricData(items, signal);
   }
 
-  private async load(item: ReadItem, signal: AbortSignal): Promise<Reading> {
-    try {
-      return await this.batcher.load(item, signal);
-    } catch (err) {
-      if (err instanceof StatusError) throw err;
-      const name = (err as { name?: string })?.name ?? "";
-      if (INVALID_REQUEST_ERRORS.has(name)) {
-        // After splitting, this query alone was refused: the rule is wrong, no retry helps.
-        throw internalError(
-          `provider ${this.name}: GetMetricData for ${item.what} failed: CloudWatch says the query is invalid (${name}): ${(err as Error).message}`,
-          undefined,
-          err,
-        );
-      }
-      throw awsErrorToStatus(this.name, `GetMetricData for ${item.what}`, err);
+  error(err: unknown, item: ReadItem): StatusError {
+    const name = (err as { name?: string })?.name ?? "";
+    if (INVALID_REQUEST_ERRORS.has(name)) {
+      // After splitting, this query alone was refused: the rule is wrong, no retry helps.
+      return internalError(
+        `provider ${this.name}: GetMetricData for ${item.what} failed: CloudWatch says the query is invalid (${name}): ${(err as Error).message}`,
+        undefined,
+        err,
+      );
     }
+    return awsErrorToStatus(this.name, `GetMetricData for ${item.what}`, err);
   }
 
   /** One GetMetricData call (all pages) for a batch; one outcome per item. `signal`: the batch's (see the class doc). */
@@ -315,10 +298,21 @@ export class CloudWatchProvider implements Provider<CloudWatchQuery> {
     }
     if (truncated) return cut();
     const empty = `${where}: no datapoint in the last ${item.lookbackSeconds} s${noteText}; no value is reported`;
-    if (item.onEmpty === "notFound") return fail(notFound(empty, { kind: "cloudwatch-metric" }));
-    // 1 s back-off: the datapoint may arrive any moment; this is not a backend failure.
-    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty));
-    return { ok: true, value: { value: parseDecimal(item.onEmpty.value), timestamp: now } };
+    return emptyOutcome(item.onEmpty, empty, "cloudwatch-metric", now);
+  }
+}
+
+/**
+ * An `aws-cloudwatch` provider instance: the series skeleton
+ * (`../series.ts`) over one CloudWatch client (one region and credentials).
+ */
+export class CloudWatchProvider extends SeriesProvider<CloudWatchQuery, ReadItem> {
+  readonly client: CloudWatchClient;
+
+  constructor(name: string, config: CloudWatchProviderConfig, runtime: RuntimeEnv) {
+    const backend = new CloudWatchBackend(name, config, runtime);
+    super("aws-cloudwatch", name, runtime, backend);
+    this.client = backend.client;
   }
 }
 

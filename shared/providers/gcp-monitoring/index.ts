@@ -32,16 +32,13 @@
  * every series of the call — never `onEmpty`, never a guess from part of
  * the answer.
  */
-import { Batcher, type Outcome } from "../../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
-import { parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import { badRequest, notFound, serviceUnavailable, StatusError } from "../../k8s/status.ts";
-import { backendFailureTtlMs } from "../backoff.ts";
+import { badRequest, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
 import { FilterError, timeSeriesFilter } from "../gcp/filter.ts";
-import { mappedLabels, mappedValue, resolveLabelSets } from "../label-mapping.ts";
-import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import { mappedLabels, mappedValue } from "../label-mapping.ts";
+import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
+import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 import { restTransportFactory } from "./rest.ts";
 import {
   alignmentPeriodOf,
@@ -61,13 +58,12 @@ import {
 /** Most `nextPageToken` pages followed for one call; an answer with more is refused (503), never read in part. */
 export const MAX_PAGES = 20;
 
-/** One value read from Cloud Monitoring for one series. */
-export interface Reading {
-  value: Decimal;
-  /** ms since epoch: the point's `interval.endTime` (or the read time for an `onEmpty` value) */
-  timestamp: number;
-  windowSeconds?: number;
-}
+/**
+ * One value read from Cloud Monitoring for one series: `timestamp` is the
+ * point's `interval.endTime` (or the read time for an `onEmpty` value), ms
+ * since epoch.
+ */
+export type { Reading } from "../series.ts";
 
 /** What one ListTimeSeries call shares: everything but the selector-mapped label values. */
 interface CallShape {
@@ -82,7 +78,7 @@ interface CallShape {
 }
 
 /** One series to read: what the batcher collects. */
-interface ReadItem {
+interface ReadItem extends SeriesItem {
   key: string;
   group: string;
   shape: CallShape;
@@ -107,7 +103,7 @@ function fieldValue(series: TimeSeriesData, field: string): string | undefined {
  * Build the read of one series (one label set) of a rule.
  * @throws StatusError 400 when a value cannot be written into a filter
  */
-function readItem(rule: MetricRule<MonitoringQuery>, labels: Record<string, string>, defaultProject: string): ReadItem {
+function readItem(rule: MetricRule<MonitoringQuery>, labels: Readonly<Record<string, string>>, defaultProject: string): ReadItem {
   const q = rule.query;
   const fields = Object.values(q.selectorLabels).map(fieldOf);
   const alternative = Object.entries(q.selectorLabels).map(([label, m]): [string, string] => [fieldOf(m), mappedValue(m, labels[label]!)]);
@@ -153,13 +149,15 @@ function readItem(rule: MetricRule<MonitoringQuery>, labels: Record<string, stri
   };
 }
 
-/** A `gcp-monitoring` provider instance. */
-export class MonitoringProvider implements Provider<MonitoringQuery> {
-  readonly type = "gcp-monitoring";
-  readonly name: string;
+/**
+ * The Cloud Monitoring part of a `gcp-monitoring` provider (`../series.ts`
+ * does label resolution, cache, coalescing and batching): reads of one call
+ * shape are grouped and sent as one `ListTimeSeries` filter.
+ */
+class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
   readonly transport: MonitoringTransport;
-  readonly cache: CoalescingCache<Reading>;
-  readonly batcher: Batcher<ReadItem, Reading>;
+  readonly batching: SeriesBatching;
+  private readonly name: string;
   private readonly config: MonitoringProviderConfig;
   private readonly runtime: RuntimeEnv;
 
@@ -168,41 +166,31 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
     this.config = config;
     this.runtime = runtime;
     this.transport = factory({ providerName: name, config, runtime });
-    this.cache = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
-    this.batcher = new Batcher<ReadItem, Reading>({
+    this.batching = {
       maxBatchSize: config.maxSeriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
-      group: (item) => item.group,
-      execute: (items, _group, signal) => this.listTimeSeries(items, signal),
       splitOnError: (err) => err instanceof GoogleApiError && err.code === "INVALID_ARGUMENT",
-    });
+    };
   }
 
-  plan(request: PlanRequest<MonitoringQuery>): string {
-    const sets = resolveLabelSets(request.rule.name, request.selector, mappedLabels(request.rule.query.selectorLabels));
-    const items = sets.map((labels) => readItem(request.rule, labels, this.config.project));
-    return `Cloud Monitoring ListTimeSeries, newest point in the last ${request.rule.query.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
+  labels(rule: MetricRule<MonitoringQuery>) {
+    return mappedLabels(rule.query.selectorLabels);
   }
 
-  async query(request: QueryRequest<MonitoringQuery>): Promise<Series[]> {
-    const rule = request.rule;
-    const sets = resolveLabelSets(rule.name, request.selector, mappedLabels(rule.query.selectorLabels));
-    const items = sets.map((labels) => readItem(rule, labels, this.config.project));
-    const ttlMs = ruleCacheTtlMs(rule);
-    // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(
-      items.map((item) => this.cache.get(item.key, ttlMs, (signal) => this.load(item, signal), { signal: request.signal })),
-    );
-    return readings.map((r, i) => ({ labels: { ...sets[i]! }, ...r }));
+  item(rule: MetricRule<MonitoringQuery>, labels: Readonly<Record<string, string>>): ReadItem {
+    return readItem(rule, labels, this.config.project);
   }
 
-  private async load(item: ReadItem, signal: AbortSignal): Promise<Reading> {
-    try {
-      return await this.batcher.load(item, signal);
-    } catch (err) {
-      if (err instanceof StatusError) throw err;
-      throw googleErrorToStatus(this.name, `ListTimeSeries for ${item.what}`, err);
-    }
+  describe(rule: MetricRule<MonitoringQuery>, items: readonly ReadItem[]): string {
+    return `Cloud Monitoring ListTimeSeries, newest point in the last ${rule.query.lookbackSeconds} s, for ${items.map((i) => i.what).join("; ")}`;
+  }
+
+  read(items: readonly ReadItem[], signal: AbortSignal): Promise<Outcome<Reading>[]> {
+    return this.listTimeSeries(items, signal);
+  }
+
+  error(err: unknown, item: ReadItem): StatusError {
+    return googleErrorToStatus(this.name, `ListTimeSeries for ${item.what}`, err);
   }
 
   /** One ListTimeSeries call (all pages) for a batch of one shape; one outcome per item. `batchSignal`: see the class doc. */
@@ -285,10 +273,21 @@ export class MonitoringProvider implements Provider<MonitoringQuery> {
       return { ok: true, value: { value: newest.value, timestamp: newest.endTime, ...(windowSeconds !== undefined ? { windowSeconds } : {}) } };
     }
     const empty = `${where}: no point in the last ${item.shape.lookbackSeconds} s; no value is reported`;
-    if (item.onEmpty === "notFound") return fail(notFound(empty, { kind: "timeseries" }));
-    // 1 s back-off: the point may arrive any moment; this is not a backend failure.
-    if (item.onEmpty === "unavailable") return fail(serviceUnavailable(empty));
-    return { ok: true, value: { value: parseDecimal(item.onEmpty.value), timestamp: now } };
+    return emptyOutcome(item.onEmpty, empty, "timeseries", now);
+  }
+}
+
+/**
+ * A `gcp-monitoring` provider instance: the series skeleton (`../series.ts`)
+ * over one transport (`transport.ts`).
+ */
+export class MonitoringProvider extends SeriesProvider<MonitoringQuery, ReadItem> {
+  readonly transport: MonitoringTransport;
+
+  constructor(name: string, config: MonitoringProviderConfig, runtime: RuntimeEnv, factory: MonitoringTransportFactory) {
+    const backend = new MonitoringBackend(name, config, runtime, factory);
+    super("gcp-monitoring", name, runtime, backend);
+    this.transport = backend.transport;
   }
 }
 

@@ -1,0 +1,184 @@
+/**
+ * The batched-series provider skeleton: what every provider here does
+ * between a request and its backend, written once. A backend fills in a
+ * {@link SeriesBackend} (how to key one series, how to read a batch of them
+ * with a signal, how to turn a failure into a Status); {@link SeriesProvider}
+ * does the rest:
+ *
+ * 1. label resolution — the selector is mapped exactly onto label sets, one
+ *    per series (`resolveLabelSets`, `./label-mapping.ts`), or refused (400/404);
+ * 2. one read per label set, keyed by everything that determines its answer
+ *    (`SeriesBackend.item`);
+ * 3. cache and coalescing — identical reads share one in-flight load and are
+ *    re-used for the rule's `cacheTTLSeconds`, never past `maxAgeSeconds`
+ *    (`ruleCacheTtlMs`, `../cache.ts`); a load runs at most
+ *    `BACKEND_LOAD_TIMEOUT_MS` and is cancelled when no request waits for
+ *    it; a 429/503 is re-used for the backend's back-off hint
+ *    (`backendFailureTtlMs`, `./backoff.ts`);
+ * 4. batching — loads arriving together become one backend call of at most
+ *    `maxBatchSize` units per group (`../batch.ts`), split in halves when
+ *    the backend refuses the whole call for what may be one item's fault;
+ * 5. outcome — every series must be read (the HPA sums them): one failure
+ *    fails the request; a whole-call failure becomes a Status through
+ *    `SeriesBackend.error`; an empty answer is the rule's `onEmpty`
+ *    ({@link emptyOutcome}), never a 0 invented here.
+ *
+ * `aws-sqs` is the one-label case with batches of one; `aws-cloudwatch`
+ * (`GetMetricData`, up to 500 queries a call) and `gcp-monitoring`
+ * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
+ */
+import { Batcher, type Outcome } from "../batch.ts";
+import { CoalescingCache, ruleCacheTtlMs } from "../cache.ts";
+import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
+import { parseDecimal } from "../k8s/quantity.ts";
+import type { Selector } from "../k8s/selector.ts";
+import { notFound, serviceUnavailable, StatusError } from "../k8s/status.ts";
+import { backendFailureTtlMs } from "./backoff.ts";
+import { MAX_SERIES_PER_REQUEST, resolveLabelSets, type MappedLabel, type SeriesNoun } from "./label-mapping.ts";
+import type { MetricRule, PlanRequest, Provider, QueryRequest, RuntimeEnv, Series } from "./types.ts";
+
+export type { Outcome } from "../batch.ts";
+
+/** One series' value as a backend read it: a {@link Series} without its labels. */
+export type Reading = Omit<Series, "labels">;
+
+/** What the skeleton needs of one series' read; a backend adds what its call needs. */
+export interface SeriesItem {
+  /** cache key: everything that determines the answer (identical keys share one load) */
+  key: string;
+  /** reads of different groups never share a backend call (default: one group) */
+  group?: string;
+  /** units this read takes in a call, ≥ 1 (default 1; a CloudWatch metric-math read counts its queries) */
+  size?: number;
+}
+
+/** How reads are batched (`../batch.ts` `BatcherOptions`). */
+export interface SeriesBatching {
+  /** most units per backend call, ≥ 1 (1: no batching) */
+  maxBatchSize: number;
+  /** how long the first read of a batch waits for others, ms (default 0) */
+  windowMs?: number;
+  /** whether a whole-call failure may be one item's fault: the batch is split in halves and retried */
+  splitOnError?: (error: unknown) => boolean;
+}
+
+/**
+ * One backend's part of a provider. `Q`: the rule's validated `query:`
+ * section; `I`: one series' read.
+ */
+export interface SeriesBackend<Q, I extends SeriesItem> {
+  /** the selector labels a rule maps, in the rule's order (`mappedLabels` of its config) */
+  labels(rule: MetricRule<Q>): readonly MappedLabel[];
+  /** how label-resolution messages name a series (default "series"; SQS: "queue") */
+  readonly noun?: SeriesNoun;
+  /**
+   * The read of the series `labels` (one value for every mapped label).
+   * No I/O. @throws StatusError 400 when the label values cannot be put into a backend query
+   */
+  item(rule: MetricRule<Q>, labels: Readonly<Record<string, string>>): I;
+  /** Human description of the backend query for `items` (CLI `check-hpa`); no I/O. */
+  describe(rule: MetricRule<Q>, items: readonly I[]): string;
+  readonly batching: SeriesBatching;
+  /**
+   * One backend call for `items` (one group, at most `maxBatchSize` units):
+   * exactly one outcome per item, in order — a value, or the StatusError its
+   * reads fail with. Rejects when the whole call failed. `signal` aborts when
+   * no read waits any more (request deadline, client gone) or the load ran
+   * past `BACKEND_LOAD_TIMEOUT_MS`: pass it to every backend call, combined
+   * with the provider's `timeoutSeconds` (`callSignal`, `../deadline.ts`).
+   */
+  read(items: readonly I[], signal: AbortSignal): Promise<readonly Outcome<Reading>[]>;
+  /**
+   * The Status for a whole-call failure (anything `read` rejected with that
+   * is not already a StatusError), seen by each read of the call: 503 with
+   * the cloud's back-off hint for throttling and failures, 500 for
+   * credential and permission faults, 504-style timeouts as 503.
+   */
+  error(error: unknown, item: I): StatusError;
+}
+
+/**
+ * A provider built from a {@link SeriesBackend}. `cache` and `batcher` are
+ * per instance (one client, one region and credentials).
+ */
+export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
+  readonly type: string;
+  readonly name: string;
+  readonly cache: CoalescingCache<Reading>;
+  readonly batcher: Batcher<I, Reading>;
+  readonly #backend: SeriesBackend<Q, I>;
+
+  /**
+   * @param type the module type, e.g. `aws-cloudwatch`
+   * @param name the instance name from the config
+   * @param runtime its clock stamps cached entries
+   */
+  constructor(type: string, name: string, runtime: RuntimeEnv, backend: SeriesBackend<Q, I>) {
+    this.type = type;
+    this.name = name;
+    this.#backend = backend;
+    this.cache = new CoalescingCache<Reading>({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
+    const { maxBatchSize, windowMs, splitOnError } = backend.batching;
+    this.batcher = new Batcher<I, Reading>({
+      maxBatchSize,
+      ...(windowMs !== undefined ? { windowMs } : {}),
+      size: (item) => item.size ?? 1,
+      group: (item) => item.group ?? "",
+      execute: (items, _group, signal) => backend.read(items, signal),
+      ...(splitOnError !== undefined ? { splitOnError: (error: unknown) => splitOnError(error) } : {}),
+    });
+  }
+
+  /** The label sets `selector` names for `rule` (400/404 as `resolveLabelSets`). */
+  labelSets(rule: MetricRule<Q>, selector: Selector): Record<string, string>[] {
+    return resolveLabelSets(rule.name, selector, this.#backend.labels(rule), MAX_SERIES_PER_REQUEST, this.#backend.noun);
+  }
+
+  plan(request: PlanRequest<Q>): string {
+    const items = this.labelSets(request.rule, request.selector).map((labels) => this.#backend.item(request.rule, labels));
+    return this.#backend.describe(request.rule, items);
+  }
+
+  async query(request: QueryRequest<Q>): Promise<Series[]> {
+    const rule = request.rule;
+    const sets = this.labelSets(rule, request.selector);
+    const items = sets.map((labels) => this.#backend.item(rule, labels));
+    const ttlMs = ruleCacheTtlMs(rule);
+    // Every series must be read; the HPA sums them, so one failure fails the request.
+    const readings = await Promise.all(
+      items.map((item) => this.cache.get(item.key, ttlMs, (signal) => this.#load(item, signal), { signal: request.signal })),
+    );
+    return readings.map((reading, i) => ({ labels: { ...sets[i]! }, ...reading }));
+  }
+
+  async #load(item: I, signal: AbortSignal): Promise<Reading> {
+    try {
+      return await this.batcher.load(item, signal);
+    } catch (err) {
+      if (err instanceof StatusError) throw err;
+      throw this.#backend.error(err, item);
+    }
+  }
+}
+
+/**
+ * What a rule says to report when the backend has no value in its window:
+ * `notFound` (404), `unavailable` (503, 1 s back-off: the value may arrive
+ * any moment) or a `{ value }` the rule's author wrote (a decimal string).
+ */
+export type OnEmpty = "notFound" | "unavailable" | { value: string };
+
+/**
+ * The outcome of a series the backend answered without a value: the rule's
+ * `onEmpty`. Only for a complete answer — a truncated one is a 503, never
+ * `onEmpty`.
+ *
+ * @param message says which series and window, e.g. `…: no point in the last 300 s; no value is reported`
+ * @param kind the Status details `kind` of a 404, e.g. `cloudwatch-metric`
+ * @param now ms since epoch: the timestamp of a written value
+ */
+export function emptyOutcome(onEmpty: OnEmpty, message: string, kind: string, now: number): Outcome<Reading> {
+  if (onEmpty === "notFound") return { ok: false, error: notFound(message, { kind }) };
+  if (onEmpty === "unavailable") return { ok: false, error: serviceUnavailable(message) };
+  return { ok: true, value: { value: parseDecimal(onEmpty.value), timestamp: now } };
+}
