@@ -13,14 +13,15 @@
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
 import { z } from "zod";
-import { CoalescingCache, ruleCacheTtlMs } from "../../cache.ts";
+import { CoalescingCache } from "../../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import { badRequest, notFound, serviceUnavailable } from "../../k8s/status.ts";
+import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
 import { backendFailureTtlMs } from "../backoff.ts";
-import { labelKeySchema, labelValueSchema, MAX_SERIES_PER_REQUEST, resolveLabelSets, type SeriesNoun } from "../label-mapping.ts";
-import type { MetricRule, PlanRequest, Provider, ProviderModule, QueryRequest, RuntimeEnv, Series } from "../types.ts";
+import { labelKeySchema, labelValueSchema, MAX_SERIES_PER_REQUEST, type SeriesNoun } from "../label-mapping.ts";
+import { SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesItem } from "../series.ts";
+import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 
 /** The queue attributes a rule may read (and sum). */
 export const SQS_ATTRIBUTES = [
@@ -74,21 +75,6 @@ function attributesOf(query: SqsQuery): QueueAttributeName[] {
 /** How label-resolution messages name an SQS series: "matches no queue", "queue=NAME". */
 export const QUEUE_NOUN: SeriesNoun = { one: "queue", many: "queues", placeholder: "NAME" };
 
-/**
- * The queue label values the request selector names, sorted: the one-label
- * case of `resolveLabelSets` (`../label-mapping.ts`) on `queueLabel`, with
- * `queues` as its allow-list.
- *
- * @throws StatusError 400 (a requirement on another label, no queue named
- *   without an allow-list, no queue matched, more than
- *   {@link MAX_QUEUES_PER_REQUEST}) or 404 (a queue outside the allow-list)
- */
-export function resolveQueues(rule: MetricRule<SqsQuery>, request: PlanRequest<SqsQuery>): string[] {
-  const { queueLabel, queues } = rule.query;
-  const label = queues === undefined ? { label: queueLabel } : { label: queueLabel, values: queues };
-  return resolveLabelSets(rule.name, request.selector, [label], MAX_QUEUES_PER_REQUEST, QUEUE_NOUN).map((set) => set[queueLabel]!);
-}
-
 /** The SQS queue name for a label value, or 400 when the template yields an invalid name. */
 export function queueName(rule: MetricRule<SqsQuery>, labelValue: string): string {
   const name = rule.query.queueNameTemplate.replaceAll("{queue}", labelValue);
@@ -100,28 +86,27 @@ export function queueName(rule: MetricRule<SqsQuery>, labelValue: string): strin
   return name;
 }
 
+/** One queue's read: what the series skeleton caches and hands to {@link SqsBackend.read}. */
+interface QueueRead extends SeriesItem {
+  /** the SQS queue name (from `queueNameTemplate`) */
+  name: string;
+  owner: string | undefined;
+  attributes: QueueAttributeName[];
+}
+
 /**
- * An SQS provider instance. Queues of one request are read concurrently;
- * identical reads in flight are coalesced and re-used for the rule's
- * `cacheTTLSeconds` (never longer than `maxAgeSeconds`). Queue URLs are
- * cached for 10 minutes and forgotten when SQS says the queue is gone.
- *
- * Deadlines: `GetQueueUrl` and `GetQueueAttributes` each get
- * `{ abortSignal }` = the coalesced load's signal (aborted at 3 s, or when
- * no request waits any more) combined with `timeoutSeconds`; the two
- * sequential calls together never outlive the request that needs them.
- * A failed read (503) is re-used for the backend's back-off hint
- * (`../backoff.ts`): a throttled queue is not asked again by every read.
- *
- * A negative `ApproximateNumberOf…` is not a depth: 503 naming the
- * attribute, never a value.
+ * The SQS part of an `aws-sqs` provider (`../series.ts` does label
+ * resolution, cache and coalescing): one queue per call (SQS has no batched
+ * read of several queues' attributes), its URL resolved first through its
+ * own cache.
  */
-export class SqsProvider implements Provider<SqsQuery> {
-  readonly type = "aws-sqs";
-  readonly name: string;
+class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
+  readonly noun = QUEUE_NOUN;
+  readonly batching = { maxBatchSize: 1 };
   readonly client: SQSClient;
+  /** queue URLs by `name|owner`, re-used for 10 minutes, forgotten when SQS says the queue is gone */
   readonly urls: CoalescingCache<string>;
-  readonly values: CoalescingCache<{ value: Decimal; timestamp: number }>;
+  private readonly name: string;
   private readonly timeoutMs: number;
   private readonly runtime: RuntimeEnv;
 
@@ -130,33 +115,38 @@ export class SqsProvider implements Provider<SqsQuery> {
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
     this.client = new SQSClient(awsClientOptions(name, config, runtime));
-    const cacheOptions = { now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs };
-    this.urls = new CoalescingCache(cacheOptions);
-    this.values = new CoalescingCache(cacheOptions);
+    this.urls = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
   }
 
-  plan(request: PlanRequest<SqsQuery>): string {
-    const rule = request.rule;
-    const names = resolveQueues(rule, request).map((v) => queueName(rule, v));
+  labels(rule: MetricRule<SqsQuery>) {
+    const { queueLabel, queues } = rule.query;
+    return [queues === undefined ? { label: queueLabel } : { label: queueLabel, values: queues }];
+  }
+
+  item(rule: MetricRule<SqsQuery>, labels: Readonly<Record<string, string>>): QueueRead {
+    const name = queueName(rule, labels[rule.query.queueLabel]!);
+    const owner = rule.query.queueOwnerAWSAccountId;
+    const attributes = attributesOf(rule.query);
+    return { key: `${name}|${owner ?? ""}|${attributes.join(",")}`, name, owner, attributes };
+  }
+
+  describe(rule: MetricRule<SqsQuery>, items: readonly QueueRead[]): string {
+    const names = items.map((i) => i.name);
     return `SQS GetQueueAttributes ${attributesOf(rule.query).join("+")} on queue${names.length > 1 ? "s" : ""} ${names.join(", ")}`;
   }
 
-  async query(request: QueryRequest<SqsQuery>): Promise<Series[]> {
-    const rule = request.rule;
-    const labels = resolveQueues(rule, request);
-    const names = labels.map((v) => queueName(rule, v));
-    const attributes = attributesOf(rule.query);
-    const reads = await Promise.all(names.map((name) => this.readQueue(rule, name, attributes, request.signal)));
-    return reads.map((read, i) => ({
-      labels: { [rule.query.queueLabel]: labels[i]! },
-      value: read.value,
-      timestamp: read.timestamp,
-    }));
+  async read(items: readonly QueueRead[], signal: AbortSignal): Promise<Outcome<Reading>[]> {
+    return Promise.all(items.map(async (item) => ({ ok: true as const, value: await this.readQueue(item, signal) })));
+  }
+
+  /** {@link read} rejects with StatusErrors only, but for its load signal's own abort reason (nobody waits for it then). */
+  error(err: unknown, item: QueueRead): StatusError {
+    return awsErrorToStatus(this.name, `GetQueueAttributes for queue "${item.name}"`, err);
   }
 
   /** Resolve a queue URL (cached, coalesced). 404 when the queue does not exist. */
-  private async queueUrl(rule: MetricRule<SqsQuery>, name: string, signal: AbortSignal): Promise<string> {
-    const owner = rule.query.queueOwnerAWSAccountId;
+  private async queueUrl(item: QueueRead, signal: AbortSignal): Promise<string> {
+    const { name, owner } = item;
     return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async (loadSignal) => {
       try {
         const out = await this.client.send(
@@ -172,53 +162,75 @@ export class SqsProvider implements Provider<SqsQuery> {
     }, { signal });
   }
 
-  /** Read and sum the attributes of one queue (cached for the rule's TTL, coalesced). */
-  private async readQueue(
-    rule: MetricRule<SqsQuery>,
-    name: string,
-    attributes: QueueAttributeName[],
-    signal: AbortSignal,
-  ): Promise<{ value: Decimal; timestamp: number }> {
-    const url = await this.queueUrl(rule, name, signal);
-    const ttlMs = ruleCacheTtlMs(rule);
-    return this.values.get(`${url}|${attributes.join(",")}`, ttlMs, async (loadSignal) => {
-      let out;
+  /** Read and sum the attributes of one queue. `signal`: the skeleton's load signal. */
+  private async readQueue(item: QueueRead, signal: AbortSignal): Promise<Reading> {
+    const { name, attributes } = item;
+    const url = await this.queueUrl(item, signal);
+    let out;
+    try {
+      out = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes }), {
+        abortSignal: callSignal(signal, this.timeoutMs),
+      });
+    } catch (err) {
+      if (isQueueMissing(err)) {
+        this.urls.delete(`${name}|${item.owner ?? ""}`);
+        throw queueNotFound(name);
+      }
+      throw awsErrorToStatus(this.name, `GetQueueAttributes for queue "${name}"`, err);
+    }
+    const timestamp = this.runtime.now();
+    let sum: Decimal = { mantissa: 0n, exponent: 0 };
+    for (const attribute of attributes) {
+      const text = out.Attributes?.[attribute];
+      if (text === undefined) {
+        throw serviceUnavailable(`provider ${this.name}: GetQueueAttributes returned no ${attribute} for queue "${name}"`);
+      }
+      let value: Decimal;
       try {
-        out = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes }), {
-          abortSignal: callSignal(loadSignal, this.timeoutMs),
-        });
-      } catch (err) {
-        if (isQueueMissing(err)) {
-          this.urls.delete(`${name}|${rule.query.queueOwnerAWSAccountId ?? ""}`);
-          throw queueNotFound(name);
-        }
-        throw awsErrorToStatus(this.name, `GetQueueAttributes for queue "${name}"`, err);
+        value = parseDecimal(text);
+      } catch {
+        throw serviceUnavailable(
+          `provider ${this.name}: GetQueueAttributes returned ${attribute}=${JSON.stringify(text)} for queue "${name}", not a number`,
+        );
       }
-      const timestamp = this.runtime.now();
-      let sum: Decimal = { mantissa: 0n, exponent: 0 };
-      for (const attribute of attributes) {
-        const text = out.Attributes?.[attribute];
-        if (text === undefined) {
-          throw serviceUnavailable(`provider ${this.name}: GetQueueAttributes returned no ${attribute} for queue "${name}"`);
-        }
-        let value: Decimal;
-        try {
-          value = parseDecimal(text);
-        } catch {
-          throw serviceUnavailable(
-            `provider ${this.name}: GetQueueAttributes returned ${attribute}=${JSON.stringify(text)} for queue "${name}", not a number`,
-          );
-        }
-        if (value.mantissa < 0n) {
-          throw serviceUnavailable(
-            `provider ${this.name}: GetQueueAttributes returned ${attribute}=${text} for queue "${name}": ` +
-              `a queue depth is never negative; no value is reported`,
-          );
-        }
-        sum = addDecimals(sum, value);
+      if (value.mantissa < 0n) {
+        throw serviceUnavailable(
+          `provider ${this.name}: GetQueueAttributes returned ${attribute}=${text} for queue "${name}": ` +
+            `a queue depth is never negative; no value is reported`,
+        );
       }
-      return { value: sum, timestamp };
-    }, { signal });
+      sum = addDecimals(sum, value);
+    }
+    return { value: sum, timestamp };
+  }
+}
+
+/**
+ * An SQS provider instance: the series skeleton (`../series.ts`) with one
+ * label and batches of one. Queues of one request are read concurrently;
+ * identical reads in flight are coalesced and re-used for the rule's
+ * `cacheTTLSeconds` (never longer than `maxAgeSeconds`). Queue URLs are
+ * cached for 10 minutes and forgotten when SQS says the queue is gone.
+ *
+ * Deadlines: `GetQueueUrl` and `GetQueueAttributes` run inside one coalesced
+ * load and each get `{ abortSignal }` = its signal (aborted at 3 s, or when
+ * no request waits any more) combined with `timeoutSeconds`; the two
+ * sequential calls together never outlive the request that needs them.
+ * A failed read (503) is re-used for the backend's back-off hint
+ * (`../backoff.ts`): a throttled queue is not asked again by every read.
+ *
+ * A negative `ApproximateNumberOf…` is not a depth: 503 naming the
+ * attribute, never a value.
+ */
+export class SqsProvider extends SeriesProvider<SqsQuery, QueueRead> {
+  readonly client: SQSClient;
+  readonly urls: CoalescingCache<string>;
+
+  constructor(name: string, config: AwsProviderConfig, runtime: RuntimeEnv) {
+    const backend = new SqsBackend(name, config, runtime);
+    super("aws-sqs", name, runtime, backend);
+    this.client = backend.client;
+    this.urls = backend.urls;
   }
 }
 
