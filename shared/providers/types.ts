@@ -11,6 +11,7 @@
 import type { z } from "zod";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
+import type { MonitoringTransportFactory } from "./gcp-monitoring/transport.ts";
 
 /**
  * One time series as a backend reported it.
@@ -101,22 +102,27 @@ export interface Provider<Q = unknown> {
 }
 
 /**
+ * How providers reach their backends, chosen by the entry point, keyed by
+ * module `type`; a module uses its own default for an absent key.
+ * - `gcp-monitoring`: a `MonitoringTransportFactory`
+ *   (`./gcp-monitoring/transport.ts`); default REST over fetch. Node and
+ *   Lambda pass the official gRPC client (`grpc.ts` `nodeTransports`); the
+ *   Worker passes nothing, so its bundle never contains a client that
+ *   cannot run there.
+ */
+export interface ProviderTransports {
+  "gcp-monitoring"?: MonitoringTransportFactory;
+}
+
+/**
  * Runtime bindings a provider may use: an environment bag (process.env on
  * Node and Lambda, Worker vars and secrets on Cloudflare) and a clock.
  */
 export interface RuntimeEnv {
   env: Readonly<Record<string, string | undefined>>;
   now: () => number;
-  /**
-   * Optional per-provider-type choice of how a provider reaches its backend,
-   * made by the entry point, keyed by module `type`; each module documents
-   * the value it accepts and uses its own default when absent. E.g. Node and
-   * Lambda pass the official Cloud Monitoring client as
-   * `{"gcp-monitoring": grpcTransportFactory}`, while the Worker passes
-   * nothing and gets REST over fetch — so the Worker bundle never contains
-   * a client that cannot run there.
-   */
-  transports?: Readonly<Record<string, unknown>>;
+  /** the entry point's choice of transports, see {@link ProviderTransports} */
+  transports?: Readonly<ProviderTransports>;
 }
 
 /** A provider implementation: schemas plus a factory. */

@@ -25,6 +25,7 @@ import {
   type PointData,
   type TransportContext,
 } from "./transport.ts";
+import type { ProviderTransports } from "../types.ts";
 
 /** Options of the gRPC transport. */
 export interface GrpcTransportOptions {
@@ -236,4 +237,4 @@ export const grpcTransportFactory: MonitoringTransportFactory = createGrpcTransp
  * `RuntimeEnv.transports` for Node and Lambda entry points:
  * `{ env: process.env, now: Date.now, transports: nodeTransports }`.
  */
-export const nodeTransports: Readonly<Record<string, unknown>> = { [TRANSPORT_KEY]: grpcTransportFactory };
+export const nodeTransports: Readonly<ProviderTransports> = { [TRANSPORT_KEY]: grpcTransportFactory };

@@ -295,10 +295,10 @@ export class MonitoringProvider extends SeriesProvider<MonitoringQuery, ReadItem
  * The transport the entry point chose (`RuntimeEnv.transports["gcp-monitoring"]`,
  * a {@link MonitoringTransportFactory}), else REST over fetch.
  *
- * @throws Error when the entry point passed something that is not a factory (a wiring bug)
+ * @throws Error when an untyped caller passed something that is not a factory (a wiring bug)
  */
 export function transportFactoryOf(runtime: RuntimeEnv): MonitoringTransportFactory {
-  const chosen = runtime.transports?.[TRANSPORT_KEY];
+  const chosen: unknown = runtime.transports?.[TRANSPORT_KEY];
   if (chosen === undefined) return restTransportFactory();
   if (typeof chosen !== "function") throw new Error(`RuntimeEnv.transports["${TRANSPORT_KEY}"] must be a transport factory`);
   return chosen as MonitoringTransportFactory;

@@ -16,7 +16,7 @@
  * `test/gcp.transports.test.ts` proves it on the same fixtures).
  */
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
-import type { RuntimeEnv } from "../types.ts";
+import type { ProviderTransports, RuntimeEnv } from "../types.ts";
 import type { MonitoringProviderConfig } from "./schema.ts";
 
 /** `Aggregation` of a request (seconds, enum names as in the API). */
@@ -98,7 +98,7 @@ export interface TransportContext {
 export type MonitoringTransportFactory = (context: TransportContext) => MonitoringTransport;
 
 /** Key of the transport override in `RuntimeEnv.transports`. */
-export const TRANSPORT_KEY = "gcp-monitoring";
+export const TRANSPORT_KEY = "gcp-monitoring" satisfies keyof ProviderTransports;
 
 /** Parse an RFC 3339 timestamp (`2024-05-01T10:00:00.123456789Z`) to ms since epoch; NaN when invalid. */
 export function parseRfc3339(text: string): number {
