@@ -1,0 +1,111 @@
+/**
+ * The bridge as an AWS Lambda handler: the Hono app through
+ * `hono/aws-lambda`'s `handle` (Lambda Function URL and API Gateway HTTP
+ * API, payload format 2.0), built once per execution environment from the
+ * config and signing keys its environment names (`sources.ts`, `ssm.ts`).
+ * `functions/lambda.ts` wires it to `process.env`.
+ *
+ * Node only (file and SSM reads, the official Cloud Monitoring client);
+ * never imported by the Worker.
+ */
+import { Hono } from "hono";
+import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
+import type { LogRecord } from "../app.ts";
+import { fromConfig } from "../bridge.ts";
+import { loadConfig } from "../config/config.ts";
+import { ConfigError } from "../config/yaml.ts";
+import { internalError, StatusError } from "../k8s/status.ts";
+import { policyStartupNotices } from "../policy/authorize.ts";
+import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
+import type { RuntimeEnv } from "../providers/types.ts";
+import { signingMode } from "../signing.ts";
+import { readConfigText, readSigningKeys, type LambdaEnv } from "./sources.ts";
+import { ssmReader } from "./ssm.ts";
+
+/** A Lambda handler for v2 HTTP events, as `hono/aws-lambda` builds it. */
+export type LambdaHandler = ReturnType<typeof handle>;
+
+/**
+ * The `RuntimeEnv.transports` for `config` on Lambda: the official Cloud
+ * Monitoring client when a `gcp-monitoring` provider is configured, else none
+ * (`shared/providers/gcp-monitoring/official-transports.ts`).
+ */
+export const lambdaTransports = officialTransports;
+
+/** A handler answering every request with the Status of `err`. */
+function failing(err: StatusError): LambdaHandler {
+  const app = new Hono();
+  app.all("*", () => err.toResponse());
+  return handle(app);
+}
+
+/** A handler answering `/apis` and everything under it with the Status of `err`, and the rest (health probes) with `app`. */
+function refusingApis(app: Hono, err: StatusError): LambdaHandler {
+  const outer = new Hono();
+  // `/apis/*` also matches `/apis` itself (Hono wildcard semantics).
+  outer.all("/apis/*", () => err.toResponse());
+  outer.all("*", (c) => app.fetch(c.req.raw));
+  return handle(outer);
+}
+
+/** Options of {@link createLambdaHandler}. */
+export interface LambdaHandlerOptions {
+  /** structured log sink; default: JSON lines on stderr (CloudWatch Logs) */
+  log?: (record: LogRecord) => void;
+  /**
+   * Provider transports (`RuntimeEnv.transports`), for tests that point the
+   * official client at a private CA; default {@link lambdaTransports}.
+   */
+  transports?: RuntimeEnv["transports"];
+}
+
+/**
+ * Build a Lambda handler that loads its config (`readConfigText`) and
+ * signing keys (`readSigningKeys`) from `env` on the first event, with one
+ * SSM client closed after the load, and builds the bridge (`fromConfig`).
+ *
+ * Answers (each a `metav1.Status`): a config fault — no source, unreadable
+ * file, missing/denied SSM parameter, invalid YAML (500 "the bridge's config
+ * is invalid:" naming every problem) — is kept for the environment's life;
+ * a transient SSM failure (503 with `Retry-After`) is answered once and the
+ * load retried on the next event. Without signing keys and without
+ * `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`, `/apis` is answered 500 naming
+ * `BRIDGE_SIGNING_KEYS` and health probes still answer. Logs the policy
+ * start-up notices and the signing-mode warning/error at every load.
+ */
+export function createLambdaHandler(env: LambdaEnv = process.env, options: LambdaHandlerOptions = {}): LambdaHandler {
+  let ready: Promise<LambdaHandler> | undefined;
+  const emit = (record: LogRecord) => (options.log ? options.log(record) : console.error(JSON.stringify(record)));
+  const load = async (): Promise<LambdaHandler> => {
+    const ssm = ssmReader();
+    try {
+      const [{ text, source }, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
+      const { config } = loadConfig(text, source);
+      const transports = options.transports ?? (await lambdaTransports(config));
+      const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), ...(transports ? { transports } : {}) };
+      const bridge = fromConfig(config, runtime, options.log ? { log: options.log } : {});
+      const mode = signingMode(runtimeEnv);
+      for (const record of policyStartupNotices(config)) emit(record);
+      if (mode.mode === "insecure") emit({ level: "warn", msg: mode.warning });
+      if (mode.mode === "refused") {
+        emit({ level: "error", msg: mode.message });
+        return refusingApis(bridge.app, internalError(mode.message));
+      }
+      return handle(bridge.app);
+    } catch (err) {
+      if (err instanceof StatusError && err.code === 503) {
+        ready = undefined;
+        return failing(err);
+      }
+      const detail = err instanceof ConfigError ? `the bridge's config is invalid:\n${err.message}` : (err as Error).message;
+      emit({ level: "error", msg: "config", error: detail });
+      return failing(err instanceof StatusError ? err : internalError(detail, undefined, err));
+    } finally {
+      ssm.close();
+    }
+  };
+  return (async (event: LambdaEvent, context?: LambdaContext) => {
+    const current = (ready ??= load());
+    return (await current)(event, context);
+  }) as LambdaHandler;
+}
