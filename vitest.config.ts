@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 /**
  * Two projects, run one after the other (`sequence.groupOrder`):
  * - `unit`: every suite but the real-Kubernetes ones, files in parallel;
+ *   its `globalSetup` builds the Worker bundle the runtime suites share
+ *   (`test/setup/worker-bundle.ts`, cached outside the tree by content);
  * - `e2e`: `*.e2e.test.ts`, each of which starts its own control plane
  *   (etcd, kube-apiserver, kube-controller-manager), one file at a time and
  *   last, so two control planes never share the machine's cores.
@@ -21,6 +23,8 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts", "shared/**/*.test.ts", "functions/**/*.test.ts"],
           exclude: ["**/node_modules/**", "test/**/*.e2e.test.ts"],
+          // the Worker bundle, built by wrangler once per content of its sources (not once per file)
+          globalSetup: ["test/setup/worker-bundle.ts"],
           sequence: { groupOrder: 0 },
         },
       },

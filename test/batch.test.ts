@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { fcRuns } from "./helpers/fc.ts";
 import { Batcher, type Outcome } from "../shared/batch.ts";
 
 /** A batcher over numbers whose backend call doubles each item and records the batches it saw. */
@@ -55,7 +56,7 @@ describe("Batcher", () => {
           expect(calls).toHaveLength(Math.ceil(items.length / max));
         },
       ),
-      { numRuns: 60 },
+      fcRuns(60),
     );
   });
 

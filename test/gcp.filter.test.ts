@@ -8,6 +8,7 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fcRuns } from "./helpers/fc.ts";
 import { buildBridge } from "../shared/bridge.ts";
 import { FilterError, filterEquals, quoteFilterString, timeSeriesFilter } from "../shared/providers/gcp/filter.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
@@ -62,7 +63,7 @@ describe("quoteFilterString", () => {
       fc.property(printable, (value) => {
         expect(parseFilter(`resource.labels.k = ${quoteFilterString(value)}`)).toEqual(cmp("resource.labels.k", value));
       }),
-      { numRuns: 2000 },
+      fcRuns(2000),
     );
   });
 
@@ -105,7 +106,7 @@ describe("timeSeriesFilter", () => {
           expect(parseFilter(filter)).toEqual({ kind: "and", items });
         },
       ),
-      { numRuns: 500 },
+      fcRuns(500),
     );
   });
 

@@ -20,16 +20,17 @@
  * formatQuantity(v) must equal the faithful value ×1000 rounded away from
  * zero (faithfulMilliValue), with the right sign.
  *
- * Needs Go (`go` on PATH, $GO, or /usr/local/go/bin/go); fails, never skips,
- * without it. Seed: QUANTITY_ORACLE_SEED (printed on failure).
+ * Needs Go (`go` on PATH, or /usr/local/go/bin/go); fails, never skips,
+ * without it. The oracle binary is cached by the content of its module
+ * (`goBinary`, infra/tools/go.ts), so it is compiled once per change of
+ * test/oracle-quantity/, not once per run. Seed: QUANTITY_ORACLE_SEED
+ * (printed on failure).
  */
-import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { goBinary } from "../infra/tools/go.ts";
 import {
   decimalFromNumber,
   faithfulMilliValue,
@@ -57,19 +58,6 @@ interface OracleAnswer {
   error?: string;
 }
 
-function findGo(): string {
-  const candidates = [process.env.GO, "go", "/usr/local/go/bin/go"].filter(
-    (c): c is string => c !== undefined && c !== "",
-  );
-  for (const go of candidates) {
-    if (go.includes("/") && !existsSync(go)) continue;
-    const probe = spawnSync(go, ["version"], { encoding: "utf8" });
-    if (probe.status === 0) return go;
-  }
-  throw new Error(`Go toolchain not found (tried ${candidates.join(", ")}); set GO=/path/to/go`);
-}
-
-let workDir = "";
 let oracleBinary = "";
 let buildError: Error | undefined;
 
@@ -265,24 +253,12 @@ describe("formatQuantity / milliValue against k8s.io/apimachinery", () => {
   // tests fail one by one instead of being reported as skipped.
   beforeAll(() => {
     try {
-      const go = findGo();
-      workDir = mkdtempSync(join(tmpdir(), "quantity-oracle-"));
-      const binary = join(workDir, "oracle-quantity");
-      execFileSync(go, ["build", "-mod=readonly", "-o", binary, "."], {
-        cwd: ORACLE_DIR,
-        stdio: ["ignore", "pipe", "pipe"],
-        encoding: "utf8",
-      });
-      oracleBinary = binary;
+      // content-addressed cache outside the work tree (infra/tools/go.ts): built once per oracle change
+      oracleBinary = goBinary(ORACLE_DIR, "quantity-oracle", { args: ["-mod=readonly"] });
     } catch (error) {
-      const e = error as { stderr?: string; message: string };
-      buildError = new Error(`cannot build the Go oracle in ${ORACLE_DIR}: ${e.stderr || e.message}`);
+      buildError = new Error(`cannot build the Go oracle in ${ORACLE_DIR}: ${(error as Error).message}`);
     }
   }, 300_000);
-
-  afterAll(() => {
-    if (workDir !== "") rmSync(workDir, { recursive: true, force: true });
-  });
 
   it("the oracle answers like apimachinery", () => {
     // "raw" shows why the oracle clears ParseQuantity's string cache, and why

@@ -7,6 +7,7 @@
  * real Go code.
  */
 import { describe, expect, it } from "vitest";
+import { fcRuns } from "./helpers/fc.ts";
 import fc from "fast-check";
 import {
   DEFAULT_MAX_SELECTOR_LENGTH,
@@ -241,7 +242,7 @@ describe("selectorToString / requirementToString (Requirement.String)", () => {
         expect(selectorToString(parseSelector(canonical))).toBe(canonical);
         expect(parseSelector(canonical).requirements).toEqual(parseSelector(reqs.join(",")).requirements);
       }),
-      { seed: 11, numRuns: 500 },
+      fcRuns(500, 11),
     );
   });
 });
@@ -475,7 +476,7 @@ describe("hostile input", () => {
           expect(err).toBeInstanceOf(SelectorError);
         }
       }),
-      { seed: 5, numRuns: 2000 },
+      fcRuns(2000, 5),
     );
   });
 

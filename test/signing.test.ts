@@ -9,6 +9,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { fcRuns } from "./helpers/fc.ts";
 import { buildBridge } from "../shared/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
 import { forbidden, StatusError } from "../shared/k8s/status.ts";
@@ -166,7 +167,7 @@ describe("sign and verify", () => {
           expect(got).toEqual(caller);
         },
       ),
-      { numRuns: 150 },
+      fcRuns(150),
     );
   });
 

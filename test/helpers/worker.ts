@@ -3,44 +3,27 @@
  *
  * The Worker is built exactly as a deploy builds it — `wrangler deploy
  * --dry-run --outdir …` with the repository's `wrangler.toml` (telemetry off,
- * wrangler state inside the work tree) — once per test process, and run
- * through the Miniflare API with the toml's compatibility date and flags.
+ * wrangler state inside the work tree) — and run through the Miniflare API
+ * with the toml's compatibility date and flags. The repository's Worker is
+ * built once per content of its sources, shared by every test file and run
+ * (`test/setup/worker-bundle.ts`, the `unit` project's `globalSetup`); a
+ * variant (another root, other flags) is built per call.
  * The config text is the `BRIDGE_CONFIG` binding, as a deployed Worker gets
  * it from a secret; extra bindings (e.g. `AWS_ACCESS_KEY_ID`) are string
  * bindings like Worker secrets. Outbound fetches (the AWS SDK calling a
  * fauxqs emulator on 127.0.0.1) leave workerd for real.
  */
-import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
+import { ROOT, runWrangler, SHARED_BUILD_ARGS, workerBundle } from "../setup/worker-bundle.ts";
 
-const exec = promisify(execFile);
-
-/** Repository root. */
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-
-/** Environment for wrangler child processes: state in the tree, no telemetry, no network lookups. */
-export function wranglerEnv(): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    PATH: `${join(ROOT, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
-    XDG_CONFIG_HOME: join(ROOT, ".xdg/config"),
-    XDG_DATA_HOME: join(ROOT, ".xdg/data"),
-    XDG_CACHE_HOME: join(ROOT, ".xdg/cache"),
-    WRANGLER_SEND_METRICS: "false",
-    CLOUDFLARE_CF_FETCH_ENABLED: "false",
-    DO_NOT_TRACK: "1",
-    CI: "true",
-  };
-}
+export { ROOT, wranglerEnv } from "../setup/worker-bundle.ts";
 
 /** Output of one wrangler build. */
 export interface WorkerBuild {
-  /** directory holding `worker.js` (and its source map) */
+  /** directory holding `worker.js` (and its source map); the shared build's is read-only: never write into it */
   outdir: string;
   /** the entry module's path */
   script: string;
@@ -88,26 +71,35 @@ export interface BuildOptions {
   args?: string[];
 }
 
+/** Whether `options` ask for what the shared build is: the repository's Worker, no flags or exactly {@link SHARED_BUILD_ARGS}. */
+function isSharedBuild(options: BuildOptions): boolean {
+  if (options.root !== undefined && options.root !== ROOT) return false;
+  const args = options.args ?? [];
+  return args.length === 0 || (args.length === SHARED_BUILD_ARGS.length && args.every((a, i) => a === SHARED_BUILD_ARGS[i]));
+}
+
 /**
- * Build the Worker with wrangler (`deploy --dry-run --outdir`) into a fresh
- * directory under `.cache/`, and read the toml's compatibility settings and
- * module rules with wrangler's own config reader.
+ * Build the Worker with wrangler (`deploy --dry-run --outdir`), and read the
+ * toml's compatibility settings and module rules with wrangler's own config
+ * reader. The repository's Worker with default options (or `--metafile`
+ * alone) is the shared, content-cached build (`test/setup/worker-bundle.ts`,
+ * built with `--metafile`), built here only if the cache lacks the current
+ * sources; any other build goes to a fresh directory under `.cache/`,
+ * removed after the test file.
  *
  * @throws Error with wrangler's output when the build fails
  */
 export async function buildWorker(options: BuildOptions = {}): Promise<WorkerBuild> {
   const root = options.root ?? ROOT;
-  mkdirSync(join(ROOT, ".cache"), { recursive: true });
-  const outdir = mkdtempSync(join(ROOT, ".cache/worker-build-"));
-  builds.add(outdir);
-  const args = ["deploy", "--dry-run", "--outdir", outdir, ...(options.args ?? [])];
+  let outdir: string;
   let output: string;
-  try {
-    const r = await exec(join(ROOT, "node_modules/.bin/wrangler"), args, { cwd: root, env: wranglerEnv(), maxBuffer: 16 << 20 });
-    output = `${r.stdout}${r.stderr}`;
-  } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`wrangler ${args.join(" ")} failed:\n${e.stdout ?? ""}${e.stderr ?? e.message}`);
+  if (isSharedBuild(options)) {
+    ({ outdir, output } = await workerBundle());
+  } else {
+    mkdirSync(join(ROOT, ".cache"), { recursive: true });
+    outdir = mkdtempSync(join(ROOT, ".cache/worker-build-"));
+    builds.add(outdir);
+    output = await runWrangler(root, outdir, options.args ?? []);
   }
   // wrangler's own config reader, so the run uses exactly what the deploy would
   const { experimental_readRawConfig } = await import("wrangler");
