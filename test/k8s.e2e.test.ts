@@ -44,13 +44,12 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
-import { PROXY_NS, PROXY_SERVICE, shippedManifests, withFlags } from "./k8s/shipped.ts";
+import { API_SERVICE, apiServiceAvailability, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
 /** routed by the proxy to a backend that accepts connections and never answers */
 const STUCK_METRIC = "queue_messages_stuck";
-const API_SERVICE = "v1beta1.external.metrics.k8s.io";
 /**
  * The proxy's backend timeout: the agreed budget (bridge deadline 3 s <
  * proxy → backend 4 s < the aggregator's 5 s).
@@ -87,12 +86,6 @@ async function kubectlJson<T>(args: string[]): Promise<T> {
   return JSON.parse(await cp!.kubectlOk([...args, "-o", "json"])) as T;
 }
 
-interface Condition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
 interface Hpa {
   status: { currentReplicas?: number; desiredReplicas?: number; conditions?: Condition[]; currentMetrics?: unknown[] };
 }
@@ -148,11 +141,7 @@ async function expectReplicasHeld(ns: string, replicas: number, seconds: number)
 }
 
 /** The APIService's `Available` condition. */
-async function availability(): Promise<Condition | undefined> {
-  const r = await cp!.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
-  if (r.status !== 0) throw new Error(`kubectl get apiservice: ${r.stderr.trim()}`);
-  return (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
-}
+const availability = () => apiServiceAvailability(cp!);
 
 /**
  * Create an empty namespace, delete it, and return the seconds until it is
@@ -364,18 +353,7 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     });
     processes.push(proxy);
 
-    await waitFor(
-      "APIService v1beta1.external.metrics.k8s.io Available=True",
-      async () => {
-        if (proxy.exitCode !== undefined) throw new Error(`proxy exited with ${proxy.exitCode}`);
-        const r = await cp!.kubectl(["get", "apiservice", `v1beta1.external.metrics.k8s.io`, "-o", "json"]);
-        if (r.status !== 0) throw new Error(r.stderr.trim());
-        const available = (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
-        if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
-        return true;
-      },
-      { timeoutMs: 90_000, intervalMs: 1000, context },
-    );
+    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
   }, 50 * 60_000);
 
   afterEach(({ task }) => {

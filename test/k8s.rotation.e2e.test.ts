@@ -31,11 +31,10 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
-import { PROXY_NS, PROXY_SERVICE, shippedManifests, withFlags } from "./k8s/shipped.ts";
+import { API_SERVICE, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
-const API_SERVICE = "v1beta1.external.metrics.k8s.io";
 const METRIC = "queue_messages_ready";
 const NS = "team-a";
 const QUEUE = "team-a-jobs";
@@ -57,12 +56,6 @@ const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const expectedReplicas = (depth: number) => Math.min(MAX, Math.max(MIN, Math.ceil(depth / TARGET)));
 
-interface Condition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
 
 /** PEM blocks of a bundle, parsed. */
 function pemCertificates(pem: string): X509Certificate[] {
@@ -276,18 +269,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
     startReplica(0, REPLICAS[0]);
     startReplica(1, REPLICAS[1]);
 
-    await waitFor(
-      "APIService Available=True",
-      async () => {
-        for (const p of processes) if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}`);
-        const r = await cp!.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
-        if (r.status !== 0) throw new Error(r.stderr.trim());
-        const available = (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
-        if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
-        return true;
-      },
-      { timeoutMs: 120_000, intervalMs: 1000, context },
-    );
+    await waitForAPIServiceAvailable(cp, processes, { timeoutMs: 120_000, context });
   }, 50 * 60_000);
 
   afterEach(({ task }) => {

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
+import { waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** The shipped plain manifests, relative to the repository root. */
@@ -68,4 +69,49 @@ export function withFlags(args: readonly string[], overrides: Record<string, str
   }
   for (const [flag, value] of Object.entries(overrides)) out.push(`${flag}=${value}`);
   return out;
+}
+
+/** The APIService the proxy registers. */
+export const API_SERVICE = "v1beta1.external.metrics.k8s.io";
+
+/** A Kubernetes status condition. */
+export interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+/**
+ * The `Available` condition of APIService {@link API_SERVICE}.
+ *
+ * @throws Error with kubectl's message when it cannot be read
+ */
+export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">): Promise<Condition | undefined> {
+  const r = await cp.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
+  if (r.status !== 0) throw new Error(`kubectl get apiservice: ${r.stderr.trim()}`);
+  return (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
+}
+
+/**
+ * Wait until APIService {@link API_SERVICE} is `Available=True`, failing at
+ * once when one of `processes` (the proxies) has exited.
+ *
+ * @throws Error from {@link waitFor} after `timeoutMs` (ms), with `context()`
+ */
+export async function waitForAPIServiceAvailable(
+  cp: Pick<ControlPlane, "kubectl">,
+  processes: readonly LoggedProcess[],
+  options: { timeoutMs: number; context?: () => string },
+): Promise<void> {
+  await waitFor(
+    `APIService ${API_SERVICE} Available=True`,
+    async () => {
+      for (const p of processes) if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}`);
+      const available = await apiServiceAvailability(cp);
+      if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
+      return true;
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: 1000, ...(options.context ? { context: options.context } : {}) },
+  );
 }
