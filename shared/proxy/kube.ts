@@ -185,6 +185,15 @@ export function withSignal(signal: AbortSignal): ConfigurationOptions {
   };
 }
 
+/**
+ * Per-call client-node options that abort the request after `ms`
+ * milliseconds ({@link withSignal} with `AbortSignal.timeout(ms)`): the
+ * deadline of a Lease, Secret or APIService call.
+ */
+export function apiDeadline(ms: number): ConfigurationOptions {
+  return withSignal(AbortSignal.timeout(ms));
+}
+
 /** The caller's signal (if any) combined with a deadline of `timeoutMs`. */
 function deadline(timeoutMs: number, signal: AbortSignal | undefined): AbortSignal {
   const timeout = AbortSignal.timeout(timeoutMs);

@@ -22,8 +22,8 @@
  * Every API call has a deadline (the client's AbortSignal at `renewDeadlineMs`
  * / 2, at most 5 s).
  */
-import { CoordinationV1Api, Observable, V1MicroTime, type ConfigurationOptions, type KubeConfig, type ObservableMiddleware, type V1Lease } from "@kubernetes/client-node";
-import { apiStatus } from "./kube.ts";
+import { CoordinationV1Api, V1MicroTime, type ConfigurationOptions, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import { apiDeadline, apiStatus } from "./kube.ts";
 import type { Logger } from "./log.ts";
 
 /** Settings of {@link LeaderElector}; the defaults are client-go's (15 s, 10 s, 2 s). */
@@ -236,20 +236,4 @@ export class LeaderElector {
       throw err;
     }
   }
-}
-
-/**
- * Per-call options for a client-node API method that abort the request after
- * `ms` milliseconds (the fetch `AbortSignal` set by a request middleware,
- * appended to the client's own middleware).
- */
-export function apiDeadline(ms: number): ConfigurationOptions {
-  const middleware: ObservableMiddleware = {
-    pre: (context) => {
-      context.setSignal(AbortSignal.timeout(ms));
-      return new Observable(Promise.resolve(context));
-    },
-    post: (context) => new Observable(Promise.resolve(context)),
-  };
-  return { middleware: [middleware], middlewareMergeStrategy: "append" };
 }

@@ -50,8 +50,8 @@
  */
 import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
 import { caFromPem, certificatesFromPem, createServingCA, issueServingCertificate, keyMatchesCertificate, serviceDnsNames, signedBy } from "./certs.ts";
-import { apiDeadline, type LeaderElector } from "./lease.ts";
-import { apiStatus } from "./kube.ts";
+import type { LeaderElector } from "./lease.ts";
+import { apiDeadline, apiStatus } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import type { ServiceName, ServingMaterial } from "./tls.ts";
 import { x509 } from "./x509.ts";

@@ -13,8 +13,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
 import { generateServingCertificate } from "./certs.ts";
-import { apiStatus } from "./kube.ts";
-import { apiDeadline } from "./lease.ts";
+import { apiDeadline, apiStatus } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { DEFAULT_ROTATION, reconcileSecret, servingFromSecret } from "./rotation.ts";
 
