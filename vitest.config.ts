@@ -1,13 +1,33 @@
 import { defineConfig } from "vitest/config";
 
+/** Suites that run a real runtime or process: workerd, the Lambda artifact, the proxy over TLS, npm scripts, the CLI, helm and kubeconform. */
+const INTEGRATION = [
+  "test/**/*.worker.test.ts",
+  "test/**/*.lambda.test.ts",
+  "test/**/*.contract.test.ts",
+  "test/**/*.runtimes.test.ts",
+  "test/proxy.*.test.ts",
+  "test/build.test.ts",
+  "test/demo.test.ts",
+  "test/cli.test.ts",
+  "test/infra.test.ts",
+];
+/** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
+const ORACLES = ["test/**/*.oracle.test.ts"];
+/** Suites that start a real control plane (etcd, kube-apiserver, kube-controller-manager). */
+const E2E = ["test/**/*.e2e.test.ts"];
+
 /**
- * Two projects, run one after the other (`sequence.groupOrder`):
- * - `unit`: every suite but the real-Kubernetes ones, files in parallel;
- *   its `globalSetup` builds the Worker bundle the runtime suites share
- *   (`test/setup/worker-bundle.ts`, cached outside the tree by content);
- * - `e2e`: `*.e2e.test.ts`, each of which starts its own control plane
- *   (etcd, kube-apiserver, kube-controller-manager), one file at a time and
- *   last, so two control planes never share the machine's cores.
+ * Four projects (`npx vitest run --project <name>` runs one):
+ * - `unit`: in-process suites (fakes on 127.0.0.1 included), files in parallel;
+ * - `integration`: {@link INTEGRATION}; its `globalSetup` builds the Worker
+ *   bundle the runtime suites share (`test/setup/worker-bundle.ts`, cached
+ *   outside the tree by content);
+ * - `oracles`: {@link ORACLES}, against Go binaries cached by content
+ *   (infra/tools/go.ts);
+ * - `e2e`: {@link E2E}, each of which starts its own control plane, one file
+ *   at a time and after the others (`sequence.groupOrder`), so two control
+ *   planes never share the machine's cores.
  */
 export default defineConfig({
   test: {
@@ -22,7 +42,16 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts", "shared/**/*.test.ts", "functions/**/*.test.ts"],
-          exclude: ["**/node_modules/**", "test/**/*.e2e.test.ts"],
+          exclude: ["**/node_modules/**", ...INTEGRATION, ...ORACLES, ...E2E],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: INTEGRATION,
+          exclude: ["**/node_modules/**", ...ORACLES, ...E2E],
           // the Worker bundle, built by wrangler once per content of its sources (not once per file)
           globalSetup: ["test/setup/worker-bundle.ts"],
           sequence: { groupOrder: 0 },
@@ -31,8 +60,16 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: "oracles",
+          include: ORACLES,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: "e2e",
-          include: ["test/**/*.e2e.test.ts"],
+          include: E2E,
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },
