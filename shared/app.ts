@@ -42,18 +42,13 @@ import { decodeMetricName, discoveryName } from "./metric-name.ts";
 import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
+import { requestIdFrom } from "./request-id.ts";
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
 /** Longest `labelSelector` accepted, characters. */
 export const MAX_SELECTOR_LENGTH = 4096;
 
-/**
- * What an `X-Request-Id` must look like to be kept (the proxy's rule,
- * `shared/proxy`): 1–128 of `[A-Za-z0-9._:-]`. Anything else is replaced by
- * a fresh UUID, so a caller cannot make the bridge echo or log arbitrary bytes.
- */
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** One structured log record (JSON lines). */
 export type LogRecord = Record<string, unknown> & { level: "info" | "warn" | "error"; msg: string };
@@ -118,8 +113,7 @@ export function createApp(options: BridgeOptions): Hono {
 
   app.use("*", async (c, next) => {
     const started = runtime.now();
-    const offered = c.req.header("x-request-id");
-    const requestId = offered !== undefined && REQUEST_ID_PATTERN.test(offered) ? offered : crypto.randomUUID();
+    const requestId = requestIdFrom(c.req.header("x-request-id"));
     c.header("X-Request-Id", requestId);
     await next();
     const status = c.res.status;
