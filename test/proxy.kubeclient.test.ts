@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
+import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/registration.ts";
 import { KUBE_API_TIMEOUT_MS, kubeConfigFor, subjectAccessReviewer, tokenReviewer, type PooledKubeConfig } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
@@ -112,6 +113,24 @@ describe("deadlines", () => {
       fake.hanging.delete("tokenreviews");
     }
   });
+
+  it("cancels an APIService registration the API server does not answer at its deadline (was: undici's 300 s), connection closed", async () => {
+    fake.hanging.add("apiservices");
+    try {
+      const hung = { ...fake.hung };
+      const started = Date.now();
+      const error = await registerAPIService(kubeConfig(), { service: { namespace: "ns", name: "proxy", port: 443 }, caPem: fake.caPem }).then(
+        () => undefined,
+        (err: unknown) => err as Error,
+      );
+      expect(error?.name).toBe("TimeoutError");
+      expect(Date.now() - started).toBeGreaterThanOrEqual(REGISTRATION_DEADLINE_MS - 50);
+      expect(fake.hung.started - hung.started).toBe(1);
+      await eventually(() => fake.hung.closedByClient - hung.closedByClient === 1, 3_000, "the hanging connection to close");
+    } finally {
+      fake.hanging.delete("apiservices");
+    }
+  }, 15_000);
 
   it("keeps serving over the pool after a cancelled request", async () => {
     const kc = kubeConfig();

@@ -11,7 +11,10 @@
  */
 import { ApiregistrationV1Api, type KubeConfig, type V1APIService } from "@kubernetes/client-node";
 import { GROUP, VERSION } from "../k8s/types.ts";
-import { apiStatus } from "./kube.ts";
+import { apiDeadline, apiStatus } from "./kube.ts";
+
+/** Deadline of each APIService read or write, ms (as the Secret's, rotation.ts). */
+export const REGISTRATION_DEADLINE_MS = 5000;
 
 /** The APIService name. */
 export const API_SERVICE_NAME = `${VERSION}.${GROUP}`;
@@ -40,10 +43,12 @@ export function desiredSpec(target: RegistrationTarget): NonNullable<V1APIServic
 
 /**
  * Create the APIService, or update it when its service, caBundle or
- * verification setting differ. Retries a write conflict up to 3 times.
+ * verification setting differ. Retries a write conflict up to 3 times. Each
+ * call has a deadline of {@link REGISTRATION_DEADLINE_MS}.
  *
  * @returns what was done
- * @throws Error (client-node ApiException) when the API refuses (e.g. RBAC)
+ * @throws Error (client-node ApiException) when the API refuses (e.g. RBAC);
+ *   a `TimeoutError` DOMException when a call passes its deadline
  */
 export async function registerAPIService(kc: KubeConfig, target: RegistrationTarget): Promise<"created" | "updated" | "unchanged"> {
   const api = kc.makeApiClient(ApiregistrationV1Api);
@@ -51,7 +56,7 @@ export async function registerAPIService(kc: KubeConfig, target: RegistrationTar
   for (let attempt = 0; ; attempt++) {
     let current: V1APIService | undefined;
     try {
-      current = await api.readAPIService({ name: API_SERVICE_NAME });
+      current = await api.readAPIService({ name: API_SERVICE_NAME }, apiDeadline(REGISTRATION_DEADLINE_MS));
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }
@@ -64,7 +69,7 @@ export async function registerAPIService(kc: KubeConfig, target: RegistrationTar
             metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
             spec,
           },
-        });
+        }, apiDeadline(REGISTRATION_DEADLINE_MS));
         return "created";
       }
       const s = current.spec;
@@ -80,7 +85,7 @@ export async function registerAPIService(kc: KubeConfig, target: RegistrationTar
       await api.replaceAPIService({
         name: API_SERVICE_NAME,
         body: { ...current, spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority } },
-      });
+      }, apiDeadline(REGISTRATION_DEADLINE_MS));
       return "updated";
     } catch (err) {
       if ((apiStatus(err) === 409 || apiStatus(err) === 404) && attempt < 3) continue;

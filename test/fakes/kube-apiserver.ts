@@ -57,7 +57,7 @@ export interface FakeKubeApiServer {
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
   failing: Set<string>;
-  /** make these endpoints (`"tokenreviews"`, `"subjectaccessreviews"`, `"configmaps"` lists) never answer: the request is read and left open */
+  /** make these endpoints (`"tokenreviews"`, `"subjectaccessreviews"`, `"configmaps"` lists, `"apiservices"`) never answer: the request is read and left open */
   hanging: Set<string>;
   /** requests left hanging so far, and how many of them the client has since cancelled (connection closed) */
   hung: { started: number; closedByClient: number };
@@ -301,6 +301,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
     if ((m = p.match(/^\/apis\/apiregistration\.k8s\.io\/v1\/apiservices(?:\/([^/]+))?$/))) {
       if (fake.failing.has("apiservices")) return send(res, 500, status(500, "InternalError", "apiservices are failing (fake)"));
+      if (fake.hanging.has("apiservices")) return hang(req);
       if (req.method === "GET" && m[1]) {
         const obj = fake.apiServices.get(m[1]);
         return obj ? send(res, 200, obj) : send(res, 404, status(404, "NotFound", `apiservices.apiregistration.k8s.io "${m[1]}" not found`));
