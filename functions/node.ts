@@ -36,6 +36,7 @@ import {
   SIGNING_SKEW_ENV,
   SigningKeyError,
   signingMode,
+  signingNotice,
 } from "../shared/signing.ts";
 
 /** The Node server's flag that serves unsigned requests on purpose (as `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`). */
@@ -84,7 +85,7 @@ export interface NodeServerOptions {
 export function checkSigning(env: Readonly<Record<string, string | undefined>>, insecureAllowUnsigned = false): LogRecord[] {
   const mode = signingMode(env, { insecureAllowUnsigned, flag: INSECURE_ALLOW_UNSIGNED_FLAG });
   if (mode.mode === "refused") throw new StartRefusedError(mode.message);
-  if (mode.mode === "insecure") return [{ level: "warn", msg: mode.warning }];
+  if (mode.mode === "insecure") return [signingNotice(mode)!];
   try {
     parseSigningKeys(env[SIGNING_KEYS_ENV] ?? "");
     parseMaxSkew(env[SIGNING_SKEW_ENV]);

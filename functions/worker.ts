@@ -42,7 +42,7 @@ import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
-import { signingMode, type SigningMode } from "../shared/signing.ts";
+import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";
 
 /** The Workers `ExecutionContext` as the handler sees it. */
 interface WorkerContext {
@@ -86,8 +86,8 @@ function logSigningMode(mode: SigningMode): void {
   const key = mode.mode === "refused" ? `refused:${mode.message}` : mode.mode;
   if (loggedMode === key) return;
   loggedMode = key;
-  if (mode.mode === "insecure") log({ level: "warn", msg: mode.warning });
-  else if (mode.mode === "refused") log({ level: "error", msg: mode.message });
+  const notice = signingNotice(mode);
+  if (notice !== undefined) log(notice);
 }
 
 /** `/apis` and everything under it: the paths that need a caller. */

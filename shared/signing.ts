@@ -249,6 +249,17 @@ export function signingMode(
   return { mode: "refused", message: `request signing is not configured: ${SIGNING_KEYS_ENV} is empty or missing, so this bridge refuses to serve; ${how}` };
 }
 
+/**
+ * The log record an entry point writes for a signing mode at start (Node,
+ * Lambda cold start) or on an isolate's first request (Worker): the
+ * insecure warning (`warn`), the refusal (`error`); undefined when signed.
+ */
+export function signingNotice(mode: SigningMode): { level: "warn" | "error"; msg: string } | undefined {
+  if (mode.mode === "insecure") return { level: "warn", msg: mode.warning };
+  if (mode.mode === "refused") return { level: "error", msg: mode.message };
+  return undefined;
+}
+
 /** What a signer covers besides the caller: method and the full URL (origin, path and query). */
 export interface SignedRequestParts {
   method: string;

@@ -18,7 +18,7 @@ import { internalError, StatusError } from "../k8s/status.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
 import type { RuntimeEnv } from "../providers/types.ts";
-import { signingMode } from "../signing.ts";
+import { signingMode, signingNotice } from "../signing.ts";
 import { readConfigText, readSigningKeys, type LambdaEnv } from "./sources.ts";
 import { ssmReader } from "./ssm.ts";
 
@@ -86,11 +86,9 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
       const bridge = fromConfig(config, runtime, options.log ? { log: options.log } : {});
       const mode = signingMode(runtimeEnv);
       for (const record of policyStartupNotices(config)) emit(record);
-      if (mode.mode === "insecure") emit({ level: "warn", msg: mode.warning });
-      if (mode.mode === "refused") {
-        emit({ level: "error", msg: mode.message });
-        return refusingApis(bridge.app, internalError(mode.message));
-      }
+      const notice = signingNotice(mode);
+      if (notice !== undefined) emit(notice);
+      if (mode.mode === "refused") return refusingApis(bridge.app, internalError(mode.message));
       return handle(bridge.app);
     } catch (err) {
       if (err instanceof StatusError && err.code === 503) {
