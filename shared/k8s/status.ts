@@ -139,10 +139,10 @@ export class StatusError extends Error {
     });
   }
 
-  /** Response headers: `Retry-After` (whole seconds, the back-off hint) when set. */
+  /** Response headers: `Retry-After` (whole seconds, the back-off hint, clamped by the constructor) when set. */
   headers(): Record<string, string> {
     const retry = this.details?.retryAfterSeconds;
-    return retry !== undefined ? { "Retry-After": String(clampRetryAfter(retry)) } : {};
+    return retry !== undefined ? { "Retry-After": String(retry) } : {};
   }
 
   /** The back-off hint in seconds (429/503 with `retryAfterSeconds`), else undefined. */
