@@ -274,6 +274,28 @@ describe("renewal", () => {
     }
   });
 
+  it("the writer publishes the caBundle it wrote without waiting for its own watch (a lagging watch cannot make the next step come before caBundle has the new CA)", async () => {
+    const fake = await startFakeKubeApiServer();
+    const a = await startReplica(fake);
+    try {
+      await eventually(() => caBundleOf(fake) !== undefined, 5000, "APIService registered");
+      const release = fake.holdSecretEvents();
+      try {
+        // An administrator removes ca.key: the writer starts a CA rotation, step (a) (ca.crt = old + new).
+        const stored = fake.getSecret(NS, SECRET) as unknown as { data: Record<string, string>; metadata: Record<string, unknown> };
+        const { ["ca.key"]: _dropped, ...data } = stored.data;
+        fake.setSecret(NS, SECRET, { data, metadata: stored.metadata });
+        await eventually(() => certificatesFromPem(secretData(fake)["ca.crt"]!).length === 2, 5000, "the writer adds a CA");
+        await eventually(() => caBundleOf(fake) === secretData(fake)["ca.crt"], 3000, "the APIService carries old + new while the watch still lags");
+      } finally {
+        release();
+      }
+    } finally {
+      await a.stop();
+      await fake.close();
+    }
+  });
+
   it("rotates the CA with overlap: caBundle goes old → old+new → new, and what any replica serves always verifies with the published caBundle", async () => {
     const fake = await startFakeKubeApiServer();
     const rotation = { certValiditySeconds: 3, caValiditySeconds: 9, overlapSeconds: 1 };

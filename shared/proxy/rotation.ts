@@ -22,7 +22,10 @@
  * certificate of its own while a usable Secret exists.
  *
  * Only the holder of a `coordination.k8s.io/v1` Lease ({@link LeaderElector})
- * writes the Secret (and the APIService, see `server.ts`). It renews:
+ * writes the Secret (and the APIService, see `server.ts`). It re-reads the
+ * Secret right after each write and serves it at once, so the APIService gets
+ * the new `caBundle` when it is written, not when the writer's own watch
+ * catches up (the overlap counts from the write). It renews:
  *
  * 1. a serving certificate with less than 1/3 of its lifetime left: a new one
  *    from the SAME CA — `ca.crt`, hence `caBundle`, does not change;
@@ -473,6 +476,10 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
         // Up to 3 steps at once (e.g. a fresh Secret), each from the Secret just written.
         for (let i = 0; i < 3; i++) {
           step = await reconcileSecret(core, target, service, settings, log);
+          // Serve (and publish, through onChange → the APIService) what was just
+          // written without waiting for the watch: the overlap of the next step
+          // counts from the write, so a lagging watch must not delay caBundle.
+          if (step.kind !== "none") await resync();
           if (step.kind === "none" || step.kind === "add-ca" || step.kind === "switch" || step.kind === "drop-old-ca") return step;
         }
         return step!;

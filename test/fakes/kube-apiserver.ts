@@ -73,6 +73,8 @@ export interface FakeKubeApiServer {
   writes: { resource: "secrets" | "leases" | "apiservices"; method: string; name: string; by: string }[];
   /** end every open watch stream (as an API server restart or a load balancer timeout would) */
   endWatches(): void;
+  /** hold back Secret watch events (a lagging watch) until the returned function releases them, in order */
+  holdSecretEvents(): () => void;
   /** store a Secret as an administrator would (watchers get ADDED/MODIFIED) */
   setSecret(namespace: string, name: string, secret: { type?: string; data: Record<string, string>; metadata?: Record<string, unknown> }): void;
   setConfigMap(namespace: string, name: string, data: Record<string, string>): void;
@@ -99,6 +101,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const nextRV = () => String(++rv);
   const configMaps = new Map<string, KubeObject>();
   const secrets = new Map<string, KubeObject>();
+  let heldSecretEvents: { type: string; obj: KubeObject }[] | undefined;
   const watches = new Set<{ namespace: string; name?: string; kind?: string; res: ServerResponse }>();
   let handshakes = 0;
   const sockets = new Set<import("node:tls").TLSSocket>();
@@ -120,6 +123,14 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     leases: new Map(),
     clientTokens: new Set(),
     writes: [],
+    holdSecretEvents() {
+      const held: { type: string; obj: KubeObject }[] = [];
+      heldSecretEvents = held;
+      return () => {
+        if (heldSecretEvents === held) heldSecretEvents = undefined;
+        for (const e of held) notify(e.type, e.obj);
+      };
+    },
     endWatches() {
       for (const w of watches) w.res.end();
       watches.clear();
@@ -156,6 +167,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   };
 
   function notify(type: string, obj: KubeObject) {
+    if (heldSecretEvents !== undefined && obj.kind === "Secret") return void heldSecretEvents.push({ type, obj });
     for (const w of watches) {
       if (w.namespace !== obj.metadata.namespace) continue;
       if (w.name !== undefined && w.name !== obj.metadata.name) continue;
