@@ -19,7 +19,7 @@ import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
 import { backendFailureTtlMs } from "../backoff.ts";
-import { labelKeySchema, labelValueSchema, MAX_SERIES_PER_REQUEST, type SeriesNoun } from "../label-mapping.ts";
+import { labelKeySchema, labelValueSchema, type SeriesNoun } from "../label-mapping.ts";
 import { SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 
@@ -30,8 +30,6 @@ export const SQS_ATTRIBUTES = [
   "ApproximateNumberOfMessagesDelayed",
 ] as const;
 
-/** Most queues one request may name (bounded work per request). */
-export const MAX_QUEUES_PER_REQUEST = MAX_SERIES_PER_REQUEST;
 
 /** How long a resolved queue URL is re-used, ms. */
 const QUEUE_URL_TTL_MS = 10 * 60_000;
