@@ -41,7 +41,7 @@ export function ruleCacheTtlMs(rule: { cacheTTLSeconds: number; maxAgeSeconds: n
 }
 
 /** A cached outcome and the time it was stored (ms since epoch). */
-type Entry<V> = { ok: true; value: V; storedAt: number; bytes: number } | { ok: false; error: unknown; storedAt: number; expiresAt: number; bytes: number };
+type Entry<V> = { ok: true; value: V; storedAt: number; keepMs: number; bytes: number } | { ok: false; error: unknown; storedAt: number; expiresAt: number; bytes: number };
 
 interface Inflight<V> {
   promise: Promise<V>;
@@ -86,6 +86,12 @@ export interface CoalescingCacheOptions<V> {
    * always counted as `key.length × 2`.
    */
   sizeOf?: (value: V) => number;
+  /**
+   * How long a loaded value may be re-used, ms, on top of each read's `ttlMs`
+   * (the shorter wins); 0 = not stored, only shared while in flight (e.g. an
+   * answer marked `no-store`). Default: no limit but `ttlMs`.
+   */
+  keepMs?: (value: V) => number;
   /** longest a load may run, ms; then its signal aborts and its waiters reject (default: no limit) */
   loadTimeoutMs?: number;
   /** how long a failure is re-used for the same key, ms; 0 = not cached (default: 0 for every error) */
@@ -123,6 +129,7 @@ export class CoalescingCache<V> {
   readonly #maxEntries: number;
   readonly #maxBytes: number;
   readonly #sizeOf: (value: V) => number;
+  readonly #keepMs: ((value: V) => number) | undefined;
   readonly #loadTimeoutMs: number | undefined;
   readonly #failureTtlMs: (error: unknown) => number;
   readonly #now: () => number;
@@ -133,13 +140,15 @@ export class CoalescingCache<V> {
     this.#maxEntries = options.maxEntries ?? 10_000;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
     this.#sizeOf = options.sizeOf ?? jsonSize;
+    this.#keepMs = options.keepMs;
     this.#loadTimeoutMs = options.loadTimeoutMs;
     this.#failureTtlMs = options.failureTtlMs ?? (() => 0);
     this.#now = options.now ?? Date.now;
   }
 
   /**
-   * Return the value for `key`: a stored one no older than `ttlMs` (or a
+   * Return the value for `key`: a stored one no older than `ttlMs` nor than
+   * its own `keepMs` (or a
    * stored failure still within its failure TTL), else the result of the
    * load already in flight for `key`, else a new `load(signal)`.
    *
@@ -155,7 +164,7 @@ export class CoalescingCache<V> {
     const entry = this.#entries.get(key);
     if (entry !== undefined) {
       const now = this.#now();
-      if (entry.ok && ttlMs > 0 && now - entry.storedAt <= ttlMs) {
+      if (entry.ok && ttlMs > 0 && now - entry.storedAt <= Math.min(ttlMs, entry.keepMs)) {
         this.#touch(key, entry);
         this.stats.hits++;
         this.#lastOutcome = "hit";
@@ -212,7 +221,11 @@ export class CoalescingCache<V> {
     record.promise = (async () => {
       try {
         const value = await Promise.race([load(controller.signal), aborted, ...(deadline ? [deadline] : [])]);
-        if (this.#inflight.get(key) === record) this.#store(key, { ok: true, value, storedAt: this.#now(), bytes: 0 });
+        const keepMs = this.#keepMs?.(value) ?? Number.POSITIVE_INFINITY;
+        if (this.#inflight.get(key) === record) {
+          if (keepMs > 0) this.#store(key, { ok: true, value, storedAt: this.#now(), keepMs, bytes: 0 });
+          else this.#drop(key); // not kept: an older stored value must not be served either
+        }
         return value;
       } catch (err) {
         this.stats.failures++;
@@ -281,7 +294,7 @@ export class CoalescingCache<V> {
 
   /** Store `value` for `key` now, evicting least recently used entries past the bounds. */
   set(key: string, value: V): void {
-    this.#store(key, { ok: true, value, storedAt: this.#now(), bytes: 0 });
+    this.#store(key, { ok: true, value, storedAt: this.#now(), keepMs: Number.POSITIVE_INFINITY, bytes: 0 });
   }
 
   #store(key: string, entry: Entry<V>): void {

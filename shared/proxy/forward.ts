@@ -90,8 +90,6 @@ export interface Answer {
   cache?: CacheOutcome;
   /** values: how long this answer may be stored, ms (0 = not stored) */
   storeMs?: number;
-  /** values: when this answer stops being fresh, ms since epoch */
-  freshUntil?: number;
 }
 
 /** A values read. */
@@ -143,8 +141,9 @@ export class Forwarder {
     this.#values = new CoalescingCache<Answer>({
       ...cacheOptions,
       maxBytes: options.config.cache.maxBytes,
-      // An answer the backend marked no-store (or max-age=0) is never kept: larger than any bound.
-      sizeOf: (answer) => (answer.storeMs === 0 ? Number.POSITIVE_INFINITY : answer.body.length * 2 + 256),
+      sizeOf: (answer) => answer.body.length * 2 + 256,
+      // The backend's max-age (no-store, max-age=0 → not kept, only shared while in flight).
+      keepMs: (answer) => answer.storeMs ?? Number.POSITIVE_INFINITY,
       failureTtlMs: (err) => (typeof err === "object" && err !== null ? (BACKOFF.get(err) ?? 0) : 0),
     });
     this.#now = options.now ?? Date.now;
@@ -186,20 +185,8 @@ export class Forwarder {
       const response = await this.#valuesCall(client, request, signal);
       return checkValues(client, response, ttlMs, this.#now());
     };
-    const read = () => this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
-    let promise = read();
-    let outcome = this.#values.lastOutcome;
-    if (outcome === "hit") {
-      const stored = await promise;
-      if (this.#now() <= (stored.freshUntil ?? Number.POSITIVE_INFINITY)) {
-        this.#metrics.cache.inc({ result: "hit" });
-        return { ...stored, backend, cache: "hit" };
-      }
-      // Within cache.ttlSeconds but past the backend's max-age: read again.
-      this.#values.delete(key);
-      promise = read();
-      outcome = this.#values.lastOutcome;
-    }
+    const promise = this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
+    const outcome = this.#values.lastOutcome;
     this.#metrics.cache.inc({ result: outcome });
     const answer = await promise;
     return { ...answer, backend, cache: outcome };
@@ -444,7 +431,7 @@ function checkValues(client: BackendClient, response: BackendResponse, ttlMs: nu
     throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), backoffMs(undefined, undefined, nowMs));
   }
   const storeMs = freshnessMs(response.headers["cache-control"], ttlMs);
-  return { status: 200, body: text, headers: {}, storeMs, freshUntil: nowMs + storeMs };
+  return { status: 200, body: text, headers: {}, storeMs };
 }
 
 /** Validate a discovery answer. @throws StatusError */
