@@ -40,9 +40,6 @@ export interface LeaderElectionOptions {
   /** how often candidates try and the holder renews, ms (default 2 000) */
   retryPeriodMs?: number;
   log: Logger;
-  /** called when this candidate starts / stops leading */
-  onStartedLeading?: () => void;
-  onStoppedLeading?: () => void;
   now?: () => number;
 }
 
@@ -50,7 +47,7 @@ export interface LeaderElectionOptions {
  * One candidate in a Lease-based election. Start it with {@link LeaderElector.start}.
  */
 export class LeaderElector {
-  readonly #o: Required<Omit<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">> & Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">;
+  readonly #o: Required<LeaderElectionOptions>;
   readonly #api: CoordinationV1Api;
   #leading = false;
   /** local time of our last successful renewal, ms */
@@ -95,7 +92,7 @@ export class LeaderElector {
     return this.#leading && this.#o.now() - this.#renewedAt < this.#o.renewDeadlineMs;
   }
 
-  /** Also call `listener` when this candidate starts / stops leading. */
+  /** Call `listener` when this candidate starts / stops leading. */
   on(event: "started" | "stopped", listener: () => void): void {
     this.#listeners[event].push(listener);
   }
@@ -173,8 +170,6 @@ export class LeaderElector {
     if (leading === this.#leading) return;
     this.#leading = leading;
     this.#o.log({ level: "info", msg: leading ? "leader election: leading" : "leader election: stopped leading", lease: this.lease, identity: this.#o.identity });
-    if (leading) this.#o.onStartedLeading?.();
-    else this.#o.onStoppedLeading?.();
     for (const l of this.#listeners[leading ? "started" : "stopped"]) l();
   }
 
