@@ -63,6 +63,8 @@ import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values
  * stall the HPA controller (see shared/k8s/status.ts).
  */
 export const BACKEND_RETRY_AFTER_SECONDS = MIN_RETRY_AFTER_SECONDS;
+/** Back-off kept after a failure that carries no hint of its own (a transport error, an invalid answer), ms: 1 s. */
+const DEFAULT_BACKOFF_MS = MIN_RETRY_AFTER_SECONDS * 1000;
 /** The discovery path. */
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
 /**
@@ -208,7 +210,7 @@ export class Forwarder {
     } catch (err) {
       if (!(err instanceof BackendError)) throw err;
       if (err.kind === "unsigned") throw internalError(err.message);
-      throw withBackoff(backendUnavailable(err.message, err), err.kind === "aborted" ? 0 : backoffMs(undefined, undefined, 0));
+      throw withBackoff(backendUnavailable(err.message, err), err.kind === "aborted" ? 0 : DEFAULT_BACKOFF_MS);
     }
   }
 
@@ -428,7 +430,7 @@ function checkValues(client: BackendClient, response: BackendResponse, ttlMs: nu
   } catch (err) {
     if (!(err instanceof ValueListError)) throw err;
     const field = err.field ? ` (field ${err.field})` : "";
-    throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), backoffMs(undefined, undefined, nowMs));
+    throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), DEFAULT_BACKOFF_MS);
   }
   const storeMs = freshnessMs(response.headers["cache-control"], ttlMs);
   return { status: 200, body: text, headers: {}, storeMs };
