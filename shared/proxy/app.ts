@@ -38,6 +38,7 @@ import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from 
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { requestInfo } from "./request-info.ts";
+import { requestIdFrom } from "../request-id.ts";
 
 /** What the app needs. */
 export interface ProxyAppDeps {
@@ -64,7 +65,6 @@ type Env = {
   };
 };
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * Longest request target (path + query as sent), bytes. Room for the
@@ -112,7 +112,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   app.use("*", async (c, next) => {
     const started = performance.now();
     const offered = c.req.header("x-request-id") ?? c.req.header("audit-id");
-    const requestId = offered !== undefined && REQUEST_ID.test(offered) ? offered : crypto.randomUUID();
+    const requestId = requestIdFrom(offered);
     c.set("requestId", requestId);
     c.set("kind", "other");
     c.header("X-Request-Id", requestId);
