@@ -171,4 +171,18 @@ describe("CoalescingCache", () => {
     await Promise.all([a, b]);
     expect(await cache.get("c", 1e6, async () => 2)).toBe(2);
   });
+  it("keepMs shortens how long one value is re-used, and 0 keeps it from being stored", async () => {
+    let t = 0;
+    const cache = new CoalescingCache<{ v: number; keep: number }>({ now: () => t, keepMs: (x) => x.keep });
+    let calls = 0;
+    const load = (keep: number) => async () => ({ v: ++calls, keep });
+    expect((await cache.get("short", 10_000, load(100))).v).toBe(1);
+    t = 100;
+    expect((await cache.get("short", 10_000, load(100))).v).toBe(1); // within min(ttl, keepMs)
+    t = 101;
+    expect((await cache.get("short", 10_000, load(100))).v).toBe(2); // past keepMs though within ttl
+    expect((await cache.get("never", 10_000, load(0))).v).toBe(3);
+    expect((await cache.get("never", 10_000, load(0))).v).toBe(4); // keepMs 0: not stored
+    expect(cache.size).toBe(1);
+  });
 });
