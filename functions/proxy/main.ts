@@ -9,7 +9,6 @@
  * drain it gracefully.
  */
 import { readFileSync } from "node:fs";
-import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
@@ -18,9 +17,9 @@ import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts"
 import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "../../shared/proxy/kube.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
 import { startProxy } from "../../shared/proxy/server.ts";
-import { LeaderElector } from "../../shared/proxy/lease.ts";
-import { DEFAULT_ROTATION, startSecretServing, validateRotation, type SecretServing } from "../../shared/proxy/rotation.ts";
-import { filesVersion, loadServingMaterial, readServingFiles, type ServingMaterial, type ServingSource } from "../../shared/proxy/tls.ts";
+import { DEFAULT_ROTATION } from "../../shared/proxy/rotation.ts";
+import { startServing, type Serving } from "../../shared/proxy/serving.ts";
+import type { ServingSource } from "../../shared/proxy/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -212,47 +211,35 @@ async function main(argv: string[]): Promise<void> {
     : opts.tlsSecret
       ? { kind: "secret", ...namespacedName(opts.tlsSecret, "--tls-secret") }
       : { kind: "generate" };
-  let serving: ServingMaterial;
-  let secretServing: SecretServing | undefined;
-  let elector: LeaderElector | undefined;
-  if (source.kind === "secret") {
-    // One source of truth: every replica follows the Secret; the Lease holder renews it and writes the APIService.
-    let rotation;
-    try {
-      rotation = validateRotation({
+  let serving: Serving;
+  try {
+    serving = await startServing({
+      source,
+      service,
+      kc,
+      log,
+      rotation: {
         certValiditySeconds: opts.tlsCertValiditySeconds,
         caValiditySeconds: opts.tlsCaValiditySeconds,
         overlapSeconds: opts.tlsRotationOverlapSeconds,
-      });
-    } catch (err) {
-      return fail((err as Error).message);
-    }
-    const lease = opts.leaderElectLease ? namespacedName(opts.leaderElectLease, "--leader-elect-lease") : { namespace: source.namespace, name: source.name };
-    try {
-      elector = new LeaderElector({
-        kc,
-        ...lease,
-        identity: opts.leaderElectIdentity || `${hostname()}_${crypto.randomUUID()}`,
+      },
+      leaderElection: {
+        ...(opts.leaderElectLease ? { lease: namespacedName(opts.leaderElectLease, "--leader-elect-lease") } : {}),
+        ...(opts.leaderElectIdentity ? { identity: opts.leaderElectIdentity } : {}),
         leaseDurationSeconds: opts.leaderElectLeaseDurationSeconds,
-        renewDeadlineMs: opts.leaderElectRenewDeadlineSeconds * 1000,
-        retryPeriodMs: opts.leaderElectRetryPeriodSeconds * 1000,
-        log,
-      });
-    } catch (err) {
-      return fail((err as Error).message);
-    }
-    secretServing = startSecretServing({ kc, secret: { namespace: source.namespace, name: source.name }, service, elector, rotation, log });
-    elector.start();
-    serving = await secretServing.ready(120_000);
-  } else {
-    serving = await loadServingMaterial(source, service, { kc, log });
+        renewDeadlineSeconds: opts.leaderElectRenewDeadlineSeconds,
+        retryPeriodSeconds: opts.leaderElectRetryPeriodSeconds,
+      },
+    });
+  } catch (err) {
+    return fail((err as Error).message);
   }
   const cm = namespacedName(opts.authenticationConfigmap, "--authentication-configmap");
   const authentication = watchAuthenticationConfig(kc, log, cm);
 
   const proxy = await startProxy({
     config,
-    serving,
+    serving: serving.material,
     authentication,
     ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }) } : {}),
     subjectAccessReview: subjectAccessReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }),
@@ -264,7 +251,7 @@ async function main(argv: string[]): Promise<void> {
     tokenAuthentication: { tokenCacheTtlMs: opts.authenticationTokenWebhookCacheTtl, tokenReviewTimeoutMs: opts.kubeApiTimeoutSeconds * 1000 },
     ...(signingKeys ? { signingKeys } : {}),
     ...(opts.register
-      ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(elector ? { isLeader: () => elector.isLeader() } : {}) } }
+      ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } }
       : {}),
     host: opts.bindAddress,
     port: opts.securePort,
@@ -283,26 +270,13 @@ async function main(argv: string[]): Promise<void> {
     registration: opts.register,
   });
 
-  secretServing?.onChange((next) => proxy.setServing(next));
-  if (source.kind === "files") {
-    let version = filesVersion(source);
-    setInterval(() => {
-      const next = filesVersion(source);
-      if (next === version) return;
-      version = next;
-      try {
-        proxy.setServing(readServingFiles(source));
-      } catch (err) {
-        log({ level: "error", msg: "could not reload the serving certificate", error: (err as Error).message });
-      }
-    }, 30_000).unref();
-  }
+  serving.onChange((next) => proxy.setServing(next));
 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
       log({ level: "info", msg: `received ${signal}` });
       // Hand the Lease over at once (another replica takes over at its next retry), then drain.
-      Promise.all([proxy.close(), elector?.stop(), secretServing?.stop()]).then(
+      Promise.all([proxy.close(), serving.stop()]).then(
         () => process.exit(0),
         () => process.exit(1),
       );
