@@ -19,7 +19,7 @@
  * returned to the caller untouched (`others`) so that later loaders (the
  * policy loader) read them from the same source.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { metricKey } from "../metric-name.ts";
 import { PROVIDER_MODULES, type ProviderInstanceConfig } from "../providers/registry.ts";
 import type { MetricRule } from "../providers/types.ts";

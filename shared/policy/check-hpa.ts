@@ -17,7 +17,7 @@
  * Manifests may hold other kinds (skipped) and `kind: List` (`kubectl get
  * -o yaml`), whose items are checked.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { issueAt, locate, formatPath, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { HPA_CONTROLLER } from "../identity.ts";

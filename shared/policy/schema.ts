@@ -22,7 +22,7 @@
  *   defaultAction: Deny
  * ```
  */
-import { z } from "zod";
+import * as z from "zod";
 import { MAX_PATTERN_LENGTH } from "./regex.ts";
 
 /**

@@ -25,7 +25,7 @@
  *
  * ExternalMetricPolicy documents in the same file are used too.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { issueAt, locate, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import type { Caller } from "../identity.ts";
 import { SelectorError, type Selector } from "../k8s/selector.ts";

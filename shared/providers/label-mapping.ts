@@ -10,7 +10,7 @@
  * `exists`, `!key`, `>` and `<` then narrow that set through apimachinery's
  * own matcher.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound } from "../k8s/status.ts";
 

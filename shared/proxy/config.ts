@@ -23,7 +23,7 @@
  * ```
  */
 import { readFileSync } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
 

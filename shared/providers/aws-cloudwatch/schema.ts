@@ -5,7 +5,7 @@
  * `GetMetricData`, `MetricDataQuery`, `MetricStat`, `Dimension`;
  * "CloudWatch statistics definitions"; "Using metric math").
  */
-import { z } from "zod";
+import * as z from "zod";
 import { awsProviderSchema } from "../aws/common.ts";
 import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 

@@ -12,7 +12,7 @@
  * its true age.
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
-import { z } from "zod";
+import * as z from "zod";
 import { CoalescingCache } from "../../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";

@@ -7,7 +7,7 @@
  * in Node.js", "Abort requests", "Retry strategy"); AWS common errors
  * (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsRetryAfterSeconds, THROTTLED_RETRY_AFTER_SECONDS } from "../backoff.ts";
 import type { RuntimeEnv } from "../types.ts";

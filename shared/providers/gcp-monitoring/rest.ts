@@ -11,7 +11,7 @@
  * Runs on every runtime (Workers included) and imports nothing but `jose`
  * and `zod`.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { internalError } from "../../k8s/status.ts";
 import { readServiceAccountKey } from "../gcp/credentials.ts";
 import { parseRetryAfter } from "../backoff.ts";

@@ -4,7 +4,7 @@
  * `projects.timeSeries.list` (API reference, `Aggregation`, `Aligner`,
  * `Reducer`; "Monitoring filters").
  */
-import { z } from "zod";
+import * as z from "zod";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { gcpCredentialsSchema } from "../gcp/credentials.ts";
 import { FILTER_FIELD, filterValueProblem } from "../gcp/filter.ts";

@@ -15,7 +15,7 @@
  * A missing or malformed key is a 500 naming the provider and the variable,
  * never a value and never the key's content.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { internalError } from "../../k8s/status.ts";
 import type { RuntimeEnv } from "../types.ts";
 

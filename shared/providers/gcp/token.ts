@@ -14,7 +14,7 @@
  * requests for a token share one exchange.
  */
 import { importPKCS8, SignJWT } from "jose";
-import { z } from "zod";
+import * as z from "zod";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
 import type { ServiceAccountKey } from "./credentials.ts";
 import { parseRetryAfter } from "../backoff.ts";
