@@ -26,8 +26,14 @@ const E2E = ["test/**/*.e2e.test.ts"];
  * - `oracles`: {@link ORACLES}, against Go binaries cached by content
  *   (infra/tools/go.ts);
  * - `e2e`: {@link E2E}, each of which starts its own control plane, one file
- *   at a time and after the others (`sequence.groupOrder`), so two control
- *   planes never share the machine's cores.
+ *   at a time and after everything else, so a control plane never shares the
+ *   machine's cores with other suites.
+ *
+ * Ordering, as vitest 5.1 really does it (`groupSpecs` in its runner,
+ * checked with timestamps): a project with `fileParallelism: false` and
+ * `groupOrder` 0 goes into a sequential group that runs after every numbered
+ * group — so the other projects are group 1 and e2e stays at 0. (With
+ * e2e at 1 and the others at 0, e2e ran first.)
  */
 export default defineConfig({
   test: {
@@ -43,7 +49,7 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts", "shared/**/*.test.ts", "functions/**/*.test.ts"],
           exclude: ["**/node_modules/**", ...INTEGRATION, ...ORACLES, ...E2E],
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -54,7 +60,7 @@ export default defineConfig({
           exclude: ["**/node_modules/**", ...ORACLES, ...E2E],
           // the Worker bundle, built by wrangler once per content of its sources (not once per file)
           globalSetup: ["test/setup/worker-bundle.ts"],
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -62,7 +68,7 @@ export default defineConfig({
         test: {
           name: "oracles",
           include: ORACLES,
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -71,7 +77,7 @@ export default defineConfig({
           name: "e2e",
           include: E2E,
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 0 },
         },
       },
     ],
