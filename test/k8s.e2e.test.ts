@@ -44,7 +44,7 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
-import { API_SERVICE, apiServiceAvailability, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, apiServiceAvailability, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -291,19 +291,7 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     );
     const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
     const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
-    const bridge = startProcess("bridge", process.execPath, [join(ROOT, "functions/node.ts"), "--config", bridgeConfig, "--host", "127.0.0.1", "--port", String(bridgePort)], {
-      logFile: join(work, "bridge.log"),
-      env,
-    });
-    processes.push(bridge);
-    await waitFor(
-      "bridge /healthz",
-      async () => {
-        if (bridge.exitCode !== undefined) throw new Error(`bridge exited with ${bridge.exitCode}`);
-        return (await fetch(`http://127.0.0.1:${bridgePort}/healthz`)).ok;
-      },
-      { timeoutMs: 30_000, context },
-    );
+    processes.push(await startBridgeProcess({ config: bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context }));
 
     // --- the proxy's identity, RBAC and Service: the shipped manifests ---
     const shipped = shippedManifests();

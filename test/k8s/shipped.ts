@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
+import { startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** The shipped plain manifests, relative to the repository root. */
@@ -114,4 +114,40 @@ export async function waitForAPIServiceAvailable(
     },
     { timeoutMs: options.timeoutMs, intervalMs: 1000, ...(options.context ? { context: options.context } : {}) },
   );
+}
+
+/**
+ * Start the bridge (`functions/node.ts --config FILE`) as a logged process
+ * on 127.0.0.1:`port` and wait (30 s at most) until it answers /healthz.
+ *
+ * @throws Error when it exits or does not answer in time (with `context()`);
+ *   the process is stopped then
+ */
+export async function startBridgeProcess(options: {
+  config: string;
+  port: number;
+  env: NodeJS.ProcessEnv;
+  logFile: string;
+  context?: () => string;
+}): Promise<LoggedProcess> {
+  const bridge = startProcess(
+    "bridge",
+    process.execPath,
+    [join(ROOT, "functions/node.ts"), "--config", options.config, "--host", "127.0.0.1", "--port", String(options.port)],
+    { logFile: options.logFile, env: options.env },
+  );
+  try {
+    await waitFor(
+      "bridge /healthz",
+      async () => {
+        if (bridge.exitCode !== undefined) throw new Error(`bridge exited with ${bridge.exitCode}`);
+        return (await fetch(`http://127.0.0.1:${options.port}/healthz`)).ok;
+      },
+      { timeoutMs: 30_000, ...(options.context ? { context: options.context } : {}) },
+    );
+  } catch (err) {
+    await bridge.stop(5_000); // nobody else holds it yet
+    throw err;
+  }
+  return bridge;
 }
