@@ -263,21 +263,16 @@ export class CoalescingCache<V> {
         reject(signal.reason);
       };
       signal.addEventListener("abort", onAbort, { once: true });
+      const settle = () => {
+        if (done) return false;
+        done = true;
+        inflight.waiters--;
+        signal.removeEventListener("abort", onAbort);
+        return true;
+      };
       inflight.promise.then(
-        (v) => {
-          if (done) return;
-          done = true;
-          inflight.waiters--;
-          signal.removeEventListener("abort", onAbort);
-          resolve(v);
-        },
-        (e) => {
-          if (done) return;
-          done = true;
-          inflight.waiters--;
-          signal.removeEventListener("abort", onAbort);
-          reject(e);
-        },
+        (v) => settle() && resolve(v),
+        (e) => settle() && reject(e),
       );
     });
   }
