@@ -44,7 +44,7 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
-import { API_SERVICE, apiServiceAvailability, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -258,26 +258,11 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     writeFileSync(
       bridgeConfig,
       yamlDocs(
-        {
-          apiVersion: "external-metrics-bridge.io/v1alpha1",
-          kind: "BridgeConfig",
-          defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 1 },
-          providers: {
-            sqs: {
-              type: "aws-sqs",
-              region: "us-east-1",
-              endpoint: emulator.endpoint,
-              credentials: { source: "static", accessKeyId: "e2e", secretAccessKey: "e2e" },
-              timeoutSeconds: 2,
-            },
-          },
-          metrics: [
-            { name: METRIC, provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessages" } },
-            { name: "queue_messages_delayed", provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessagesDelayed" } },
-            { name: "queue_messages_in_flight", provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessagesNotVisible" } },
-          ],
-          policy: { defaultAction: "Deny" },
-        },
+        e2eBridgeConfig(emulator.endpoint, [
+          { name: METRIC, attribute: "ApproximateNumberOfMessages" },
+          { name: "queue_messages_delayed", attribute: "ApproximateNumberOfMessagesDelayed" },
+          { name: "queue_messages_in_flight", attribute: "ApproximateNumberOfMessagesNotVisible" },
+        ]),
         ...(["team-a", "team-b"] as const).map((team) => ({
           apiVersion: "external-metrics-bridge.io/v1alpha1",
           kind: "ExternalMetricPolicy",

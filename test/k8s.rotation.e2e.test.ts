@@ -31,7 +31,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
-import { API_SERVICE, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, e2eBridgeConfig, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
@@ -177,22 +177,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
     writeFileSync(
       bridgeConfig,
       yamlDocs(
-        {
-          apiVersion: "external-metrics-bridge.io/v1alpha1",
-          kind: "BridgeConfig",
-          defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 1 },
-          providers: {
-            sqs: {
-              type: "aws-sqs",
-              region: "us-east-1",
-              endpoint: emulator.endpoint,
-              credentials: { source: "static", accessKeyId: "e2e", secretAccessKey: "e2e" },
-              timeoutSeconds: 2,
-            },
-          },
-          metrics: [{ name: METRIC, provider: "sqs", query: { queueLabel: "queue", attribute: "ApproximateNumberOfMessages" } }],
-          policy: { defaultAction: "Deny" },
-        },
+        e2eBridgeConfig(emulator.endpoint, [{ name: METRIC, attribute: "ApproximateNumberOfMessages" }]),
         {
           apiVersion: "external-metrics-bridge.io/v1alpha1",
           kind: "ExternalMetricPolicy",

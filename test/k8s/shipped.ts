@@ -151,3 +151,29 @@ export async function startBridgeProcess(options: {
   }
   return bridge;
 }
+
+/**
+ * The bridge's config in the end-to-end suites: the SQS emulator at
+ * `endpoint` as provider `sqs` (static test credentials, 2 s per call),
+ * values at most 30 s old and re-read every second, the given metric rules,
+ * and `defaultAction: Deny` (reads are granted by ExternalMetricPolicy
+ * objects, as in a cluster).
+ */
+export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: string; attribute: string }[]): object {
+  return {
+    apiVersion: "external-metrics-bridge.io/v1alpha1",
+    kind: "BridgeConfig",
+    defaults: { maxAgeSeconds: 30, cacheTTLSeconds: 1 },
+    providers: {
+      sqs: {
+        type: "aws-sqs",
+        region: "us-east-1",
+        endpoint,
+        credentials: { source: "static", accessKeyId: "e2e", secretAccessKey: "e2e" },
+        timeoutSeconds: 2,
+      },
+    },
+    metrics: metrics.map((m) => ({ name: m.name, provider: "sqs", query: { queueLabel: "queue", attribute: m.attribute } })),
+    policy: { defaultAction: "Deny" },
+  };
+}
