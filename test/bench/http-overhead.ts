@@ -62,333 +62,31 @@
  * `docs/benchmarks.md`.
  */
 import type Autocannon from "autocannon";
-import { fork, execFileSync, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import https from "node:https";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
-import { fileURLToPath } from "node:url";
-import { serve, getRequestListener, type ServerType } from "@hono/node-server";
-import { Hono } from "hono";
-import { closeServer } from "../helpers/http.ts";
+import { writeReport, type BenchRow } from "./report.ts";
+import {
+  bridgeConfigText,
+  envNumber,
+  expectValue,
+  frontProxyClient,
+  get,
+  killChildren,
+  node,
+  NAMESPACE,
+  spawnChild,
+  startProxyStack,
+  V1,
+  type Child,
+  type Measured,
+  type ProcessStats,
+} from "./servers.ts";
 
-const SELF = fileURLToPath(import.meta.url);
-const V1 = "/apis/external.metrics.k8s.io/v1beta1";
-const NAMESPACE = "team-bench";
-const HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
-
-/** A positive number from the environment, else `fallback`. @throws Error when set but not a positive number ≤ max */
-function envNumber(name: string, fallback: number, max: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || n > max) throw new Error(`${name}=${raw}: expected a number in (0, ${max}]`);
-  return n;
-}
-
-// ---------------------------------------------------------------------------
-// Server side: each role runs in a forked process and talks to the parent over IPC.
-
-/** What a running role reports when ready. */
-interface Started {
-  url: string;
-  /** role-specific facts for the parent (PEMs, …) */
-  info?: Record<string, string>;
-  stats?: () => Record<string, number>;
-  close(): Promise<void>;
-}
-
-/** The ExternalMetricValueList the trivial baselines answer: the bridge's answer's shape and size. */
-function trivialApp(): Hono {
-  const app = new Hono();
-  const body = {
-    kind: "ExternalMetricValueList",
-    apiVersion: "external.metrics.k8s.io/v1beta1",
-    metadata: {},
-    items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "bench-q0" }, timestamp: "2026-01-01T00:00:00Z", value: "1" }],
-  };
-  app.get(`${V1}/namespaces/:namespace/:metric`, (c) => c.json(body));
-  return app;
-}
-
-function listenUrl(server: { address(): AddressInfo | string | null }, scheme: string): string {
-  return `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-/** The bridge's config: `series` SQS queues readable in the benchmark namespace, a realistic policy set. */
-function bridgeConfigText(endpoint: string, cacheTTLSeconds: number, series: number): string {
-  const queues = Array.from({ length: series }, (_, i) => `bench-q${i}`);
-  const docs = [
-    `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-defaults: { maxAgeSeconds: 600, cacheTTLSeconds: ${cacheTTLSeconds} }
-providers:
-  sqs:
-    type: aws-sqs
-    region: us-east-1
-    endpoint: ${endpoint}
-    credentials: { source: static, accessKeyId: bench, secretAccessKey: bench }
-    timeoutSeconds: 3
-    maxAttempts: 1
-metrics:
-  - { name: queue_messages_ready, provider: sqs, query: { queueLabel: queue } }
-  - { name: queue_messages_delayed, provider: sqs, query: { queueLabel: queue, attribute: ApproximateNumberOfMessagesDelayed } }
-  - { name: queue_messages_inflight, provider: sqs, query: { queueLabel: queue, attribute: ApproximateNumberOfMessagesNotVisible } }
-  - { name: queue_messages_backlog, provider: sqs, query: { queueLabel: queue, attribute: [ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible] } }
-policy:
-  defaultAction: Deny
-  localIdentity: { user: "${HPA_USER}", groups: [system:serviceaccounts, system:serviceaccounts:kube-system, system:authenticated] }`,
-    `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: ExternalMetricPolicy
-metadata: { name: no-anonymous-reads }
-spec:
-  subjects: { groups: [system:unauthenticated] }
-  rules: []
-  defaultAction: Deny`,
-  ];
-  for (let t = 0; t < 40; t++) {
-    docs.push(`apiVersion: external-metrics-bridge.io/v1alpha1
-kind: ExternalMetricPolicy
-metadata: { name: queues, namespace: team-${t} }
-spec:
-  rules:
-    - metric: "queue_messages_(ready|delayed|inflight)"
-      selector: { matchExpressions: [{ key: queue, operator: In, values: [team-${t}-jobs, team-${t}-mail, team-${t}-orders] }] }
-    - { metric: ".*", deny: true }
-  defaultAction: Deny`);
-  }
-  docs.push(`apiVersion: external-metrics-bridge.io/v1alpha1
-kind: ExternalMetricPolicy
-metadata: { name: queues, namespace: ${NAMESPACE} }
-spec:
-  rules:
-    - metric: "queue_messages_(ready|delayed)"
-      selector: { matchExpressions: [{ key: queue, operator: In, values: [${queues.join(", ")}] }] }
-    - { metric: ".*", deny: true }
-  defaultAction: Deny`);
-  return docs.join("\n---\n");
-}
-
-/** Start one role. */
-async function startRole(role: string, options: Record<string, unknown>): Promise<Started> {
-  switch (role) {
-    case "fauxqs": {
-      const { startEmulator } = await import("../helpers/emulator.ts");
-      const emulator = await startEmulator();
-      const series = options["series"] as number;
-      for (let i = 0; i < series; i++) await emulator.add(`bench-q${i}`, i + 1);
-      return { url: emulator.endpoint, close: () => emulator.stop() };
-    }
-    case "hono-http": {
-      const app = trivialApp();
-      const server = await new Promise<ServerType>((resolve) => {
-        const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
-      });
-      return { url: listenUrl(server, "http"), close: () => new Promise((r) => server.close(() => r())) };
-    }
-    case "hono-https": {
-      // The proxy's TLS setup (shared/proxy/server.ts): generated serving certificate, requestCert.
-      const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
-      const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
-      const listener = getRequestListener(trivialApp().fetch);
-      const server = https.createServer(
-        { cert: serving.certPem, key: serving.keyPem, requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.2", maxHeaderSize: 64 * 1024 },
-        (req, res) => void listener(req, res),
-      );
-      server.keepAliveTimeout = 65_000;
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-      return {
-        url: listenUrl(server, "https"),
-        info: { caPem: serving.caPem ?? "" },
-        close: () => closeServer(server),
-      };
-    }
-    case "bridge": {
-      const { startNodeServer } = await import("../../functions/node.ts");
-      const { loadConfig } = await import("../../shared/config/config.ts");
-      const text = bridgeConfigText(options["endpoint"] as string, options["cacheTTLSeconds"] as number, options["series"] as number);
-      const env: Record<string, string | undefined> = { ...process.env };
-      if (typeof options["signingKeys"] === "string") env["BRIDGE_SIGNING_KEYS"] = options["signingKeys"];
-      else env["BRIDGE_INSECURE_ALLOW_UNSIGNED"] = "true"; // the unsigned baseline, on purpose
-      // No `log`: the entry point's default, JSON lines on stdout (the parent points stdout at /dev/null).
-      const server = await startNodeServer({ config: loadConfig(text, "bench.yaml").config, port: 0, env });
-      const commands: Record<string, number> = { connections: 0 };
-      server.server.on("connection", () => void commands["connections"]!++);
-      for (const provider of server.bridge.providers.values()) {
-        const client = (provider as unknown as { client: import("@aws-sdk/client-sqs").SQSClient }).client;
-        client.middlewareStack.add(
-          (next, context) => async (args) => {
-            const name = String((context as { commandName?: string }).commandName);
-            commands[name] = (commands[name] ?? 0) + 1;
-            return next(args);
-          },
-          { step: "initialize", name: "benchCountCommands" },
-        );
-      }
-      return { url: server.url, stats: () => ({ ...commands }), close: () => server.close() };
-    }
-    case "proxy": {
-      const { startHarness, KEYS } = await import("../proxy.harness.ts");
-      const { jsonLogger } = await import("../../shared/proxy/log.ts");
-      const proxyConfig = `apiVersion: external-metrics-bridge.io/v1alpha1
-kind: ProxyConfig
-backends:
-  sqs: { url: "${options["bridgeUrl"] as string}", timeoutSeconds: 3 }
-routes:
-  - { metric: "queue_.*", backend: sqs }
-cache: { ttlSeconds: ${options["cacheTTLSeconds"] as number} }
-discovery: { ttlSeconds: 10 }
-`;
-      const h = await startHarness({ proxyConfig, authData: options["authData"] as Record<string, string>, keys: KEYS, extra: { log: jsonLogger() } });
-      // RBAC as a cluster would have it: the HPA controller may list queue_messages_ready (a read without a name is a list).
-      h.fake.authorize = (spec) => ({
-        allowed: spec.user === HPA_USER && spec.resourceAttributes?.resource === "queue_messages_ready" && spec.resourceAttributes.verb === "list",
-      });
-      return {
-        url: h.proxy.url,
-        info: { caPem: h.serving.caPem ?? "" },
-        stats: () => ({
-          subjectAccessReviews: h.fake.reviews.subjectAccessReviews.length,
-          sarCacheHits: h.proxy.authorizer.stats.cacheHits,
-          certificateVerifications: h.proxy.authenticator.stats.certificateVerifications,
-          proxyCacheHits: h.proxy.forwarder.cacheStats.hits,
-          proxyCoalesced: h.proxy.forwarder.cacheStats.coalesced,
-          proxyLoads: h.proxy.forwarder.cacheStats.loads,
-        }),
-        close: () => h.close(),
-      };
-    }
-    default:
-      throw new Error(`unknown role ${role}`);
-  }
-}
-
-/** Child process main: start the role on request, answer stats, stop. */
-async function childMain(role: string): Promise<void> {
-  let started: Started | undefined;
-  let cpu = process.cpuUsage();
-  let statsCpu = 0;
-  process.on("message", (message: { id: number; op: string; options?: Record<string, unknown> }) => {
-    const reply = (value: unknown) => process.send!({ id: message.id, ok: true, value });
-    const fail = (err: unknown) => process.send!({ id: message.id, ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (message.op === "start") {
-      startRole(role, message.options ?? {}).then((s) => {
-        started = s;
-        cpu = process.cpuUsage();
-        reply({ url: s.url, info: s.info ?? {}, pid: process.pid });
-      }, fail);
-    } else if (message.op === "stats") {
-      const rss = process.memoryUsage().rss;
-      // Live heap: what is left after a full collection (the child runs with --expose-gc);
-      // the collection's own CPU time is left out of the figures.
-      const beforeGc = process.cpuUsage();
-      (globalThis as { gc?: () => void }).gc?.();
-      const gcCpu = process.cpuUsage(beforeGc);
-      statsCpu += gcCpu.user + gcCpu.system;
-      const used = process.cpuUsage(cpu);
-      reply({
-        cpuMicros: used.user + used.system - statsCpu,
-        rss,
-        maxRss: process.resourceUsage().maxRSS * 1024,
-        liveHeap: process.memoryUsage().heapUsed,
-        counters: started?.stats?.() ?? {},
-      });
-    } else if (message.op === "stop") {
-      (started ? started.close() : Promise.resolve()).then(
-        () => process.send!({ id: message.id, ok: true, value: null }, () => process.exit(0)),
-        fail,
-      );
-    }
-  });
-  process.send!({ id: -1, ok: true, value: "alive" });
-}
-
-// ---------------------------------------------------------------------------
-// Parent side: the load generator and the report.
-
-/** Per-process figures a child reports. */
-interface ProcessStats {
-  cpuMicros: number;
-  rss: number;
-  maxRss: number;
-  /** V8 heap in use after a full GC, bytes (Node processes only) */
-  liveHeap?: number;
-  counters: Record<string, number>;
-}
-
-/** A forked server process. */
-interface Child {
-  role: string;
-  pid: number;
-  url: string;
-  info: Record<string, string>;
-  stats(): Promise<ProcessStats>;
-  stop(): Promise<void>;
-}
-
-const children = new Set<ChildProcess>();
-
-/** Fork this script as `role`, start it with `options`; resolves when it listens. */
-async function spawnChild(role: string, options: Record<string, unknown>): Promise<Child> {
-  const profileDir = process.env["BENCH_CPU_PROF"];
-  const execArgv = ["--expose-gc", ...(profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])];
-  const proc = fork(SELF, ["--serve", role], { stdio: ["ignore", "ignore", "pipe", "ipc"], execArgv });
-  children.add(proc);
-  let stderr = "";
-  proc.stderr!.setEncoding("utf8");
-  proc.stderr!.on("data", (chunk: string) => {
-    stderr = (stderr + chunk).slice(-4000);
-  });
-  let nextId = 1;
-  const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  let alive!: () => void;
-  const isAlive = new Promise<void>((r) => (alive = r));
-  proc.on("message", (m: { id: number; ok: boolean; value?: unknown; error?: string }) => {
-    if (m.id === -1) return alive();
-    const p = pending.get(m.id);
-    pending.delete(m.id);
-    if (m.ok) p?.resolve(m.value);
-    else p?.reject(new Error(`${role}: ${m.error}`));
-  });
-  proc.on("exit", (code) => {
-    children.delete(proc);
-    for (const p of pending.values()) p.reject(new Error(`${role} exited with ${code}${stderr ? `:\n${stderr}` : ""}`));
-    pending.clear();
-  });
-  const ask = <T>(op: string, extra: Record<string, unknown> = {}) =>
-    new Promise<T>((resolve, reject) => {
-      const id = nextId++;
-      pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      proc.send({ id, op, ...extra });
-    });
-  await isAlive;
-  const ready = await ask<{ url: string; info: Record<string, string>; pid: number }>("start", { options });
-  return {
-    role,
-    pid: ready.pid,
-    url: ready.url,
-    info: ready.info,
-    stats: () => ask<ProcessStats>("stats"),
-    stop: async () => {
-      if (proc.exitCode !== null || !proc.connected) return;
-      const exited = new Promise<void>((r) => proc.once("exit", () => r()));
-      await ask("stop");
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
-      if (proc.exitCode === null) proc.kill("SIGKILL");
-    },
-  };
-}
-
-/** A server being measured, Node child or workerd. */
-interface Measured {
-  label: string;
-  stats(): Promise<ProcessStats>;
-}
-
-/** A forked server as a measured process. */
-function node(child: Child, label = child.role): Measured {
-  return { label, stats: () => child.stats() };
-}
+const BASELINE_A = "A: trivial Hono (HTTP)";
+const BASELINE_B = "B: trivial Hono (HTTPS, client cert)";
+/** `BENCH_QUICK=1` (`npm run bench -- --quick`): short runs for a smoke test, figures meaningless. */
+const QUICK = process.env["BENCH_QUICK"] === "1";
 
 /** CPU (µs) and memory of a non-Node process from /proc (workerd). */
 function procStats(pid: number, ticksPerSecond: number): ProcessStats {
@@ -543,24 +241,6 @@ async function scenario(name: string, target: Target, servers: Measured[], setti
   return row;
 }
 
-/** Check one answer before measuring: 200 and the expected value. @throws Error otherwise */
-async function expectValue(what: string, response: { status: number; text: string }, value: string): Promise<void> {
-  let got: unknown;
-  try {
-    got = (JSON.parse(response.text) as { items?: { value?: string }[] }).items?.[0]?.value;
-  } catch {
-    got = undefined;
-  }
-  if (response.status !== 200 || got !== value) {
-    throw new Error(`${what}: expected 200 with value ${value}, got ${response.status} ${response.text.slice(0, 300)}`);
-  }
-}
-
-async function get(url: string, init?: RequestInit): Promise<{ status: number; text: string }> {
-  const r = await fetch(url, init);
-  return { status: r.status, text: await r.text() };
-}
-
 interface Settings {
   duration: number;
   warmup: number;
@@ -580,8 +260,8 @@ function table(header: string[], body: string[][]): string {
 
 async function main(): Promise<void> {
   const settings: Settings = {
-    duration: envNumber("BENCH_DURATION", 5, 600),
-    warmup: envNumber("BENCH_WARMUP", 1, 60),
+    duration: envNumber("BENCH_DURATION", QUICK ? 1 : 5, 600),
+    warmup: envNumber("BENCH_WARMUP", QUICK ? 0.5 : 1, 60),
     connections: Math.round(envNumber("BENCH_CONNECTIONS", 50, 1000)),
     series: Math.round(envNumber("BENCH_SERIES", 50, 1000)),
     groups: new Set((process.env["BENCH_GROUPS"] ?? "http,https,worker").split(",").map((g) => g.trim())),
@@ -606,7 +286,7 @@ async function httpScenarios(settings: Settings, fauxqs: Child, seriesPath: (i: 
   {
     const a = await spawnChild("hono-http", {});
     await expectValue("baseline A", await get(`${a.url}${trivialPath()}`), "1");
-    await scenario("A: trivial Hono (HTTP)", { url: a.url, path: trivialPath }, [node(a, "hono")], settings);
+    await scenario(BASELINE_A, { url: a.url, path: trivialPath }, [node(a, "hono")], settings);
     await a.stop();
   }
   {
@@ -614,55 +294,40 @@ async function httpScenarios(settings: Settings, fauxqs: Child, seriesPath: (i: 
     for (let i = 0; i < Math.min(settings.series, settings.connections); i++) {
       await expectValue(`bridge bench-q${i}`, await get(`${bridge.url}${seriesPath(i)}`), String(i + 1));
     }
-    await scenario("bridge, cached", { url: bridge.url, path: seriesPath }, [node(bridge)], settings, "A: trivial Hono (HTTP)");
+    await scenario("bridge, cached", { url: bridge.url, path: seriesPath }, [node(bridge)], settings, BASELINE_A);
     await bridge.stop();
   }
   {
     const bridge = await spawnChild("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 0, series: settings.series });
     await expectValue("bridge bench-q0", await get(`${bridge.url}${seriesPath(0)}`), "1");
-    await scenario("bridge, misses coalesced", { url: bridge.url, path: () => seriesPath(0) }, [node(bridge), node(fauxqs)], settings, "A: trivial Hono (HTTP)");
+    await scenario("bridge, misses coalesced", { url: bridge.url, path: () => seriesPath(0) }, [node(bridge), node(fauxqs)], settings, BASELINE_A);
     await bridge.stop();
   }
 }
 
 /** Baseline B, the proxy in front of the bridge, the proxy's cache hit. */
 async function httpsScenarios(settings: Settings, fauxqs: Child, seriesPath: (i: number) => string, trivialPath: () => string): Promise<void> {
-  const harness = await import("../proxy.harness.ts");
-  const pki = await harness.createPki();
-  const clientTls = { cert: pki.frontProxy.certPem, key: pki.frontProxy.keyPem };
-  const frontProxyHeaders = { "X-Remote-User": HPA_USER, "X-Remote-Group": "system:serviceaccounts" };
-  const viaCall = async (url: string, caPem: string) => {
-    const r = await harness.call(url, caPem, { cert: pki.frontProxy, headers: frontProxyHeaders });
-    return { status: r.status, text: r.text };
-  };
+  const client = await frontProxyClient();
+  const target = (url: string, path: (i: number) => string) => ({ url, path, headers: client.headers, tls: client.tls });
   {
     const b = await spawnChild("hono-https", {});
-    await expectValue("baseline B", await viaCall(`${b.url}${trivialPath()}`, b.info["caPem"]!), "1");
-    await scenario("B: trivial Hono (HTTPS, client cert)", { url: b.url, path: trivialPath, headers: frontProxyHeaders, tls: clientTls }, [node(b, "hono")], settings);
+    await expectValue("baseline B", await client.get(`${b.url}${trivialPath()}`, b.info["caPem"]!), "1");
+    await scenario(BASELINE_B, target(b.url, trivialPath), [node(b, "hono")], settings);
     await b.stop();
   }
   for (const [name, ttl] of [
     ["proxy → bridge (cached)", 0],
     ["proxy cache hit", 30],
   ] as const) {
-    const bridge = await spawnChild("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 600, series: settings.series, signingKeys: harness.KEYS });
-    const proxy = await spawnChild("proxy", { bridgeUrl: bridge.url, cacheTTLSeconds: ttl, authData: harness.authenticationData(pki) });
-    for (let i = 0; i < Math.min(settings.series, settings.connections); i++) {
-      await expectValue(`proxy bench-q${i}`, await viaCall(`${proxy.url}${seriesPath(i)}`, proxy.info["caPem"]!), String(i + 1));
-    }
-    const unsigned = await get(`${bridge.url}${seriesPath(0)}`);
-    if (unsigned.status !== 401) throw new Error(`the bridge behind the proxy must refuse unsigned reads, got ${unsigned.status}`);
-    await scenario(
-      name,
-      { url: proxy.url, path: seriesPath, headers: frontProxyHeaders, tls: clientTls },
-      [node(proxy), node(bridge)],
-      settings,
-      "B: trivial Hono (HTTPS, client cert)",
-    );
-    await proxy.stop();
-    await bridge.stop();
+    const stack = await startProxyStack("process", fauxqs, client, {
+      proxyCacheTTLSeconds: ttl,
+      series: settings.series,
+      warm: Math.min(settings.series, settings.connections),
+      seriesPath,
+    });
+    await scenario(name, target(stack.proxy.url, seriesPath), stack.measured, settings, BASELINE_B);
+    await stack.stop();
   }
-
 }
 
 /** The trivial Worker and the bridge's Worker in workerd. */
@@ -718,7 +383,6 @@ async function workerScenarios(settings: Settings, fauxqs: Child, seriesPath: (i
 /** Print the tables; exit code 1 when a run failed. */
 function report(settings: Settings, startedAt: Date, load0: number[]): void {
   const byName = new Map(rows.map((r) => [r.name, r]));
-  const cpuTotal = (r: Row) => r.cpuPerRequest.filter((c) => c.label !== "fauxqs").reduce((s, c) => s + c.micros, 0);
   const out: string[] = [];
   out.push(
     `HTTP overhead on loopback — ${startedAt.toISOString()}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim() ?? "?"}), Node ${process.version}, ` +
@@ -731,7 +395,7 @@ function report(settings: Settings, startedAt: Date, load0: number[]): void {
       ["scenario", "req/s", "p50 ms", "p99 ms", "req/s vs base", "p99 vs base", "server CPU µs/req", "Δ CPU µs/req", "loadgen CPU"],
       rows.map((r) => {
         const base = r.baseline ? byName.get(r.baseline) : undefined;
-        const cpu = cpuTotal(r);
+        const cpu = cpuOf(r);
         return [
           r.name,
           fmtInt(r.run.rps),
@@ -740,7 +404,7 @@ function report(settings: Settings, startedAt: Date, load0: number[]): void {
           base ? `${(r.run.rps / base.run.rps).toFixed(2)}×` : "baseline",
           base ? `${(r.run.p99 / base.run.p99).toFixed(2)}×` : "",
           r.cpuPerRequest.length > 1 ? `${cpu.toFixed(0)} (${r.cpuPerRequest.map((c) => `${c.label} ${c.micros.toFixed(0)}`).join(" + ")})` : cpu.toFixed(0),
-          base ? `+${(cpu - cpuTotal(base)).toFixed(0)}` : "",
+          base ? `+${(cpu - cpuOf(base)).toFixed(0)}` : "",
           `${Math.round(r.run.loadgenCpu * 100)}%`,
         ];
       }),
@@ -784,25 +448,87 @@ function report(settings: Settings, startedAt: Date, load0: number[]): void {
       `fauxqs runs for the whole benchmark. Load generator (this process, Miniflare included) RSS at the end: ${fmtMB(own)} MB.`,
   );
   console.log(out.join("\n"));
+  writeBenchReport(settings, startedAt, load0);
   if (failures > 0) {
     console.error(`\n${failures} scenario(s) saw errors, timeouts or non-2xx answers: the figures above are not valid.`);
     process.exitCode = 1;
   }
 }
 
-if (process.argv[2] === "--serve") {
-  await childMain(process.argv[3] ?? "");
-} else {
-  const killChildren = () => {
-    for (const c of children) c.kill("SIGKILL");
+try {
+  await main();
+} catch (err) {
+  console.error((err as Error).stack ?? err);
+  process.exitCode = 1;
+} finally {
+  killChildren();
+}
+
+/** A goal row comparing scenario `name` with its baseline (req/s higher, p99 lower); undefined when either was not run. */
+function ratioRow(id: string, title: string, name: string, goal: { rps?: number; p99?: number }): BenchRow | undefined {
+  const r = rows.find((x) => x.name === name);
+  const base = r?.baseline ? rows.find((x) => x.name === r.baseline) : undefined;
+  if (!r || !base) return undefined;
+  const rps = r.run.rps / base.run.rps;
+  const p99 = r.run.p99 / base.run.p99;
+  const hasGoal = goal.rps !== undefined || goal.p99 !== undefined;
+  return {
+    id,
+    title,
+    goal: hasGoal ? [goal.rps !== undefined ? `≥ ${goal.rps}× req/s` : "", goal.p99 !== undefined ? `p99 ≤ ${goal.p99}×` : ""].filter(Boolean).join(", ") : "—",
+    measured: `${rps.toFixed(2)}× req/s (${fmtInt(r.run.rps)}); p99 ${p99.toFixed(2)}× (${fmtMs(r.run.p99)} ms); server CPU ${cpuOf(r).toFixed(0)} µs/req`,
+    baseline: `${base.name}: ${fmtInt(base.run.rps)} req/s, p99 ${fmtMs(base.run.p99)} ms, ${cpuOf(base).toFixed(0)} µs/req`,
+    met: hasGoal ? (goal.rps === undefined || rps >= goal.rps) && (goal.p99 === undefined || p99 <= goal.p99) : null,
+    ratios: { rps_vs_baseline: rps, p99_vs_baseline: p99 },
+    better: { rps_vs_baseline: "higher", p99_vs_baseline: "lower" },
   };
-  process.once("exit", killChildren);
-  try {
-    await main();
-  } catch (err) {
-    console.error((err as Error).stack ?? err);
-    process.exitCode = 1;
-  } finally {
-    killChildren();
-  }
+}
+
+/** Server CPU µs per request of a row, fauxqs left out. */
+function cpuOf(r: Row): number {
+  return r.cpuPerRequest.filter((c) => c.label !== "fauxqs").reduce((s, c) => s + c.micros, 0);
+}
+
+/** The report for `npm run bench` (test/bench/report.ts): row P1, informational proxy rows, figure p1-throughput. */
+function writeBenchReport(settings: Settings, startedAt: Date, load0: number[]): void {
+  const goalRows = [
+    ratioRow("P1", "cache-hit read, Node bridge vs trivial Hono route of the same JSON (HTTP, closed loop)", "bridge, cached", { rps: 0.5, p99: 2 }),
+    ratioRow("http-bridge-miss", "bridge, misses coalesced vs trivial Hono (HTTP)", "bridge, misses coalesced", {}),
+    ratioRow("http-proxy-forward", "proxy → bridge (cached) vs trivial Hono over HTTPS", "proxy → bridge (cached)", {}),
+    ratioRow("http-proxy-hit", "proxy cache hit vs trivial Hono over HTTPS", "proxy cache hit", {}),
+    ratioRow("http-worker", "bridge Worker (workerd), cached vs trivial Worker", "bridge Worker, cached", {}),
+  ].filter((r): r is BenchRow => r !== undefined);
+  writeReport({
+    bench: "http-overhead",
+    startedAt: startedAt.toISOString(),
+    durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+    rows: goalRows,
+    figures: [
+      {
+        id: "p1-throughput",
+        title: `Throughput, closed loop (${settings.connections} connections)`,
+        kind: "bar",
+        xLabel: "scenario",
+        yLabel: "req/s",
+        series: [{ name: "req/s", points: rows.map((r) => [r.name, Math.round(r.run.rps)] as [string, number]) }],
+      },
+      {
+        id: "p1-cpu",
+        title: "Server CPU per request",
+        kind: "bar",
+        xLabel: "scenario",
+        yLabel: "µs of CPU per request",
+        series: [{ name: "server CPU", points: rows.map((r) => [r.name, Math.round(cpuOf(r))] as [string, number]) }],
+      },
+    ],
+    notes: [
+      `autocannon, ${settings.connections} connections, no pipelining, ${settings.duration} s measured after ${settings.warmup} s warm-up; ${settings.series} series; ` +
+        `${os.cpus().length} CPUs, Node ${process.version}, load average at start ${load0.map((l) => l.toFixed(2)).join(" ")}.`,
+      ...rows.map(
+        (r) =>
+          `${r.name}: ${fmtInt(r.run.rps)} req/s, p50 ${fmtMs(r.run.p50)} ms, p99 ${fmtMs(r.run.p99)} ms, server CPU ${cpuOf(r).toFixed(0)} µs/req, ` +
+          `peak RSS ${r.memory.map((m) => `${m.label} ${fmtMB(m.peak)} MB`).join(", ")}`,
+      ),
+    ],
+  });
 }
