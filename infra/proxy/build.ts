@@ -1,22 +1,27 @@
 /**
- * Build the in-cluster proxy as one ES module: `functions/proxy/main.ts` and
+ * Build the in-cluster proxy as ES modules: `functions/proxy/main.ts` and
  * everything it imports (Hono, @kubernetes/client-node, @peculiar/x509,
- * prom-client, zod, yaml, re2js, commander) bundled by esbuild for Node 24.
- * The container image (`infra/Dockerfile`) ships only this file: no
- * `node_modules`, and none of the bridge's cloud SDKs, which the proxy
- * never uses.
+ * prom-client, zod, yaml, re2js, commander) bundled by esbuild for Node 24
+ * into `main.mjs` (plus shared chunks it imports statically), and — split
+ * off with esbuild's `splitting` — the in-process bridge
+ * (`shared/proxy/in-process.ts`: the bridge's providers and cloud SDKs) in
+ * chunks loaded only by the dynamic `import()` of an `inProcess` backend.
+ * The container image (`infra/Dockerfile`) ships this directory: no
+ * `node_modules`. A proxy without an `inProcess` backend never reads the
+ * bridge's chunks; its footprint is that of the statically loaded files.
  *
  *   node infra/proxy/build.ts [--outdir dist/proxy]
  *
- * Prints the bundle's size (raw and gzip) and the packages that weigh most.
+ * Prints the sizes (raw and gzip) of what the plain proxy loads and of the
+ * in-process bridge's chunks, and the packages that weigh most.
  *
- * @throws Error (exit 1) when the bundle would contain a module the proxy
- *   must not depend on ({@link FORBIDDEN}): a cloud SDK, the bridge's
- *   providers, or the bridge's config loader that imports them.
+ * @throws Error (exit 1) when the files the plain proxy loads would contain
+ *   a module it must not depend on ({@link FORBIDDEN}): a cloud SDK, the
+ *   bridge's providers, or the bridge's config loader that imports them.
  */
 import { build, type Metafile } from "esbuild";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
@@ -55,14 +60,21 @@ export function imageNodeFlags(): string[] {
 
 /** What {@link buildProxy} produced. */
 export interface ProxyBuild {
-  /** the bundle's path */
+  /** the entry module's path (`outdir/main.mjs`) */
   file: string;
+  /** the output directory (ship all of it) */
+  outdir: string;
+  /** bytes of the files the plain proxy loads: `main.mjs` and the chunks it imports statically */
   bytes: number;
   gzipBytes: number;
-  /** every bundled input path (repository-relative or under node_modules) */
+  /** every input bundled into the files the plain proxy loads (repository-relative or under node_modules) */
   inputs: string[];
-  /** bytes of bundled input per npm package, largest first */
+  /** bytes of bundled input per npm package in those files, largest first */
   packages: [string, number][];
+  /** the files (names in outdir) the plain proxy loads */
+  staticFiles: string[];
+  /** what only an `inProcess` backend loads (dynamic `import()`): files (names in outdir), bytes, gzip bytes, inputs */
+  lazy: { files: string[]; bytes: number; gzipBytes: number; inputs: string[] };
 }
 
 /**
@@ -76,30 +88,66 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: ["functions/proxy/main.ts"],
+    entryPoints: { main: "functions/proxy/main.ts" },
     bundle: true,
+    splitting: true,
     platform: "node",
     format: "esm",
     target: "node24",
-    outfile: file,
+    outdir,
+    outExtension: { ".js": ".mjs" },
+    chunkNames: "chunks/[name]-[hash]",
     metafile: true,
     legalComments: "linked",
     logLevel: "warning",
-    // CommonJS dependencies bundled into an ES module still call require() for Node built-ins.
-    banner: { js: "import { createRequire as __emb_createRequire } from 'node:module'; const require = __emb_createRequire(import.meta.url);" },
+    // CommonJS dependencies bundled into an ES module still call require() for
+    // Node built-ins; three CommonJS modules of the Google client (in the
+    // in-process bridge's chunks) compute a directory from __dirname when they
+    // load and never read it on the bridge's path (see infra/lambda/build.ts DIRNAME_USERS).
+    banner: {
+      js: "import { createRequire as __emb_createRequire } from 'node:module'; const require = __emb_createRequire(import.meta.url); const __filename = import.meta.filename, __dirname = import.meta.dirname;",
+    },
   });
-  const inputs = Object.keys(result.metafile.inputs);
+  const outputs = result.metafile.outputs;
+  const rel = (abs: string) => relative(outdir, resolve(ROOT, abs));
+  const mainKey = Object.keys(outputs).find((k) => rel(k) === "main.mjs")!;
+  // Follow static imports only: what Node loads before main.mjs runs.
+  const loaded = new Set<string>();
+  const visit = (key: string) => {
+    if (loaded.has(key)) return;
+    loaded.add(key);
+    for (const i of outputs[key]!.imports) if (i.kind === "import-statement" && outputs[i.path] !== undefined) visit(i.path);
+  };
+  visit(mainKey);
+  const code = Object.keys(outputs).filter((k) => k.endsWith(".mjs"));
+  const staticKeys = code.filter((k) => loaded.has(k));
+  const lazyKeys = code.filter((k) => !loaded.has(k));
+  const inputsOf = (keys: string[]) => [...new Set(keys.flatMap((k) => Object.entries(outputs[k]!.inputs).filter(([, v]) => v.bytesInOutput > 0).map(([i]) => i)))];
+  const inputs = inputsOf(staticKeys);
   const bad = inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)));
   if (bad.length > 0) throw new Error(`the proxy bundle must not contain these modules (cloud SDKs or bridge providers):\n  ${bad.slice(0, 20).join("\n  ")}`);
-  const raw = readFileSync(file);
-  return { file, bytes: raw.length, gzipBytes: gzipSync(raw).length, inputs, packages: packageSizes(result.metafile) };
+  const sizes = (keys: string[]) => {
+    const data = keys.map((k) => readFileSync(resolve(ROOT, k)));
+    return { bytes: data.reduce((n, d) => n + d.length, 0), gzipBytes: data.reduce((n, d) => n + gzipSync(d).length, 0) };
+  };
+  return {
+    file,
+    outdir,
+    ...sizes(staticKeys),
+    inputs,
+    packages: packageSizes(outputs, staticKeys),
+    staticFiles: staticKeys.map(rel),
+    lazy: { files: lazyKeys.map(rel), ...sizes(lazyKeys), inputs: inputsOf(lazyKeys) },
+  };
 }
 
-function packageSizes(metafile: Metafile): [string, number][] {
+function packageSizes(outputs: Metafile["outputs"], keys: string[]): [string, number][] {
   const sizes = new Map<string, number>();
-  for (const [path, input] of Object.entries(metafile.inputs)) {
-    const name = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1] ?? "(project)";
-    sizes.set(name, (sizes.get(name) ?? 0) + input.bytes);
+  for (const key of keys) {
+    for (const [path, input] of Object.entries(outputs[key]!.inputs)) {
+      const name = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1] ?? "(project)";
+      sizes.set(name, (sizes.get(name) ?? 0) + input.bytesInOutput);
+    }
   }
   return [...sizes].sort((a, b) => b[1] - a[1]);
 }
@@ -113,7 +161,8 @@ if (import.meta.main) {
   try {
     const out = await buildProxy(resolve(values.outdir));
     const kib = (n: number) => `${(n / 1024).toFixed(0)} KiB`;
-    console.log(`${out.file}: ${kib(out.bytes)} (gzip ${kib(out.gzipBytes)})`);
+    console.log(`${out.file} and the ${out.staticFiles.length - 1} chunks it imports: ${kib(out.bytes)} (gzip ${kib(out.gzipBytes)})`);
+    console.log(`in-process bridge (loaded only for an inProcess backend): ${out.lazy.files.length} chunks, ${kib(out.lazy.bytes)} (gzip ${kib(out.lazy.gzipBytes)})`);
     console.log("largest inputs by package:");
     for (const [name, bytes] of out.packages.slice(0, 8)) console.log(`  ${name.padEnd(28)} ${kib(bytes)}`);
   } catch (err) {

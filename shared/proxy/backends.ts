@@ -70,8 +70,51 @@ export interface BackendClientOptions {
   now?: () => number;
 }
 
-/** One backend's client. */
-export class BackendClient {
+/**
+ * What the {@link Forwarder} (forward.ts) calls: a network client
+ * ({@link BackendClient}) or the bridge in this process
+ * (`in-process.ts` `InProcessBackend`).
+ */
+export interface Backend {
+  readonly name: string;
+  readonly config: BackendConfig;
+  /** the deadline of one call, ms (`timeoutSeconds`) */
+  readonly timeoutMs: number;
+  /**
+   * Make one GET.
+   * @throws BackendError (kinds as {@link BackendClient.get})
+   */
+  get(request: BackendRequest): Promise<BackendResponse>;
+  /** Release connections (or nothing). */
+  close(): void;
+}
+
+/** Options of {@link createBackend}. */
+export interface CreateBackendOptions extends BackendClientOptions {
+  /** the proxy's log (the in-process bridge's warnings and errors go there) */
+  log?: (record: import("./log.ts").LogRecord) => void;
+  /** environment of an in-process bridge's providers (cloud credentials); default `process.env` */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * The backend for one configured entry: a {@link BackendClient} for `bridge`
+ * and `passthrough`; for `inProcess`, the bridge built in this process
+ * (in-process.ts), whose code — the bridge's providers and cloud SDKs — is
+ * loaded with a dynamic `import()` only then, so a proxy without such a
+ * backend never loads it (infra/proxy/build.ts puts it in its own chunk).
+ *
+ * @throws Error when an in-process bridge's config cannot be read or is
+ *   invalid (`ConfigError` naming file:line:column)
+ */
+export async function createBackend(config: BackendConfig, options: CreateBackendOptions): Promise<Backend> {
+  if (config.type !== "inProcess") return new BackendClient(config, options);
+  const { InProcessBackend } = await import("./in-process.ts");
+  return InProcessBackend.load(config, options);
+}
+
+/** One backend's network client. */
+export class BackendClient implements Backend {
   readonly name: string;
   readonly config: BackendConfig;
   readonly #base: URL;
@@ -85,6 +128,7 @@ export class BackendClient {
     this.name = config.name;
     this.config = config;
     this.#options = options;
+    if (config.url === undefined) throw new Error(`backend ${config.name}: a ${config.type} backend needs url`);
     this.#base = new URL(config.url);
     this.#prefix = this.#base.pathname.replace(/\/+$/, "");
     if (this.#base.protocol === "https:") {

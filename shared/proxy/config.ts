@@ -15,6 +15,7 @@
  *   keda: { url: "https://keda-operator-metrics-apiserver.keda.svc", type: passthrough,
  *           caFile: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt,
  *           bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token }
+ *   local: { type: inProcess, bridgeConfig: /etc/external-metrics-bridge/bridge.yaml }   # the bridge in this process
  * routes:                       # first whole-name match (RE2, case-insensitive) wins
  *   - { metric: "queue_.*", backend: aws }
  *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
@@ -60,19 +61,24 @@ export const DEFAULT_BACKEND_TIMEOUT_SECONDS = 4;
 export const DEFAULT_CACHE_MAX_BYTES = 16 * 1024 * 1024;
 
 const backendSchema = z.strictObject({
-  /** base URL; the request path is appended (`https://host[:port][/prefix]`) */
+  /** base URL; the request path is appended (`https://host[:port][/prefix]`); required except for `inProcess` */
   url: z
     .string()
     .url()
     .refine((u) => /^https?:\/\//.test(u), "must be an http:// or https:// URL")
-    .refine((u) => !/[?#]/.test(u), "must not contain a query or fragment"),
+    .refine((u) => !/[?#]/.test(u), "must not contain a query or fragment")
+    .optional(),
   /**
    * `bridge`: an external-metrics-bridge function; requests are signed with
    * BRIDGE_SIGNING_KEYS and carry the caller's identity.
    * `passthrough`: an existing adapter (e.g. KEDA's metrics server) reached
    * with the proxy's own credentials (bearer token and/or client certificate).
+   * `inProcess`: the bridge itself, built from `bridgeConfig` and called in
+   * the proxy's process with the authenticated caller (no URL, no signing).
    */
-  type: z.enum(["bridge", "passthrough"]).default("bridge"),
+  type: z.enum(["bridge", "passthrough", "inProcess"]).default("bridge"),
+  /** inProcess: path of the bridge's config file (`kind: BridgeConfig` YAML, as `functions/node.ts --config`) */
+  bridgeConfig: z.string().min(1).optional(),
   timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(DEFAULT_BACKEND_TIMEOUT_SECONDS),
   /** PEM CA bundle trusted for this backend's HTTPS certificate (default: the system roots) */
   caFile: z.string().min(1).optional(),
@@ -130,6 +136,9 @@ export const proxyConfigSchema = z.strictObject({
     .default({ ttlSeconds: 10 }),
 });
 
+/** Fields that only a network backend (`bridge`, `passthrough`) takes; an `inProcess` backend refuses them. */
+const NETWORK_ONLY_FIELDS = ["url", "caFile", "insecureSkipTLSVerify", "serverName", "bearerTokenFile", "clientCertFile", "clientKeyFile"] as const;
+
 /** One backend as configured. */
 export type BackendConfig = z.infer<typeof backendSchema> & { name: string };
 
@@ -162,8 +171,12 @@ export interface ProxyConfig {
  *
  * @throws ConfigError listing every problem with line, column and field path:
  *   schema errors, routes naming unknown backends, patterns that do not
- *   compile (RE2 syntax), an unknown passthrough backend, or a passthrough
- *   backend of type `bridge` (it would receive every unclaimed metric signed).
+ *   compile (RE2 syntax), an unknown passthrough backend, a passthrough
+ *   backend of type `bridge` (it would receive every unclaimed metric signed),
+ *   a `bridge`/`passthrough` backend without `url` or with `bridgeConfig`, an
+ *   `inProcess` backend without `bridgeConfig` or with a network-only field
+ *   (`url`, `caFile`, `insecureSkipTLSVerify`, `serverName`, `bearerTokenFile`,
+ *   `clientCertFile`, `clientKeyFile`)
  */
 export function loadProxyConfig(text: string, source: string): ProxyConfig {
   const docs = parseYamlDocuments(text, source);
@@ -188,6 +201,19 @@ function validate(sd: SourceDocument): ProxyConfig {
   const issues: ConfigIssue[] = [];
   const backends: BackendConfig[] = Object.entries(raw.backends).map(([name, b]) => ({ name, ...b }));
   for (const b of backends) {
+    if (b.type === "inProcess") {
+      if (b.bridgeConfig === undefined) issues.push(issueAt(sd, ["backends", b.name], "an inProcess backend needs bridgeConfig (the bridge's config file)"));
+      // the document as written (defaults not applied): a field given at all is refused
+      const given = ((sd.value as { backends: Record<string, Record<string, unknown>> }).backends[b.name] ?? {}) as Record<string, unknown>;
+      for (const field of NETWORK_ONLY_FIELDS) {
+        if (given[field] !== undefined) issues.push(issueAt(sd, ["backends", b.name, field], `an inProcess backend is called in the proxy's process: ${field} does not apply`));
+      }
+      continue;
+    }
+    if (b.url === undefined) issues.push(issueAt(sd, ["backends", b.name], `a ${b.type} backend needs url`));
+    if (b.bridgeConfig !== undefined) {
+      issues.push(issueAt(sd, ["backends", b.name, "bridgeConfig"], `bridgeConfig is only for type inProcess; a ${b.type} backend is reached at its url`));
+    }
     if ((b.clientCertFile === undefined) !== (b.clientKeyFile === undefined)) {
       issues.push(issueAt(sd, ["backends", b.name], "clientCertFile and clientKeyFile must be given together"));
     }

@@ -51,7 +51,7 @@ import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
-import { BackendError, type BackendClient, type BackendRequest, type BackendResponse } from "./backends.ts";
+import { BackendError, type Backend, type BackendRequest, type BackendResponse } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -107,7 +107,7 @@ export interface ValuesRequest {
 /** Options of {@link Forwarder}. */
 export interface ForwarderOptions {
   config: ProxyConfig;
-  clients: ReadonlyMap<string, BackendClient>;
+  clients: ReadonlyMap<string, Backend>;
   metrics: ProxyMetrics;
   log: Logger;
   now?: () => number;
@@ -116,7 +116,7 @@ export interface ForwarderOptions {
 /** Routes, caches, forwards and merges. One instance per proxy. */
 export class Forwarder {
   readonly #config: ProxyConfig;
-  readonly #clients: ReadonlyMap<string, BackendClient>;
+  readonly #clients: ReadonlyMap<string, Backend>;
   readonly #metrics: ProxyMetrics;
   readonly #log: Logger;
   readonly #values: CoalescingCache<Answer>;
@@ -204,7 +204,7 @@ export class Forwarder {
    * becomes a 503 without Retry-After, kept 1 s as back-off (not when the
    * call was cancelled); `unsigned` becomes a 500.
    */
-  async #valuesCall(client: BackendClient, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
+  async #valuesCall(client: Backend, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
     try {
       return await this.#send(client, { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal });
     } catch (err) {
@@ -284,7 +284,7 @@ export class Forwarder {
   }
 
   /** The resources of `list` that the routes send to `client`, normalised. */
-  #routed(client: BackendClient, list: APIResourceList): APIResource[] {
+  #routed(client: Backend, list: APIResourceList): APIResource[] {
     const out: APIResource[] = [];
     const seen = new Set<string>();
     for (const resource of list.resources) {
@@ -338,7 +338,7 @@ export class Forwarder {
   }
 
   /** One discovery call with metrics; BackendErrors become Status errors (logged by the caller once per health change). */
-  async #call(client: BackendClient, pathAndQuery: string, caller: Caller, requestId: string): Promise<BackendResponse> {
+  async #call(client: Backend, pathAndQuery: string, caller: Caller, requestId: string): Promise<BackendResponse> {
     try {
       return await this.#send(client, { pathAndQuery, caller, requestId }, true);
     } catch (err) {
@@ -352,9 +352,9 @@ export class Forwarder {
    * One backend call with its metrics (requests by code or failure kind,
    * errors, duration) and, unless `quiet`, a log line for a failure.
    *
-   * @throws BackendError as {@link BackendClient.get} does, after counting it
+   * @throws BackendError as {@link Backend.get} does, after counting it
    */
-  async #send(client: BackendClient, request: BackendRequest, quiet = false): Promise<BackendResponse> {
+  async #send(client: Backend, request: BackendRequest, quiet = false): Promise<BackendResponse> {
     const started = performance.now();
     try {
       const response = await client.get(request);
@@ -422,7 +422,7 @@ export function valuesKey(caller: Caller, backend: string, pathAndQuery: string)
  * @throws StatusError 503 naming the backend and the bad field, kept 1 s as
  *   back-off; otherwise as {@link backendFailure}
  */
-function checkValues(client: BackendClient, response: BackendResponse, ttlMs: number, nowMs: number): Answer {
+function checkValues(client: Backend, response: BackendResponse, ttlMs: number, nowMs: number): Answer {
   const text = response.body.toString("utf8");
   if (response.status !== 200) throw backendFailure(client, response, text, nowMs);
   try {
@@ -437,7 +437,7 @@ function checkValues(client: BackendClient, response: BackendResponse, ttlMs: nu
 }
 
 /** Validate a discovery answer. @throws StatusError */
-function checkDiscovery(client: BackendClient, response: BackendResponse): APIResourceList {
+function checkDiscovery(client: Backend, response: BackendResponse): APIResourceList {
   const text = response.body.toString("utf8");
   if (response.status !== 200) throw backendFailure(client, response, text);
   const body = parseJson(text) as APIResourceList | undefined;
@@ -456,7 +456,7 @@ function checkDiscovery(client: BackendClient, response: BackendResponse): APIRe
  * backend's `Retry-After` (else the Status's `details.retryAfterSeconds`,
  * else 1 s; clamped to [1 s, 30 s]); other 4xx are not kept.
  */
-function backendFailure(client: BackendClient, response: BackendResponse, text: string, nowMs = Date.now()): StatusError {
+function backendFailure(client: Backend, response: BackendResponse, text: string, nowMs = Date.now()): StatusError {
   const body = parseJson(text) as { kind?: unknown; status?: unknown; message?: unknown; code?: unknown; details?: unknown } | undefined;
   const isStatus = body?.kind === "Status" && body.status === "Failure" && typeof body.message === "string";
   if (client.config.type === "bridge" && response.status === 401) {

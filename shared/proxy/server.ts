@@ -19,15 +19,15 @@
 import { getRequestListener } from "@hono/node-server";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import type { KubeConfig } from "@kubernetes/client-node";
 import type { SigningKey } from "../signing.ts";
 import { createProxyApp } from "./app.ts";
 import type { AuthenticationConfigSource } from "./authn-config.ts";
 import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authenticate.ts";
 import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authorize.ts";
-import { BackendClient } from "./backends.ts";
+import { createBackend } from "./backends.ts";
 import type { ProxyConfig } from "./config.ts";
 import { Forwarder } from "./forward.ts";
+import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, type ProxyMetrics } from "./metrics.ts";
 import { registerAPIService, API_SERVICE_NAME, type RegistrationTarget } from "./registration.ts";
@@ -52,7 +52,7 @@ export interface ProxyOptions {
    * several replicas, only the one it answers true for writes (the holder of
    * the serving-certificate Lease, see `lease.ts`); the others never do.
    */
-  registration?: { kc: KubeConfig; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number; isLeader?: () => boolean };
+  registration?: { kc: KubeClient; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number; isLeader?: () => boolean };
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
@@ -103,7 +103,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     throw new Error("a backend has type bridge but no signing key is configured: set BRIDGE_SIGNING_KEYS (id:secret[,id:secret])");
   }
   const metrics = createMetrics(options.processMetrics ?? true);
-  const clients = new Map(config.backends.map((b) => [b.name, new BackendClient(b, { signingKeys: () => options.signingKeys, now })]));
+  const clients = new Map(await Promise.all(config.backends.map(async (b) => [b.name, await createBackend(b, { signingKeys: () => options.signingKeys, now, log })] as const)));
   const authenticator = new Authenticator({
     config: options.authentication,
     ...(options.tokenReview ? { tokenReview: options.tokenReview } : {}),

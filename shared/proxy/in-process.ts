@@ -1,0 +1,156 @@
+/**
+ * The bridge served inside the proxy's process: a ProxyConfig backend
+ * `{ type: inProcess, bridgeConfig: /etc/external-metrics-bridge/bridge.yaml }`.
+ *
+ * The bridge is built exactly as the Node server builds it
+ * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file,
+ * `officialTransports` for Cloud Monitoring, `shared/bridge.ts`
+ * `fromConfig`) and its Hono app is called with a `Request` made in this
+ * process: no socket, no TLS, no request signature. The caller is the one
+ * the proxy already authenticated (front proxy, client certificate, token),
+ * handed to the bridge's `authenticate` hook, so the bridge's own
+ * ExternalMetricPolicies (and its default action) still decide per caller.
+ * The answer then goes through the proxy's checks, cache, back-off and
+ * Retry-After stripping like a network backend's (forward.ts).
+ *
+ * Providers read cloud credentials from the proxy's environment, as the Node
+ * bridge does (the SDK default chains: IRSA/EKS Pod Identity, GKE Workload
+ * Identity, …). `BRIDGE_SIGNING_KEYS` is not needed and not read for this
+ * backend.
+ *
+ * This module (and through it every provider and cloud SDK) is loaded by a
+ * dynamic `import()` in backends.ts `createBackend`, only when such a
+ * backend is configured; infra/proxy/build.ts keeps it out of the proxy's
+ * main chunk.
+ */
+import { readFileSync } from "node:fs";
+import type { LogRecord } from "../app.ts";
+import { fromConfig } from "../bridge.ts";
+import { loadConfig } from "../config/config.ts";
+import type { Caller } from "../identity.ts";
+import { policyStartupNotices } from "../policy/authorize.ts";
+import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
+import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backends.ts";
+import type { BackendConfig } from "./config.ts";
+
+/** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
+export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
+
+/** The bridge called in this process. */
+export class InProcessBackend implements Backend {
+  readonly name: string;
+  readonly config: BackendConfig;
+  readonly #fetch: (request: Request) => Response | Promise<Response>;
+  /** the caller of each request handed to the bridge (read by its authenticate hook) */
+  readonly #callers: WeakMap<Request, Caller>;
+
+  private constructor(config: BackendConfig, fetch: (request: Request) => Response | Promise<Response>, callers: WeakMap<Request, Caller>) {
+    this.name = config.name;
+    this.config = config;
+    this.#fetch = fetch;
+    this.#callers = callers;
+  }
+
+  /**
+   * Read `config.bridgeConfig` and build the bridge. Logs the bridge's
+   * start-up notices (policy defaults) to `options.log`.
+   *
+   * @throws ConfigError when the bridge config is invalid (file:line:column);
+   *   Error when it cannot be read
+   */
+  static async load(config: BackendConfig, options: CreateBackendOptions): Promise<InProcessBackend> {
+    const path = config.bridgeConfig;
+    if (path === undefined) throw new Error(`backend ${config.name}: an inProcess backend needs bridgeConfig`);
+    const bridgeConfig = loadConfig(readFileSync(path, "utf8"), path, { readFile: (p) => readFileSync(p, "utf8") }).config;
+    const log = options.log ?? (() => {});
+    for (const notice of policyStartupNotices(bridgeConfig)) log({ ...notice, backend: config.name });
+    const transports = await officialTransports(bridgeConfig);
+    const runtime = { env: options.env ?? process.env, now: options.now ?? Date.now, ...(transports !== undefined ? { transports } : {}) };
+    const callers = new WeakMap<Request, Caller>();
+    const bridge = fromConfig(bridgeConfig, runtime, {
+      // The proxy authenticated the caller; no signature to verify. A request
+      // not made by this class has no caller and is refused.
+      authenticate: (request) => {
+        const caller = callers.get(request);
+        if (caller === undefined) throw new Error("in-process bridge: a request without the proxy's caller");
+        return caller;
+      },
+      // The proxy logs every request (same requestId); the bridge adds only its warnings and errors.
+      log: (record: LogRecord) => {
+        if (record.level !== "info") log({ ...record, backend: config.name });
+      },
+    });
+    return new InProcessBackend(config, bridge.app.fetch, callers);
+  }
+
+  /** The deadline of one call, ms (`timeoutSeconds`, default 4 s: longer than the bridge's own 3 s). */
+  get timeoutMs(): number {
+    return Math.round(this.config.timeoutSeconds * 1000);
+  }
+
+  /**
+   * Call the bridge's app with `request.caller` as the caller. The bridge
+   * sees the request's signal, aborted at the deadline or when nobody waits
+   * any more, and cancels its provider calls.
+   *
+   * @throws BackendError `timeout` (no answer within `timeoutSeconds`),
+   *   `aborted` (`request.signal` aborted), `too-large` (over
+   *   {@link MAX_RESPONSE_BYTES}), `protocol` (the app threw instead of answering)
+   */
+  async get(request: BackendRequest): Promise<BackendResponse> {
+    const timeoutMs = this.timeoutMs;
+    if (request.signal?.aborted) throw this.#aborted();
+    const controller = new AbortController();
+    let timedOut = false;
+    let onAbort: (() => void) | undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        controller.abort(request.signal?.reason);
+        reject(this.#aborted());
+      };
+      request.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException("deadline", "TimeoutError"));
+    }, timeoutMs);
+    const deadline = new Promise<never>((_, reject) =>
+      controller.signal.addEventListener("abort", () => {
+        if (timedOut) reject(new BackendError(this.name, "timeout", `backend ${this.name} did not answer within ${timeoutMs} ms`));
+      }, { once: true }),
+    );
+    try {
+      const req = new Request(IN_PROCESS_ORIGIN + request.pathAndQuery, {
+        headers: { accept: "application/json", "x-request-id": request.requestId },
+        signal: controller.signal,
+      });
+      this.#callers.set(req, request.caller);
+      const answer = async (): Promise<BackendResponse> => {
+        let response: Response;
+        try {
+          response = await this.#fetch(req);
+        } catch (err) {
+          throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
+        }
+        const body = Buffer.from(await response.arrayBuffer());
+        if (body.length > MAX_RESPONSE_BYTES) throw new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`);
+        const headers: Record<string, string> = {};
+        response.headers.forEach((value, key) => (headers[key] = value));
+        return { status: response.status, headers, body };
+      };
+      return await Promise.race([answer(), stopped, deadline]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) request.signal?.removeEventListener("abort", onAbort);
+      stopped.catch(() => {});
+      deadline.catch(() => {});
+    }
+  }
+
+  #aborted(): BackendError {
+    return new BackendError(this.name, "aborted", `the call to backend ${this.name} was cancelled: nobody waits for it`);
+  }
+
+  /** Nothing to release: no connections. */
+  close(): void {}
+}
