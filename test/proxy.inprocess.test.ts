@@ -1,0 +1,137 @@
+/**
+ * The in-process bridge (`type: inProcess` backends, shared/proxy/in-process.ts):
+ * the real proxy over TLS, authenticating the front-proxy client certificate
+ * and X-Remote-* headers, authorized by the fake Kubernetes API, calling the
+ * bridge built from a bridge config file in its own process — reading a
+ * fauxqs SQS emulator through the real AWS SDK — with the authenticated
+ * caller, so the bridge's ExternalMetricPolicies decide per caller. No
+ * signing key is configured anywhere.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError } from "../shared/config/yaml.ts";
+import { loadProxyConfig } from "../shared/proxy/config.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { createPki, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+
+const NS = `${V1}/namespaces/team-a`;
+const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\n";
+
+/** A bridge config: one SQS metric; only `jane` may read queue a_jobs in team-a, everything else is denied. */
+function bridgeConfigText(endpoint: string): string {
+  return `${sqsConfigHead(endpoint, { policy: "{ defaultAction: Deny }", defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}metrics:
+  - { name: queue_messages_ready, provider: sqs, query: { queueLabel: queue } }
+---
+apiVersion: external-metrics-bridge.io/v1alpha1
+kind: ExternalMetricPolicy
+metadata: { name: jane-reads-her-queue, namespace: team-a }
+spec:
+  subjects: { users: [jane] }
+  rules:
+    - metric: "queue_.*"
+      selector: { matchExpressions: [{ key: queue, operator: In, values: [a_jobs] }] }
+`;
+}
+
+let sqs: Emulator;
+let pki: Pki;
+let h: Harness;
+let dir: string;
+const keysBefore = process.env["BRIDGE_SIGNING_KEYS"];
+
+const as = (user: string) => ({ cert: pki.frontProxy, headers: { "X-Remote-User": user, "X-Remote-Group": "team-a-devs" } });
+
+beforeAll(async () => {
+  delete process.env["BRIDGE_SIGNING_KEYS"];
+  [sqs, pki] = await Promise.all([startEmulator(), createPki()]);
+  await sqs.add("a_jobs", 3);
+  await sqs.add("b_jobs", 7);
+  dir = mkdtempSync(join(tmpdir(), "emb-proxy-inprocess-"));
+  const bridgeFile = join(dir, "bridge.yaml");
+  writeFileSync(bridgeFile, bridgeConfigText(sqs.endpoint));
+  h = await startHarness({
+    pki,
+    proxyConfig: `${HEAD}backends:\n  local: { type: inProcess, bridgeConfig: "${bridgeFile}", timeoutSeconds: 4 }\nroutes:\n  - { metric: "queue_.*", backend: local }\ncache: { ttlSeconds: 0 }\n`,
+    // no BRIDGE_SIGNING_KEYS: an inProcess backend needs none
+    extra: { signingKeys: undefined },
+  });
+  h.fake.authorize = () => ({ allowed: true }); // RBAC allows; the bridge's policy decides
+}, 120_000);
+
+afterAll(async () => {
+  await h?.close();
+  await sqs?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (keysBefore !== undefined) process.env["BRIDGE_SIGNING_KEYS"] = keysBefore;
+});
+
+describe("inProcess backend", () => {
+  it("serves a values read through the real proxy from the bridge in its process, with no signing key", async () => {
+    const res = await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, as("jane"));
+    expect(res.status, res.text).toBe(200);
+    expect(res.json()).toMatchObject({ kind: "ExternalMetricValueList", items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "a_jobs" }, value: "3" }] });
+    expect(res.headers["cache-control"]).toBe("no-store");
+    // The proxy logged the read as served by the in-process backend.
+    expect(h.logs.some((r) => r.msg === "request" && r["backend"] === "local" && r["code"] === 200 && r["user"] === "jane")).toBe(true);
+  });
+
+  it("applies the bridge's policy to the caller the proxy authenticated: another user is denied (403 from the policy)", async () => {
+    const res = await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, as("bob"));
+    expect(res.status, res.text).toBe(403);
+    expect(res.json()).toMatchObject({ kind: "Status", reason: "Forbidden" });
+    expect(res.json().message).toContain("bob");
+    const denials = await h.proxy.metrics.denials.get();
+    expect(denials.values.find((v) => v.labels["source"] === "policy")?.value).toBeGreaterThanOrEqual(1);
+  });
+
+  it("denies the allowed user a series the policy does not grant", async () => {
+    const res = await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Db_jobs`, as("jane"));
+    expect(res.status, res.text).toBe(403);
+    expect(res.json().message).toContain("jane");
+  });
+
+  it("lists the bridge's metrics in the proxy's merged discovery", async () => {
+    await h.proxy.checkReadiness();
+    const res = await h.get(V1, as("jane"));
+    expect(res.status, res.text).toBe(200);
+    expect(res.json().resources.map((r: { name: string }) => r.name)).toContain("queue_messages_ready");
+    expect(h.proxy.forwarder.backendHealth.get("local")).toBe(true);
+  });
+});
+
+describe("inProcess backend config", () => {
+  const load = (backend: string) => loadProxyConfig(`${HEAD}backends:\n  local: ${backend}\nroutes:\n  - { metric: ".*", backend: local }\n`, "proxy.yaml");
+  const issues = (backend: string) => {
+    try {
+      load(backend);
+    } catch (err) {
+      if (err instanceof ConfigError) return err.message;
+      throw err;
+    }
+    return "";
+  };
+
+  it("takes type inProcess with bridgeConfig and no url; timeoutSeconds still applies", () => {
+    const config = load("{ type: inProcess, bridgeConfig: /etc/external-metrics-bridge/bridge.yaml, timeoutSeconds: 3.5 }");
+    expect(config.backends[0]).toMatchObject({ name: "local", type: "inProcess", bridgeConfig: "/etc/external-metrics-bridge/bridge.yaml", timeoutSeconds: 3.5 });
+    expect(config.backends[0]!.url).toBeUndefined();
+    expect(load("{ type: inProcess, bridgeConfig: b.yaml }").backends[0]!.timeoutSeconds).toBe(4);
+  });
+
+  it("refuses an inProcess backend without bridgeConfig, with a url or another network-only field, or an unknown field", () => {
+    expect(issues("{ type: inProcess }")).toMatch(/backends\.local.*needs bridgeConfig/);
+    expect(issues('{ type: inProcess, bridgeConfig: b.yaml, url: "http://x" }')).toMatch(/backends\.local\.url.*does not apply/);
+    expect(issues("{ type: inProcess, bridgeConfig: b.yaml, insecureSkipTLSVerify: false }")).toMatch(/insecureSkipTLSVerify.*does not apply/);
+    expect(issues("{ type: inProcess, bridgeConfig: b.yaml, caFile: ca.crt }")).toMatch(/caFile.*does not apply/);
+    expect(issues("{ type: inProcess, bridgeConfig: b.yaml, signingKey: abc }")).toMatch(/signingKey/);
+    expect(issues("{ type: inProcess, bridgeConfig: b.yaml, timeoutSeconds: 5 }")).toMatch(/timeoutSeconds/);
+  });
+
+  it("refuses bridgeConfig on a network backend and a network backend without url", () => {
+    expect(issues('{ url: "http://x", bridgeConfig: b.yaml }')).toMatch(/bridgeConfig is only for type inProcess/);
+    expect(issues("{ type: bridge }")).toMatch(/backends\.local.*needs url/);
+    expect(issues("{ type: passthrough }")).toMatch(/needs url/);
+  });
+});
