@@ -40,6 +40,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 300_000,
     pool: "forks",
+    // provider implementations are loaded on demand (shared/providers/registry.ts); tests build bridges synchronously
+    setupFiles: ["test/setup/providers.ts"],
     reporters: ["default", "json"],
     outputFile: { json: ".cache/vitest-report.json" },
     projects: [

@@ -15,6 +15,7 @@
  */
 import { Command, CommanderError, Option } from "commander";
 import { checkHpa } from "./cli/check-hpa.ts";
+import { builtProviderTypes, loadProviderModules } from "../shared/providers/registry.ts";
 import { EXIT, processIo } from "./cli/io.ts";
 import { policyExplain } from "./cli/policy-explain.ts";
 import { policyLint } from "./cli/policy-lint.ts";
@@ -95,7 +96,8 @@ function buildProgram(result: { code: number }): Command {
     .option("-n, --namespace <namespace>", "use this namespace instead of the HPAs' metadata.namespace")
     .addOption(outputOption())
     .addHelpText("after", EXIT_CODES_HELP)
-    .action((files: string[], opts) => {
+    .action(async (files: string[], opts) => {
+      await loadProviderModules(builtProviderTypes()); // plan() needs the implementations
       result.code = checkHpa(files, opts, processIo);
     });
 

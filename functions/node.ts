@@ -23,6 +23,7 @@ import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
 import { fromConfig, type Bridge } from "../shared/bridge.ts";
 import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
+import { loadProviderModules } from "../shared/providers/registry.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
@@ -112,8 +113,9 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
   for (const record of notices) notice(record);
   // Node reaches Cloud Monitoring with the official client (gRPC), loaded only
-  // when a gcp-monitoring provider is configured; the Worker uses REST.
-  const transports = await officialTransports(options.config);
+  // when a gcp-monitoring provider is configured; the Worker uses REST. Only
+  // the configured providers' modules are loaded (shared/providers/registry.ts).
+  const [transports] = await Promise.all([officialTransports(options.config), loadProviderModules(options.config.providers)]);
   const runtime = { env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
   const bridge = fromConfig(options.config, runtime, options.log ? { log: options.log } : {});
   const host = options.host ?? "127.0.0.1";

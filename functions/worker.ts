@@ -36,11 +36,13 @@
 import type { Hono } from "hono";
 import { parseAllDocuments } from "yaml";
 import bundledText from "../infra/worker/bridge.yaml";
-import { buildBridge } from "../shared/bridge.ts";
+import { fromConfig } from "../shared/bridge.ts";
+import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
+import { loadProviderModules } from "../shared/providers/registry.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";
 
@@ -68,8 +70,8 @@ const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== 
  */
 const runtime: { env: Record<string, string | undefined>; now: () => number } = { env: {}, now: () => Date.now() };
 
-/** The bridge built for one config text, or the Status its config failed with. */
-let built: { text: string; app?: Hono; error?: StatusError } | undefined;
+/** The bridge built (or being built) for one config text: its app, or the Status its config failed with. */
+let built: { text: string; result: Promise<{ app?: Hono; error?: StatusError }> } | undefined;
 
 /** The signing mode last logged in this isolate (logged again only when it changes). */
 let loggedMode: string | undefined;
@@ -103,19 +105,29 @@ function stringBindings(env: WorkerEnv): Record<string, string> {
   return out;
 }
 
-/** Build (or re-use) the bridge for `text`; a failure is remembered for that text. */
-function bridgeFor(text: string, source: string): { app?: Hono; error?: StatusError } {
-  if (built?.text === text) return built;
-  try {
-    const bridge = buildBridge(text, source, runtime satisfies RuntimeEnv);
-    built = { text, app: bridge.app };
-    for (const record of policyStartupNotices(bridge.config)) log(record);
-  } catch (err) {
-    const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);
-    built = { text, error: internalError(`the bridge's config is invalid:\n${detail}`, undefined, err) };
-    console.error(JSON.stringify({ level: "error", msg: "invalid config", source, error: detail }));
-  }
-  return built;
+/**
+ * Build (or re-use) the bridge for `text`: validate it, load the configured
+ * providers' modules (only those: `shared/providers/registry.ts`), build.
+ * Concurrent first requests share one build; a failure is remembered for
+ * that text.
+ */
+function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: StatusError }> {
+  if (built?.text === text) return built.result;
+  const build = async (): Promise<{ app?: Hono; error?: StatusError }> => {
+    try {
+      const { config } = loadConfig(text, source);
+      await loadProviderModules(config.providers);
+      const bridge = fromConfig(config, runtime satisfies RuntimeEnv);
+      for (const record of policyStartupNotices(bridge.config)) log(record);
+      return { app: bridge.app };
+    } catch (err) {
+      const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);
+      console.error(JSON.stringify({ level: "error", msg: "invalid config", source, error: detail }));
+      return { error: internalError(`the bridge's config is invalid:\n${detail}`, undefined, err) };
+    }
+  };
+  built = { text, result: build() };
+  return built.result;
 }
 
 export default {
@@ -125,8 +137,8 @@ export default {
     logSigningMode(mode);
     const bound = runtime.env[CONFIG_BINDING];
     let found: { app?: Hono; error?: StatusError };
-    if (bound !== undefined && bound.trim() !== "") found = bridgeFor(bound, `<binding:${CONFIG_BINDING}>`);
-    else if (bundledConfig !== undefined) found = bridgeFor(bundledConfig, BUNDLED_SOURCE);
+    if (bound !== undefined && bound.trim() !== "") found = await bridgeFor(bound, `<binding:${CONFIG_BINDING}>`);
+    else if (bundledConfig !== undefined) found = await bridgeFor(bundledConfig, BUNDLED_SOURCE);
     else {
       found = {
         error: internalError(

@@ -21,7 +21,7 @@
  */
 import * as z from "zod";
 import { metricKey } from "../metric-name.ts";
-import { PROVIDER_MODULES, type ProviderInstanceConfig } from "../providers/registry.ts";
+import { notBuiltMessage, providerEntry, type ProviderInstanceConfig } from "../providers/registry.ts";
 import type { MetricRule } from "../providers/types.ts";
 import { loadPolicyConfig, type PolicyConfig, type PolicyLoadOptions } from "../policy/load.ts";
 import { policySettingsSchema } from "../policy/schema.ts";
@@ -137,11 +137,9 @@ function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
 
   const providers: Record<string, ProviderInstanceConfig> = {};
   for (const [name, entry] of Object.entries(raw.providers)) {
-    const module = PROVIDER_MODULES[entry.type];
+    const module = providerEntry(entry.type);
     if (module === undefined) {
-      issues.push(
-        issueAt(sd, ["providers", name, "type"], `unknown provider type "${entry.type}" (known: ${Object.keys(PROVIDER_MODULES).join(", ")})`),
-      );
+      issues.push(issueAt(sd, ["providers", name, "type"], notBuiltMessage(entry.type)));
       continue;
     }
     const { type: _type, ...rest } = entry;
@@ -164,7 +162,7 @@ function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
       issues.push(issueAt(sd, ["metrics", i, "provider"], `no provider named "${rule.provider}" in providers`));
       return;
     }
-    const module = PROVIDER_MODULES[entry.type];
+    const module = providerEntry(entry.type);
     if (module === undefined) return; // already reported
     const query = module.querySchema.safeParse(rule.query);
     if (!query.success) {

@@ -17,6 +17,7 @@ import { ConfigError } from "../config/yaml.ts";
 import { internalError, StatusError } from "../k8s/status.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
+import { loadProviderModules } from "../providers/registry.ts";
 import type { RuntimeEnv } from "../providers/types.ts";
 import { signingMode, signingNotice } from "../signing.ts";
 import { readConfigText, readSigningKeys, type LambdaEnv } from "./sources.ts";
@@ -81,7 +82,8 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
     try {
       const [{ text, source }, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
       const { config } = loadConfig(text, source);
-      const transports = options.transports ?? (await lambdaTransports(config));
+      // only the configured providers' chunks are loaded (shared/providers/registry.ts)
+      const [transports] = await Promise.all([options.transports ?? lambdaTransports(config), loadProviderModules(config.providers)]);
       const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), ...(transports ? { transports } : {}) };
       const bridge = fromConfig(config, runtime, options.log ? { log: options.log } : {});
       const mode = signingMode(runtimeEnv);

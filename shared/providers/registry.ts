@@ -1,18 +1,49 @@
 /**
- * The provider modules the bridge knows, by `type:`. Adding a provider means
- * adding its module here; nothing else changes.
+ * The provider modules the bridge knows, by `type:`, loaded only when a
+ * config names them.
+ *
+ * Config validation needs only each provider's schemas, which are small and
+ * read synchronously ({@link providerEntry}); a provider's implementation —
+ * its cloud SDK client — is loaded by {@link loadProviderModules}, a
+ * dynamic `import()` per configured type, before {@link buildProviders}
+ * builds the instances. So a Node process or a Lambda cold start with an
+ * SQS-only config never loads the CloudWatch client or the Google stack,
+ * and the Lambda artifact keeps each provider in its own chunk.
+ *
+ * Which providers a build holds is `./provider-loaders.ts` (all of them);
+ * a Worker built for a chosen set bundles another table there
+ * (`infra/worker/build.ts`). A config naming a provider that is known but
+ * not in the build fails validation with a message saying so.
+ *
+ * Adding a provider: its `schema.ts` and `index.ts`, one entry in
+ * `./provider-loaders.ts` and its type in {@link PROVIDER_TYPES}.
  */
-import { cloudWatchModule } from "./aws-cloudwatch/index.ts";
-import { sqsModule } from "./aws-sqs/index.ts";
-import { monitoringModule } from "./gcp-monitoring/index.ts";
+import type { z } from "zod";
+import { PROVIDERS } from "./provider-loaders.ts";
 import type { Provider, ProviderModule, RuntimeEnv } from "./types.ts";
 
-/** Every provider module, keyed by its `type`. */
-export const PROVIDER_MODULES: Readonly<Record<string, ProviderModule<any, any>>> = {
-  [sqsModule.type]: sqsModule,
-  [cloudWatchModule.type]: cloudWatchModule,
-  [monitoringModule.type]: monitoringModule,
-};
+/** Every provider type the project has, whether or not this build holds it. */
+export const PROVIDER_TYPES: readonly string[] = ["aws-sqs", "aws-cloudwatch", "gcp-monitoring"];
+
+/** One provider of a build: its schemas (synchronous) and its implementation (loaded on demand). */
+export interface ProviderEntry {
+  /** schema of a provider instance (without `type`) */
+  readonly providerSchema: z.ZodType<any>;
+  /** schema of a rule's `query:` section */
+  readonly querySchema: z.ZodType<any>;
+  /** import the implementation; rejects when the module cannot be loaded */
+  load(): Promise<ProviderModule<any, any>>;
+}
+
+/** The provider types this build holds, in table order. */
+export function builtProviderTypes(): string[] {
+  return Object.keys(PROVIDERS);
+}
+
+/** The entry of `type` in this build, or undefined when the build does not hold it (or no such type exists). */
+export function providerEntry(type: string): ProviderEntry | undefined {
+  return Object.hasOwn(PROVIDERS, type) ? PROVIDERS[type] : undefined;
+}
 
 /** A validated provider instance from the config: its module type and config. */
 export interface ProviderInstanceConfig {
@@ -20,11 +51,55 @@ export interface ProviderInstanceConfig {
   config: unknown;
 }
 
+/** Implementations loaded so far in this process or isolate, by type. */
+const loaded = new Map<string, ProviderModule<any, any>>();
+/** Loads under way, by type (one `import()` per type however many callers). */
+const loading = new Map<string, Promise<ProviderModule<any, any>>>();
+
 /**
- * Build every configured provider instance (no network I/O).
+ * Load the implementation of every provider type `providers` uses (each
+ * type once per process; concurrent callers share one load). Entry points
+ * call this before {@link buildProviders}.
+ *
+ * @param providers the validated `providers:` section (name → instance), or a list of types
+ * @throws Error naming the type when this build does not hold it, or the
+ *   module's own load error (a later call tries again)
+ */
+export async function loadProviderModules(providers: Readonly<Record<string, ProviderInstanceConfig>> | readonly string[]): Promise<void> {
+  const types = new Set(Array.isArray(providers) ? providers : Object.values(providers as Record<string, ProviderInstanceConfig>).map((p) => p.type));
+  await Promise.all(
+    [...types].map(async (type) => {
+      if (loaded.has(type)) return;
+      let pending = loading.get(type);
+      if (pending === undefined) {
+        const entry = providerEntry(type);
+        if (entry === undefined) throw new Error(notBuiltMessage(type));
+        pending = entry.load();
+        loading.set(type, pending);
+      }
+      try {
+        loaded.set(type, await pending);
+      } finally {
+        loading.delete(type);
+      }
+    }),
+  );
+}
+
+/** Why a type cannot be used in this build. */
+export function notBuiltMessage(type: string): string {
+  const built = builtProviderTypes().join(", ");
+  if (!PROVIDER_TYPES.includes(type)) return `unknown provider type "${type}" (known: ${built})`;
+  return `provider type "${type}" is not in this build (it holds: ${built}); build with it included (docs/deploy.md, "Bundle size")`;
+}
+
+/**
+ * Build every configured provider instance (no network I/O). Synchronous:
+ * the implementations must have been loaded by {@link loadProviderModules}.
  *
  * @param providers validated `providers:` section, name → instance config
- * @throws Error when a type has no module (cannot happen after config validation)
+ * @throws Error when a type's implementation is not loaded (a caller that
+ *   skipped {@link loadProviderModules}), naming the type
  */
 export function buildProviders(
   providers: Readonly<Record<string, ProviderInstanceConfig>>,
@@ -32,8 +107,10 @@ export function buildProviders(
 ): Map<string, Provider> {
   const built = new Map<string, Provider>();
   for (const [name, instance] of Object.entries(providers)) {
-    const module = PROVIDER_MODULES[instance.type];
-    if (module === undefined) throw new Error(`no provider module for type ${instance.type}`);
+    const module = loaded.get(instance.type);
+    if (module === undefined) {
+      throw new Error(`provider module ${instance.type} (provider ${name}) is not loaded: await loadProviderModules(config.providers) before building the bridge`);
+    }
     built.set(name, module.create(name, instance.config, runtime));
   }
   return built;

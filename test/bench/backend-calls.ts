@@ -27,9 +27,12 @@
 import { parseArgs } from "node:util";
 import { buildBridge, type Bridge } from "../../shared/bridge.ts";
 import type { SqsProvider } from "../../shared/providers/aws-sqs/index.ts";
+import { builtProviderTypes, loadProviderModules } from "../../shared/providers/registry.ts";
 import { startCloudWatchFake } from "../fakes/cloudwatch.ts";
 import { startGoogleFakes } from "../fakes/google.ts";
 import { startEmulator } from "../helpers/emulator.ts";
+
+await loadProviderModules(builtProviderTypes()); // buildBridge() builds from loaded provider modules
 
 const { values: args } = parseArgs({
   options: {

@@ -12,57 +12,24 @@
  * its true age.
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
-import * as z from "zod";
 import { CoalescingCache } from "../../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
 import { backendFailureTtlMs } from "../backoff.ts";
-import { labelKeySchema, labelValueSchema, type SeriesNoun } from "../label-mapping.ts";
+import type { SeriesNoun } from "../label-mapping.ts";
 import { SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
+import { SQS_ATTRIBUTES, sqsQuerySchema, type SqsQuery } from "./schema.ts";
 
-/** The queue attributes a rule may read (and sum). */
-export const SQS_ATTRIBUTES = [
-  "ApproximateNumberOfMessages",
-  "ApproximateNumberOfMessagesNotVisible",
-  "ApproximateNumberOfMessagesDelayed",
-] as const;
-
+export { SQS_ATTRIBUTES, sqsQuerySchema, type SqsQuery };
 
 /** How long a resolved queue URL is re-used, ms. */
 const QUEUE_URL_TTL_MS = 10 * 60_000;
 
 /** SQS queue names: 1–80 of `[A-Za-z0-9_-]`, FIFO queues end in `.fifo` (CreateQueue reference). */
 const SQS_QUEUE_NAME = /^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$/;
-
-
-/**
- * A rule's `query:` section for `aws-sqs`:
- * - `queueLabel`: the selector label naming the queue (default `queue`);
- * - `queues`: optional allow-list of label values; when set, other queues are
- *   404 and a selector that does not name queues reads all of them;
- * - `queueNameTemplate`: SQS queue name built from the label value,
- *   `{queue}` standing for it (default `{queue}`), e.g. `prod-{queue}`;
- * - `queueOwnerAWSAccountId`: for queues of another account;
- * - `attribute`: one attribute, or a list whose values are summed.
- */
-export const sqsQuerySchema = z.strictObject({
-  queueLabel: labelKeySchema.default("queue"),
-  queues: z.array(labelValueSchema).min(1).optional(),
-  queueNameTemplate: z
-    .string()
-    .refine((t) => t.includes("{queue}"), "must contain {queue}")
-    .default("{queue}"),
-  queueOwnerAWSAccountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),
-  attribute: z
-    .union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).min(1)])
-    .default("ApproximateNumberOfMessages"),
-});
-
-/** Validated `query:` section of an SQS rule. */
-export type SqsQuery = z.infer<typeof sqsQuerySchema>;
 
 /** The attributes of a query as a sorted, de-duplicated list. */
 function attributesOf(query: SqsQuery): QueueAttributeName[] {

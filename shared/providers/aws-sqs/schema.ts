@@ -1,0 +1,41 @@
+/**
+ * The `aws-sqs` provider's config schemas, apart from its implementation
+ * (`index.ts`): config validation (`shared/config/config.ts`, through
+ * `../registry.ts`) reads them without loading the SQS client, so a build or
+ * process that never reads SQS never loads `@aws-sdk/client-sqs`.
+ */
+import * as z from "zod";
+import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
+
+/** The queue attributes a rule may read (and sum). */
+export const SQS_ATTRIBUTES = [
+  "ApproximateNumberOfMessages",
+  "ApproximateNumberOfMessagesNotVisible",
+  "ApproximateNumberOfMessagesDelayed",
+] as const;
+
+/**
+ * A rule's `query:` section for `aws-sqs`:
+ * - `queueLabel`: the selector label naming the queue (default `queue`);
+ * - `queues`: optional allow-list of label values; when set, other queues are
+ *   404 and a selector that does not name queues reads all of them;
+ * - `queueNameTemplate`: SQS queue name built from the label value,
+ *   `{queue}` standing for it (default `{queue}`), e.g. `prod-{queue}`;
+ * - `queueOwnerAWSAccountId`: for queues of another account;
+ * - `attribute`: one attribute, or a list whose values are summed.
+ */
+export const sqsQuerySchema = z.strictObject({
+  queueLabel: labelKeySchema.default("queue"),
+  queues: z.array(labelValueSchema).min(1).optional(),
+  queueNameTemplate: z
+    .string()
+    .refine((t) => t.includes("{queue}"), "must contain {queue}")
+    .default("{queue}"),
+  queueOwnerAWSAccountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),
+  attribute: z
+    .union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).min(1)])
+    .default("ApproximateNumberOfMessages"),
+});
+
+/** Validated `query:` section of an SQS rule. */
+export type SqsQuery = z.infer<typeof sqsQuerySchema>;
