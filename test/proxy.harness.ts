@@ -2,7 +2,7 @@
  * Shared setup for the proxy suites (`test/proxy.*.test.ts`): generated PKI
  * (front-proxy CA, client CA, an unrelated CA), the ConfigMap data
  * kube-apiserver publishes, the fake Kubernetes API, a running proxy wired to
- * it through the real `@kubernetes/client-node`, and an HTTPS client that
+ * it through the proxy's own Kubernetes client (shared/proxy/kube.ts), and an HTTPS client that
  * presents client certificates and repeats headers exactly as given.
  */
 import { writeFileSync } from "node:fs";

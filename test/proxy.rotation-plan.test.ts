@@ -11,9 +11,9 @@
  * key, so nothing could renew it from the old CA any more.
  */
 import { X509Certificate } from "node:crypto";
-import type { CoreV1Api, V1Secret } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createServingCA, issueServingCertificate } from "../shared/proxy/certs.ts";
+import type { KubeClient, Secret } from "../shared/proxy/kube.ts";
 import { CA_BUNDLE_CHANGED_AT, SERVING_CHANGED_AT, reconcileSecret, type RotationStep } from "../shared/proxy/rotation.ts";
 
 const SERVICE = { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy" };
@@ -21,21 +21,21 @@ const TARGET = { namespace: "external-metrics-bridge", name: "external-metrics-b
 const SETTINGS = { certValiditySeconds: 30, caValiditySeconds: 90, overlapSeconds: 10 };
 const T0 = Date.parse("2030-01-01T00:00:00Z");
 
-/** The three CoreV1Api calls reconcileSecret makes, over one stored Secret. */
-function fakeCore(initial: V1Secret): { core: CoreV1Api; secret: () => V1Secret } {
+/** The three KubeClient calls reconcileSecret makes (get, replace, create), over one stored Secret. */
+function fakeCore(initial: Secret): { core: KubeClient; secret: () => Secret } {
   let stored = structuredClone(initial);
   let rv = 1;
   const core = {
-    readNamespacedSecret: async () => structuredClone(stored),
-    replaceNamespacedSecret: async ({ body }: { body: V1Secret }) => {
+    get: async () => structuredClone(stored),
+    replace: async (_path: string, body: Secret) => {
       stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++rv) } };
       return stored;
     },
-    createNamespacedSecret: async () => {
+    create: async () => {
       throw new Error("the Secret exists");
     },
   };
-  return { core: core as unknown as CoreV1Api, secret: () => stored };
+  return { core: core as unknown as KubeClient, secret: () => stored };
 }
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");

@@ -1,8 +1,8 @@
 /**
  * The cluster's authentication configuration for aggregated API servers:
  * ConfigMap `kube-system/extension-apiserver-authentication`, published by
- * kube-apiserver, read and then followed with a list+watch (the
- * `@kubernetes/client-node` `ListWatch` informer), as apiserver's
+ * kube-apiserver, read and then followed with a list+watch (kube.ts
+ * {@link Informer}, client-go reflector semantics), as apiserver's
  * `DelegatingAuthenticationOptions` does (`pkg/server/options/authentication.go`,
  * `pkg/authentication/request/headerrequest/requestheader_controller.go`,
  * `dynamiccertificates/configmap_cafile_content.go`).
@@ -13,10 +13,9 @@
  * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
  * absent = none).
  */
-import { ListWatch, Watch, CoreV1Api, type KubeConfig, type V1ConfigMap } from "@kubernetes/client-node";
 import { certificatesFromPem } from "./certs.ts";
 import { certPool, type CertPool } from "./client-cert.ts";
-import { withSignal } from "./kube.ts";
+import { Informer, type ConfigMap, type KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 
 /** Deadline of one list of the ConfigMap, ms; a list that hangs is cancelled and retried with the watch back-off. */
@@ -117,7 +116,8 @@ export interface AuthenticationConfigSource {
  * stays undefined until it answered. A ConfigMap that does not exist (or is
  * deleted) turns certificate authentication off — fail closed — until it
  * appears. A malformed update is logged and the previous configuration kept.
- * Watch errors restart the informer with a backoff (1 s doubling to 30 s);
+ * A failed list or watch is retried with a backoff (1 s doubling to 30 s; a
+ * 410 Gone re-lists at once, a watch the server ended is reopened);
  * each list has a deadline ({@link CONFIGMAP_LIST_TIMEOUT_MS}), so a list that
  * kube-apiserver never answers is cancelled and retried instead of leaving the
  * proxy unready for good. State is bounded: the informer holds only the one
@@ -127,23 +127,20 @@ export interface AuthenticationConfigSource {
  * @param options.listTimeoutMs deadline of a list, ms (tests)
  */
 export function watchAuthenticationConfig(
-  kc: KubeConfig,
+  kc: KubeClient,
   log: Logger,
   options: { onChange?: (config: AuthenticationConfig) => void; namespace?: string; name?: string; listTimeoutMs?: number } = {},
 ): AuthenticationConfigSource {
   const namespace = options.namespace ?? AUTHENTICATION_CONFIGMAP.namespace;
   const name = options.name ?? AUTHENTICATION_CONFIGMAP.name;
-  const core = kc.makeApiClient(CoreV1Api);
   const fieldSelector = `metadata.name=${name}`;
   let current: AuthenticationConfig | undefined;
   let generation = 0;
   let stopped = false;
-  let retryMs = 1000;
-  let timer: ReturnType<typeof setTimeout> | undefined;
   // Parses are serialized so an older object never overwrites a newer one.
   let chain = Promise.resolve();
 
-  const apply = (object: V1ConfigMap | undefined) => {
+  const apply = (object: ConfigMap | undefined) => {
     chain = chain.then(async () => {
       try {
         const next = await parseAuthenticationConfig(object?.data, ++generation);
@@ -166,39 +163,27 @@ export function watchAuthenticationConfig(
     });
   };
 
-  const informer = new ListWatch<V1ConfigMap>(
-    `/api/v1/namespaces/${namespace}/configmaps`,
-    new Watch(kc),
-    async () => {
-      const list = await core.listNamespacedConfigMap({ namespace, fieldSelector }, withSignal(AbortSignal.timeout(options.listTimeoutMs ?? CONFIGMAP_LIST_TIMEOUT_MS)));
-      retryMs = 1000;
-      if (!list.items.some((c) => c.metadata?.name === name)) apply(undefined);
-      return list;
-    },
-    false,
-    undefined,
+  const informer = new Informer<ConfigMap>(kc, {
+    path: `/api/v1/namespaces/${namespace}/configmaps`,
     fieldSelector,
-  );
-  informer.on("add", (obj) => apply(obj));
-  informer.on("update", (obj) => apply(obj));
-  informer.on("delete", () => apply(undefined));
-  informer.on("error", (err) => {
-    if (stopped) return;
-    log({ level: "warn", msg: "watch of the authentication ConfigMap failed; retrying", error: String((err as Error)?.message ?? err), retryMs });
-    clearTimeout(timer); // one pending restart at most
-    timer = setTimeout(() => {
-      if (!stopped) informer.start().catch(() => {});
-    }, retryMs);
-    timer.unref?.();
-    retryMs = Math.min(retryMs * 2, 30_000);
+    listTimeoutMs: options.listTimeoutMs ?? CONFIGMAP_LIST_TIMEOUT_MS,
+    onListed: (items) => {
+      if (!items.some((c) => c.metadata?.name === name)) apply(undefined);
+    },
+    onAdd: (obj) => apply(obj),
+    onUpdate: (obj) => apply(obj),
+    onDelete: () => apply(undefined),
+    onError: (err, retryMs) => {
+      if (stopped) return;
+      log({ level: "warn", msg: "watch of the authentication ConfigMap failed; retrying", error: err.message, retryMs });
+    },
   });
-  informer.start().catch(() => {});
+  informer.start();
 
   return {
     current: () => current,
     stop: async () => {
       stopped = true;
-      clearTimeout(timer);
       await informer.stop();
       await chain;
     },

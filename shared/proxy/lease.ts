@@ -22,13 +22,12 @@
  * Every API call has a deadline (the client's AbortSignal at `renewDeadlineMs`
  * / 2, at most 5 s).
  */
-import { CoordinationV1Api, V1MicroTime, type ConfigurationOptions, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
-import { apiDeadline, apiStatus } from "./kube.ts";
+import { apiDeadline, apiStatus, microTime, type CallOptions, type KubeClient, type Lease } from "./kube.ts";
 import type { Logger } from "./log.ts";
 
 /** Settings of {@link LeaderElector}; the defaults are client-go's (15 s, 10 s, 2 s). */
 export interface LeaderElectionOptions {
-  kc: KubeConfig;
+  kc: KubeClient;
   namespace: string;
   name: string;
   /** this candidate's identity (pod name, or hostname_uuid) */
@@ -48,7 +47,7 @@ export interface LeaderElectionOptions {
  */
 export class LeaderElector {
   readonly #o: Required<LeaderElectionOptions>;
-  readonly #api: CoordinationV1Api;
+  readonly #kc: KubeClient;
   #leading = false;
   /** local time of our last successful renewal, ms */
   #renewedAt = 0;
@@ -71,7 +70,7 @@ export class LeaderElector {
       throw new Error("leader election: the renew deadline must be shorter than the lease duration");
     }
     if (this.#o.retryPeriodMs >= this.#o.renewDeadlineMs) throw new Error("leader election: the retry period must be shorter than the renew deadline");
-    this.#api = options.kc.makeApiClient(CoordinationV1Api);
+    this.#kc = options.kc;
   }
 
   /** `namespace/name` of the Lease. */
@@ -121,15 +120,12 @@ export class LeaderElector {
     if (!this.#leading) return;
     this.#setLeading(false);
     try {
-      const lease = await this.#api.readNamespacedLease({ namespace: this.#o.namespace, name: this.#o.name }, this.#deadline());
+      const lease = await this.#kc.get<Lease>(this.#path(), this.#deadline());
       if (lease.spec?.holderIdentity !== this.#o.identity) return;
-      const now = new V1MicroTime(this.#o.now());
-      await this.#api.replaceNamespacedLease(
-        {
-          namespace: this.#o.namespace,
-          name: this.#o.name,
-          body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: now, acquireTime: now } },
-        },
+      const now = microTime(this.#o.now());
+      await this.#kc.replace<Lease>(
+        this.#path(),
+        { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: now, acquireTime: now } },
         this.#deadline(),
       );
       this.#o.log({ level: "info", msg: "leader election: lease released", lease: this.lease, identity: this.#o.identity });
@@ -146,7 +142,13 @@ export class LeaderElector {
     this.#timer.unref?.();
   }
 
-  #deadline(): ConfigurationOptions {
+  /** `/apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]` */
+  #path(collection = false): string {
+    const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/leases`;
+    return collection ? base : `${base}/${encodeURIComponent(this.#o.name)}`;
+  }
+
+  #deadline(): CallOptions {
     return apiDeadline(Math.min(5000, Math.max(250, this.#o.renewDeadlineMs / 2)));
   }
 
@@ -177,24 +179,22 @@ export class LeaderElector {
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
     const nowMs = this.#o.now();
-    const now = new V1MicroTime(nowMs);
-    let lease: V1Lease | undefined;
+    const now = microTime(nowMs);
+    let lease: Lease | undefined;
     try {
-      lease = await this.#api.readNamespacedLease({ namespace, name }, this.#deadline());
+      lease = await this.#kc.get<Lease>(this.#path(), this.#deadline());
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }
     if (lease === undefined) {
       try {
-        await this.#api.createNamespacedLease(
+        await this.#kc.create<Lease>(
+          this.#path(true),
           {
-            namespace,
-            body: {
-              apiVersion: "coordination.k8s.io/v1",
-              kind: "Lease",
-              metadata: { name, namespace, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
-              spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
-            },
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name, namespace, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
+            spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
           },
           this.#deadline(),
         );
@@ -212,7 +212,7 @@ export class LeaderElector {
     const duration = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
     const heldByOther = holder !== "" && holder !== identity;
     if (heldByOther && this.#observed.at + duration > nowMs) return false;
-    const next: V1Lease = {
+    const next: Lease = {
       ...lease,
       spec: {
         ...spec,
@@ -224,7 +224,7 @@ export class LeaderElector {
       },
     };
     try {
-      await this.#api.replaceNamespacedLease({ namespace, name, body: next }, this.#deadline());
+      await this.#kc.replace<Lease>(this.#path(), next, this.#deadline());
       return true;
     } catch (err) {
       if (apiStatus(err) === 409) return false; // someone else wrote it since we read it

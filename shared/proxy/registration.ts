@@ -9,9 +9,8 @@
  * the proxy replaces an adapter that registered itself before — that adapter
  * keeps running and is reached as the pass-through backend.
  */
-import { ApiregistrationV1Api, type KubeConfig, type V1APIService } from "@kubernetes/client-node";
 import { GROUP, VERSION } from "../k8s/types.ts";
-import { apiDeadline, apiStatus } from "./kube.ts";
+import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "./kube.ts";
 
 /** Deadline of each APIService read or write, ms (as the Secret's, rotation.ts). */
 export const REGISTRATION_DEADLINE_MS = 5000;
@@ -29,7 +28,7 @@ export interface RegistrationTarget {
 }
 
 /** The desired `spec`. */
-export function desiredSpec(target: RegistrationTarget): NonNullable<V1APIService["spec"]> {
+export function desiredSpec(target: RegistrationTarget): APIServiceSpec & { service: { namespace: string; name: string; port: number } } {
   return {
     group: GROUP,
     version: VERSION,
@@ -47,45 +46,49 @@ export function desiredSpec(target: RegistrationTarget): NonNullable<V1APIServic
  * call has a deadline of {@link REGISTRATION_DEADLINE_MS}.
  *
  * @returns what was done
- * @throws Error (client-node ApiException) when the API refuses (e.g. RBAC);
+ * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC);
  *   a `TimeoutError` DOMException when a call passes its deadline
  */
-export async function registerAPIService(kc: KubeConfig, target: RegistrationTarget): Promise<"created" | "updated" | "unchanged"> {
-  const api = kc.makeApiClient(ApiregistrationV1Api);
+export async function registerAPIService(kc: KubeClient, target: RegistrationTarget): Promise<"created" | "updated" | "unchanged"> {
+  const collection = "/apis/apiregistration.k8s.io/v1/apiservices";
+  const path = `${collection}/${API_SERVICE_NAME}`;
   const spec = desiredSpec(target);
   for (let attempt = 0; ; attempt++) {
-    let current: V1APIService | undefined;
+    let current: APIService | undefined;
     try {
-      current = await api.readAPIService({ name: API_SERVICE_NAME }, apiDeadline(REGISTRATION_DEADLINE_MS));
+      current = await kc.get<APIService>(path, apiDeadline(REGISTRATION_DEADLINE_MS));
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }
     try {
       if (current === undefined) {
-        await api.createAPIService({
-          body: {
+        await kc.create<APIService>(
+          collection,
+          {
             apiVersion: "apiregistration.k8s.io/v1",
             kind: "APIService",
             metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
             spec,
           },
-        }, apiDeadline(REGISTRATION_DEADLINE_MS));
+          apiDeadline(REGISTRATION_DEADLINE_MS),
+        );
         return "created";
       }
       const s = current.spec;
       const same =
-        s?.service?.namespace === spec.service!.namespace &&
-        s?.service?.name === spec.service!.name &&
-        (s?.service?.port ?? 443) === spec.service!.port &&
+        s?.service?.namespace === spec.service.namespace &&
+        s?.service?.name === spec.service.name &&
+        (s?.service?.port ?? 443) === spec.service.port &&
         s?.caBundle === spec.caBundle &&
         s?.insecureSkipTLSVerify !== true &&
         s?.group === GROUP &&
         s?.version === VERSION;
       if (same) return "unchanged";
-      await api.replaceAPIService({
-        name: API_SERVICE_NAME,
-        body: { ...current, spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority } },
-      }, apiDeadline(REGISTRATION_DEADLINE_MS));
+      await kc.replace<APIService>(
+        path,
+        { ...current, spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority } },
+        apiDeadline(REGISTRATION_DEADLINE_MS),
+      );
       return "updated";
     } catch (err) {
       if ((apiStatus(err) === 409 || apiStatus(err) === 404) && attempt < 3) continue;

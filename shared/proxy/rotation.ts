@@ -14,9 +14,10 @@
  * {@link SERVING_CHANGED_AT} (RFC 3339), so a new leader continues a rotation
  * where the previous one stopped.
  *
- * Every replica follows the Secret with a list+watch (client-node's
- * `ListWatch` informer on `metadata.name=<name>`, re-listed from scratch after
- * an error, with a back-off of 1 s doubling to 30 s) plus a periodic GET, and
+ * Every replica follows the Secret with a list+watch (kube.ts `Informer` on
+ * `metadata.name=<name>`, client-go reflector semantics: re-listed after an
+ * error with a back-off of 1 s doubling to 30 s, at once after a 410 Gone)
+ * plus a periodic GET, and
  * serves the newest usable certificate (parses, key matches, not expired,
  * names the Service, signed by a CA of the bundle). A replica never makes a
  * certificate of its own while a usable Secret exists.
@@ -51,10 +52,9 @@
  * issuer and trust-manager's bundle overlap (rotation by bundle), kube-aggregator
  * `pkg/apiserver/handler_proxy.go` (verifies the Service name against `caBundle`).
  */
-import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
 import { caFromPem, certificatesFromPem, createServingCA, issueServingCertificate, keyMatchesCertificate, serviceDnsNames, signedBy } from "./certs.ts";
 import type { LeaderElector } from "./lease.ts";
-import { apiDeadline, apiStatus } from "./kube.ts";
+import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import type { ServiceName, ServingMaterial } from "./tls.ts";
 import { x509 } from "./x509.ts";
@@ -94,6 +94,12 @@ export function validateRotation(s: RotationSettings): RotationSettings {
   return s;
 }
 
+/** API path of a Secret (`/api/v1/namespaces/NS/secrets[/NAME]`). */
+export function secretPath(target: { namespace: string; name?: string }): string {
+  const base = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/secrets`;
+  return target.name === undefined ? base : `${base}/${encodeURIComponent(target.name)}`;
+}
+
 /** The Secret's content, decoded. */
 interface Stored {
   certPem?: string;
@@ -105,7 +111,7 @@ interface Stored {
   resourceVersion?: string;
 }
 
-function decode(secret: V1Secret | undefined): Stored | undefined {
+function decode(secret: Secret | undefined): Stored | undefined {
   if (secret === undefined) return undefined;
   const data = secret.data ?? {};
   const get = (k: string) => (data[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined);
@@ -184,7 +190,7 @@ async function servingProblem(s: Stored, p: Parsed, service: ServiceName, now: n
 /**
  * What the Secret's content means for a replica: the material to serve, or why not.
  */
-export async function servingFromSecret(secret: V1Secret | undefined, service: ServiceName, now = Date.now()): Promise<{ material: ServingMaterial } | { problem: string }> {
+export async function servingFromSecret(secret: Secret | undefined, service: ServiceName, now = Date.now()): Promise<{ material: ServingMaterial } | { problem: string }> {
   const s = decode(secret);
   if (s === undefined) return { problem: "the Secret does not exist" };
   const problem = await servingProblem(s, await parse(s), service, now);
@@ -205,7 +211,7 @@ export type RotationStep =
  * Decide the writer's next step for the stored Secret (pure but for
  * signature checks). See the module comment for the rules.
  */
-export async function planRotation(secret: V1Secret | undefined, service: ServiceName, settings: RotationSettings, now = Date.now()): Promise<RotationStep> {
+export async function planRotation(secret: Secret | undefined, service: ServiceName, settings: RotationSettings, now = Date.now()): Promise<RotationStep> {
   const s = decode(secret);
   if (s === undefined) return { kind: "create", reason: "the Secret does not exist" };
   const p = await parse(s);
@@ -256,7 +262,7 @@ export async function planRotation(secret: V1Secret | undefined, service: Servic
 }
 
 /** The Secret body after a step (undefined for "none"). */
-async function applyStep(step: RotationStep, secret: V1Secret | undefined, target: { namespace: string; name: string }, service: ServiceName, settings: RotationSettings, now: number): Promise<V1Secret | undefined> {
+async function applyStep(step: RotationStep, secret: Secret | undefined, target: { namespace: string; name: string }, service: ServiceName, settings: RotationSettings, now: number): Promise<Secret | undefined> {
   const s = decode(secret) ?? {};
   const p = await parse(s);
   const stamp = new Date(now).toISOString();
@@ -334,16 +340,16 @@ async function applyStep(step: RotationStep, secret: V1Secret | undefined, targe
  * @throws Error when the API refuses for another reason (e.g. RBAC)
  */
 export async function reconcileSecret(
-  core: CoreV1Api,
+  kc: KubeClient,
   target: { namespace: string; name: string },
   service: ServiceName,
   settings: RotationSettings,
   log: Logger,
   now = Date.now(),
 ): Promise<RotationStep> {
-  let secret: V1Secret | undefined;
+  let secret: Secret | undefined;
   try {
-    secret = await core.readNamespacedSecret(target, apiDeadline(API_DEADLINE_MS));
+    secret = await kc.get<Secret>(secretPath(target), apiDeadline(API_DEADLINE_MS));
   } catch (err) {
     if (apiStatus(err) !== 404) throw new Error(`reading Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
   }
@@ -351,8 +357,8 @@ export async function reconcileSecret(
   const body = await applyStep(step, secret, target, service, settings, now);
   if (body === undefined) return step;
   try {
-    if (secret === undefined) await core.createNamespacedSecret({ namespace: target.namespace, body }, apiDeadline(API_DEADLINE_MS));
-    else await core.replaceNamespacedSecret({ ...target, body }, apiDeadline(API_DEADLINE_MS));
+    if (secret === undefined) await kc.create<Secret>(secretPath({ namespace: target.namespace }), body, apiDeadline(API_DEADLINE_MS));
+    else await kc.replace<Secret>(secretPath(target), body, apiDeadline(API_DEADLINE_MS));
   } catch (err) {
     if (apiStatus(err) === 409) return { kind: "none" };
     throw new Error(`writing Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
@@ -363,7 +369,7 @@ export async function reconcileSecret(
 
 /** Settings of {@link startSecretServing}. */
 export interface SecretServingOptions {
-  kc: KubeConfig;
+  kc: KubeClient;
   secret: { namespace: string; name: string };
   service: ServiceName;
   /** elects the one writer; undefined = this replica never writes (it only follows the Secret) */
@@ -396,21 +402,18 @@ export interface SecretServing {
 export function startSecretServing(options: SecretServingOptions): SecretServing {
   const { kc, secret: target, service, log } = options;
   const settings = validateRotation(options.rotation ?? DEFAULT_ROTATION);
-  const core = kc.makeApiClient(CoreV1Api);
   const fieldSelector = `metadata.name=${target.name}`;
   const where = `${target.namespace}/${target.name}`;
   let current: ServingMaterial | undefined;
   const listeners: ((m: ServingMaterial) => void)[] = [];
   const waiters: ((m: ServingMaterial) => void)[] = [];
   let stopped = false;
-  let retryMs = 1000;
-  let retryTimer: ReturnType<typeof setTimeout> | undefined;
   let lastProblem: string | undefined;
   // Applies are serialized so an older object never overwrites a newer one.
   let chain = Promise.resolve();
   const elector = options.elector;
 
-  const apply = (secret: V1Secret | undefined, via: string) => {
+  const apply = (secret: Secret | undefined, via: string) => {
     chain = chain.then(async () => {
       const seen = await servingFromSecret(secret, service);
       if ("problem" in seen) {
@@ -434,38 +437,21 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
     return chain;
   };
 
-  let informer: ListWatch<V1Secret> | undefined;
-  const startInformer = () => {
-    if (stopped) return;
-    // A new informer each time: it lists from scratch (no resourceVersion to resume from).
-    const lw = new ListWatch<V1Secret>(
-      `/api/v1/namespaces/${target.namespace}/secrets`,
-      new Watch(kc),
-      async () => {
-        const list = await core.listNamespacedSecret({ namespace: target.namespace, fieldSelector }, apiDeadline(API_DEADLINE_MS));
-        retryMs = 1000;
-        const found = list.items.find((s) => s.metadata?.name === target.name);
-        if (found === undefined) void apply(undefined, "list");
-        return list;
-      },
-      false,
-      undefined,
-      fieldSelector,
-    );
-    lw.on("add", (obj) => void apply(obj, "watch"));
-    lw.on("update", (obj) => void apply(obj, "watch"));
-    lw.on("delete", () => void apply(undefined, "watch"));
-    lw.on("error", (err) => {
-      if (stopped || informer !== lw) return;
-      log({ level: "warn", msg: "watch of the serving certificate Secret failed; listing again", secret: where, error: String((err as Error)?.message ?? err), retryMs });
-      void lw.stop();
-      retryTimer = setTimeout(startInformer, retryMs);
-      retryTimer.unref?.();
-      retryMs = Math.min(retryMs * 2, 30_000);
-    });
-    informer = lw;
-    lw.start().catch(() => {});
-  };
+  const informer = new Informer<Secret>(kc, {
+    path: secretPath({ namespace: target.namespace }),
+    fieldSelector,
+    listTimeoutMs: API_DEADLINE_MS,
+    onListed: (items) => {
+      if (!items.some((s) => s.metadata?.name === target.name)) void apply(undefined, "list");
+    },
+    onAdd: (obj) => void apply(obj, "watch"),
+    onUpdate: (obj) => void apply(obj, "watch"),
+    onDelete: () => void apply(undefined, "watch"),
+    onError: (err, retryMs) => {
+      if (stopped) return;
+      log({ level: "warn", msg: "watch of the serving certificate Secret failed; listing again", secret: where, error: err.message, retryMs });
+    },
+  });
 
   let reconciling: Promise<RotationStep | undefined> | undefined;
   const reconcile = (): Promise<RotationStep | undefined> => {
@@ -475,7 +461,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
         let step: RotationStep;
         // Up to 3 steps at once (e.g. a fresh Secret), each from the Secret just written.
         for (let i = 0; i < 3; i++) {
-          step = await reconcileSecret(core, target, service, settings, log);
+          step = await reconcileSecret(kc, target, service, settings, log);
           // Serve (and publish, through onChange → the APIService) what was just
           // written without waiting for the watch: the overlap of the next step
           // counts from the write, so a lagging watch must not delay caBundle.
@@ -495,7 +481,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
 
   const resync = async () => {
     try {
-      const s = await core.readNamespacedSecret(target, apiDeadline(API_DEADLINE_MS));
+      const s = await kc.get<Secret>(secretPath(target), apiDeadline(API_DEADLINE_MS));
       await apply(s, "resync");
     } catch (err) {
       if (apiStatus(err) === 404) await apply(undefined, "resync");
@@ -509,7 +495,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
   checkTimer.unref();
   const resyncTimer = setInterval(() => void resync(), options.resyncIntervalMs ?? 60_000);
   resyncTimer.unref();
-  startInformer();
+  informer.start();
 
   return {
     current: () => current,
@@ -529,8 +515,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
       stopped = true;
       clearInterval(checkTimer);
       clearInterval(resyncTimer);
-      clearTimeout(retryTimer);
-      await informer?.stop();
+      await informer.stop();
       await reconciling;
       await chain;
     },

@@ -14,7 +14,7 @@
  * listener, whether this replica may write the APIService, and `stop()`.
  */
 import { hostname } from "node:os";
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeClient } from "./kube.ts";
 import { LeaderElector } from "./lease.ts";
 import type { Logger } from "./log.ts";
 import { startSecretServing, validateRotation, type RotationSettings, type SecretServing } from "./rotation.ts";
@@ -40,7 +40,7 @@ export interface LeaderElectionSettings {
 export interface ServingOptions {
   source: ServingSource;
   service: ServiceName;
-  kc: KubeConfig;
+  kc: KubeClient;
   log: Logger;
   /** `secret` source: certificate lifetimes and rotation overlap */
   rotation: RotationSettings;

@@ -11,11 +11,10 @@
  * - `generate`: a fresh CA and certificate in memory (one replica, local runs).
  */
 import { readFileSync, statSync } from "node:fs";
-import { CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
 import { generateServingCertificate } from "./certs.ts";
-import { apiDeadline, apiStatus } from "./kube.ts";
+import { apiDeadline, apiStatus, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
-import { DEFAULT_ROTATION, reconcileSecret, servingFromSecret } from "./rotation.ts";
+import { DEFAULT_ROTATION, reconcileSecret, secretPath, servingFromSecret } from "./rotation.ts";
 
 /** Serving certificate, key and the CA bundle clients verify it with. */
 export interface ServingMaterial {
@@ -45,7 +44,7 @@ export interface ServiceName {
 export async function loadServingMaterial(
   source: ServingSource,
   service: ServiceName,
-  deps: { kc?: KubeConfig; log: Logger },
+  deps: { kc?: KubeClient; log: Logger },
 ): Promise<ServingMaterial> {
   switch (source.kind) {
     case "files":
@@ -57,7 +56,7 @@ export async function loadServingMaterial(
     }
     case "secret":
       if (deps.kc === undefined) throw new Error("a Kubernetes client is required for --tls-secret");
-      return oneShotFromSecret(deps.kc.makeApiClient(CoreV1Api), source, service, deps.log);
+      return oneShotFromSecret(deps.kc, source, service, deps.log);
   }
 }
 
@@ -92,11 +91,11 @@ export function filesVersion(source: { certFile: string; keyFile: string; caFile
  * Secret is read instead). Running proxies use `startSecretServing`, which
  * also follows and renews it.
  */
-async function oneShotFromSecret(core: CoreV1Api, source: { namespace: string; name: string }, service: ServiceName, log: Logger): Promise<ServingMaterial> {
+async function oneShotFromSecret(kc: KubeClient, source: { namespace: string; name: string }, service: ServiceName, log: Logger): Promise<ServingMaterial> {
   for (let attempt = 0; attempt < 5; attempt++) {
-    let existing: V1Secret | undefined;
+    let existing: Secret | undefined;
     try {
-      existing = await core.readNamespacedSecret({ namespace: source.namespace, name: source.name }, apiDeadline(5000));
+      existing = await kc.get<Secret>(secretPath(source), apiDeadline(5000));
     } catch (err) {
       if (apiStatus(err) !== 404) throw new Error(`reading Secret ${source.namespace}/${source.name}: ${(err as Error).message}`);
     }
@@ -105,7 +104,7 @@ async function oneShotFromSecret(core: CoreV1Api, source: { namespace: string; n
       log({ level: "info", msg: "serving certificate read from Secret", secret: `${source.namespace}/${source.name}` });
       return seen.material;
     }
-    await reconcileSecret(core, source, service, DEFAULT_ROTATION, log);
+    await reconcileSecret(kc, source, service, DEFAULT_ROTATION, log);
   }
   throw new Error(`Secret ${source.namespace}/${source.name} kept changing; could not agree on a serving certificate`);
 }

@@ -1,7 +1,7 @@
 /**
  * A local fake of the parts of the Kubernetes API the proxy uses, over HTTPS
- * with a generated CA, speaking the real wire format so the real
- * `@kubernetes/client-node` talks to it:
+ * with a generated CA, speaking the real wire format so the proxy's
+ * Kubernetes client (shared/proxy/kube.ts) talks to it as to kube-apiserver:
  *
  * - ConfigMaps: get, list with `fieldSelector=metadata.name=…`, and watch
  *   (`?watch=true`, newline-delimited `{type, object}` events) — what the
@@ -17,7 +17,10 @@
  * - APIService get, create, replace.
  *
  * Every request needs `Authorization: Bearer <token>` (the proxy's
- * ServiceAccount token), else 401 Status. For connection-reuse and deadline
+ * ServiceAccount token) or a client certificate issued by the fake's CA
+ * ({@link FakeKubeApiServer.issueClientCertificate}), else 401 Status. Watches
+ * can be expired with a 410 Gone ERROR event, as the watch cache does for a
+ * compacted resourceVersion ({@link FakeKubeApiServer.expireWatches}). For connection-reuse and deadline
  * tests it counts TLS handshakes and open connections, and can leave reviews
  * hanging (never answered) to see whether the client cancels them.
  */
@@ -82,6 +85,14 @@ export interface FakeKubeApiServer {
   getSecret(namespace: string, name: string): KubeObject | undefined;
   /** open watch connections */
   watchers(): number;
+  /** every request's credential, oldest first: the bearer token, or `cert:<CN>` for a client certificate */
+  credentials: string[];
+  /** every list (GET of a collection without watch) and watch request: resource, and the watch's resourceVersion */
+  listsAndWatches: { resource: string; watch: boolean; resourceVersion?: string }[];
+  /** a client certificate (PEM) signed by the fake's CA with CN=`user`; requests presenting it are authenticated */
+  issueClientCertificate(user: string): Promise<{ certPem: string; keyPem: string }>;
+  /** send every open watch an ERROR event with a 410 Gone Status (resourceVersion too old) and end it */
+  expireWatches(): void;
   close(): Promise<void>;
 }
 
@@ -158,6 +169,17 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     },
     getSecret: (namespace, name) => secrets.get(`${namespace}/${name}`),
     watchers: () => watches.size,
+    credentials: [],
+    listsAndWatches: [],
+    issueClientCertificate: async (user) => {
+      const issued = await issueCertificate(ca, { commonName: user, usages: ["clientAuth"] });
+      return { certPem: issued.certPem, keyPem: issued.keyPem };
+    },
+    expireWatches() {
+      const gone = { type: "ERROR", object: status(410, "Expired", "too old resource version: 1 (100)") };
+      for (const w of watches) w.res.end(`${JSON.stringify(gone)}\n`);
+      watches.clear();
+    },
     close: async () => {
       for (const w of watches) w.res.end();
       watches.clear();
@@ -176,7 +198,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
   }
 
-  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+  // Client certificates are asked for (not required) and verified against the fake's CA, as kube-apiserver's --client-ca-file.
+  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem, requestCert: true, rejectUnauthorized: false, ca: [ca.certPem] }, (req, res) => {
     handle(req, res).catch((err) => send(res, 500, status(500, "InternalError", String(err))));
   });
   server.on("secureConnection", (socket) => {
@@ -192,9 +215,20 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
+    const tlsSocket = req.socket as import("node:tls").TLSSocket;
+    const peer = tlsSocket.authorized ? tlsSocket.getPeerCertificate() : undefined;
+    const certUser = peer?.subject?.CN !== undefined ? `cert:${String(peer.subject.CN)}` : undefined;
     const bearer = (req.headers.authorization ?? "").replace(/^Bearer /, "");
-    if (bearer !== token && !fake.clientTokens.has(bearer)) return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
+    fake.credentials.push(req.headers.authorization !== undefined ? bearer : (certUser ?? ""));
+    if (bearer !== token && !fake.clientTokens.has(bearer) && !(req.headers.authorization === undefined && certUser !== undefined)) {
+      return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
+    }
     const url = new URL(req.url ?? "/", "https://fake");
+    const collection = p_collection(url.pathname);
+    if (req.method === "GET" && collection !== undefined) {
+      const watching = url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1";
+      fake.listsAndWatches.push({ resource: collection, watch: watching, ...(watching ? { resourceVersion: url.searchParams.get("resourceVersion") ?? "" } : {}) });
+    }
     const body = req.method === "POST" || req.method === "PUT" ? await readJson(req) : undefined;
     const p = url.pathname;
     let m: RegExpMatchArray | null;
@@ -345,6 +379,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   fake.url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return fake;
+}
+
+/** `configmaps` / `secrets` for a namespaced collection path of those, else undefined. */
+function p_collection(path: string): string | undefined {
+  return path.match(/^\/api\/v1\/namespaces\/[^/]+\/(configmaps|secrets)$/)?.[1];
 }
 
 function fieldName(selector: string | null): string | undefined {
