@@ -4,8 +4,8 @@
  *
  * The bridge is built exactly as the Node server builds it
  * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file,
- * `officialTransports` for Cloud Monitoring, `shared/bridge.ts`
- * `fromConfig`) and its Hono app is called with a `Request` made in this
+ * `officialTransports` for Cloud Monitoring, `loadProviderModules` for the
+ * configured providers only, `shared/bridge.ts` `fromConfig`) and its Hono app is called with a `Request` made in this
  * process: no socket, no TLS, no request signature. The caller is the one
  * the proxy already authenticated (front proxy, client certificate, token),
  * handed to the bridge's `authenticate` hook, so the bridge's own
@@ -30,6 +30,7 @@ import { loadConfig } from "../config/config.ts";
 import type { Caller } from "../identity.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
+import { loadProviderModules } from "../providers/registry.ts";
 import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backends.ts";
 import type { BackendConfig } from "./config.ts";
 
@@ -64,7 +65,8 @@ export class InProcessBackend implements Backend {
     const bridgeConfig = loadConfig(readFileSync(path, "utf8"), path, { readFile: (p) => readFileSync(p, "utf8") }).config;
     const log = options.log ?? (() => {});
     for (const notice of policyStartupNotices(bridgeConfig)) log({ ...notice, backend: config.name });
-    const transports = await officialTransports(bridgeConfig);
+    // As startNodeServer: only the configured providers' code is loaded.
+    const [transports] = await Promise.all([officialTransports(bridgeConfig), loadProviderModules(bridgeConfig.providers)]);
     const runtime = { env: options.env ?? process.env, now: options.now ?? Date.now, ...(transports !== undefined ? { transports } : {}) };
     const callers = new WeakMap<Request, Caller>();
     const bridge = fromConfig(bridgeConfig, runtime, {
