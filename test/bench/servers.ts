@@ -291,10 +291,15 @@ export function killChildren(): void {
 }
 process.once("exit", killChildren);
 
-/** Fork this script as `role`, start it with `options`; resolves when it listens. */
-export async function spawnChild(role: string, options: Record<string, unknown>): Promise<Child> {
+/**
+ * Fork `test/bench/serve-role.ts` as `role` (with `--expose-gc` and
+ * `nodeFlags`), start it with `options`; resolves when it listens.
+ *
+ * @throws Error when the process exits or the role fails to start
+ */
+export async function spawnChild(role: string, options: Record<string, unknown>, nodeFlags: readonly string[] = []): Promise<Child> {
   const profileDir = process.env["BENCH_CPU_PROF"];
-  const execArgv = ["--expose-gc", ...(profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])];
+  const execArgv = ["--expose-gc", ...nodeFlags, ...(profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])];
   const proc = fork(ROLE_MAIN, [role], { stdio: ["ignore", "ignore", "pipe", "ipc"], execArgv });
   children.add(proc);
   let stderr = "";
