@@ -102,6 +102,7 @@ export class Batcher<I, R> {
   readonly stats: BatcherStats = { calls: 0, items: 0, splits: 0, largestCall: 0 };
   private readonly pending = new Map<string, Pending<I, R>>();
   private readonly options: BatcherOptions<I, R>;
+  #running = 0;
 
   constructor(options: BatcherOptions<I, R>) {
     if (!Number.isInteger(options.maxBatchSize) || options.maxBatchSize < 1) {
@@ -165,6 +166,11 @@ export class Batcher<I, R> {
     });
   }
 
+  /** `execute` calls in progress (backend calls made and not yet answered, halves of a split counted each). */
+  get running(): number {
+    return this.#running;
+  }
+
   /** Items waiting for their call, over all groups. */
   get queued(): number {
     let n = 0;
@@ -193,9 +199,11 @@ export class Batcher<I, R> {
     };
     for (const w of waiters) w.onGone = onGone;
     let outcomes: readonly Outcome<R>[];
+    this.#running++;
     try {
       outcomes = await this.options.execute(items, group, controller.signal);
     } catch (error) {
+      this.#running--;
       let split = false;
       try {
         split = waiters.length > 1 && !controller.signal.aborted && this.options.splitOnError?.(error, items) === true;
@@ -211,6 +219,7 @@ export class Batcher<I, R> {
       for (const w of waiters) w.reject(error);
       return;
     }
+    this.#running--;
     if (outcomes.length !== waiters.length) {
       const error = new Error(`batch execute returned ${outcomes.length} outcomes for ${waiters.length} items`);
       for (const w of waiters) w.reject(error);

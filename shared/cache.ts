@@ -28,6 +28,25 @@
  * The cache lives per process or per Worker isolate; it is an optimisation,
  * never a source of truth: an entry older than the caller's `ttlMs` is never
  * returned, so staleness is bounded by the rule's `maxAgeSeconds`.
+ *
+ * Refresh-ahead (option `refreshAhead`, off by default): the HPA controller
+ * reads with 5 sync workers (kube-controller-manager
+ * `--concurrent-horizontal-pod-autoscaler-syncs`), each read blocking its
+ * worker, so reads trickle in one at a time and every expired entry would
+ * be its own backend call. With refresh-ahead the cache remembers the keys
+ * read recently (key → last loader, TTL, last read time; bounded by entries
+ * and bytes), and shortly before their values expire reloads ALL of them
+ * that were read since their value was stored, in one "round" per TTL: the
+ * loads start together, so a batcher behind them (`./batch.ts`) sends them
+ * as few backend calls. A key not read since its last refresh is dropped
+ * (nothing is polled forever; no round runs when nothing was read). A
+ * refresh is a normal load (same `loadTimeoutMs` deadline, readers of an
+ * expired entry join it) except that its failure is never stored: the old
+ * value stays only until its own `ttlMs` — a refresh never extends an
+ * entry's life — and then reads load (and fail) as without refresh-ahead.
+ * Rounds run from a timer (unref'd on Node) and from reads that find a round
+ * due, so an injected clock drives them too; {@link CoalescingCache.close}
+ * stops the timer and cancels refreshes in flight.
  */
 
 /**
@@ -69,6 +88,46 @@ export interface CacheStats {
   evictions: number;
   /** reads refused because `maxEntries` loads were already in flight */
   refused: number;
+  /** refresh-ahead loads started (each also counts in `loads`) */
+  refreshes: number;
+  /** refresh-ahead loads that failed (never stored; each also counts in `failures`) */
+  refreshFailures: number;
+  /** refresh-ahead rounds run */
+  refreshRounds: number;
+}
+
+/**
+ * Refresh-ahead of a {@link CoalescingCache} (see the module doc). Every
+ * field is optional.
+ */
+export interface RefreshAheadOptions {
+  /**
+   * How long before a value expires its round starts, ms, from the read's
+   * `ttlMs`. Default `min(ttlMs / 10, 3000)`: a round every 0.9 × TTL, early
+   * enough for a load of up to 10 % of the TTL (3 s: the bridge's deadline)
+   * to land before the old value expires. Clamped to [0, ttlMs / 2].
+   */
+  leadMs?: (ttlMs: number) => number;
+  /** most keys remembered (default: the cache's `maxEntries`); the oldest remembered is dropped first */
+  maxKeys?: number;
+  /**
+   * Most bytes of remembered keys (default: the cache's `maxBytes` / 4); a
+   * key counts `key.length × 4 + 256` (the key, the loader's item, overhead).
+   */
+  maxBytes?: number;
+  /**
+   * Timer for rounds (tests inject one): run `run` after `ms`, return a
+   * cancel function. Default `setTimeout`, unref'd where the runtime allows.
+   */
+  setTimer?: (run: () => void, ms: number) => () => void;
+}
+
+interface Remembered<V> {
+  load: (signal: AbortSignal) => Promise<V>;
+  ttlMs: number;
+  /** ms since epoch */
+  lastReadAt: number;
+  bytes: number;
 }
 
 /** How a read was answered. */
@@ -98,6 +157,8 @@ export interface CoalescingCacheOptions<V> {
   failureTtlMs?: (error: unknown) => number;
   /** clock in ms since epoch (tests inject one) */
   now?: () => number;
+  /** reload recently read keys before they expire (see the module doc); default off */
+  refreshAhead?: RefreshAheadOptions;
 }
 
 /** Per-read options of {@link CoalescingCache.get}. */
@@ -123,7 +184,20 @@ const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
  * const v = await cache.get("sqs|us-east-1|worker_tasks", 5_000, (signal) => readQueue(signal));
  */
 export class CoalescingCache<V> {
-  readonly stats: CacheStats = { hits: 0, failureHits: 0, coalesced: 0, loads: 0, failures: 0, timeouts: 0, abandoned: 0, evictions: 0, refused: 0 };
+  readonly stats: CacheStats = {
+    hits: 0,
+    failureHits: 0,
+    coalesced: 0,
+    loads: 0,
+    failures: 0,
+    timeouts: 0,
+    abandoned: 0,
+    evictions: 0,
+    refused: 0,
+    refreshes: 0,
+    refreshFailures: 0,
+    refreshRounds: 0,
+  };
   readonly #entries = new Map<string, Entry<V>>();
   readonly #inflight = new Map<string, Inflight<V>>();
   readonly #maxEntries: number;
@@ -135,6 +209,20 @@ export class CoalescingCache<V> {
   readonly #now: () => number;
   #bytes = 0;
   #lastOutcome: CacheOutcome = "miss";
+  readonly #refresh: Required<RefreshAheadOptions> | undefined;
+  /** refresh-ahead: keys read recently, oldest remembered first */
+  readonly #remembered = new Map<string, Remembered<V>>();
+  #rememberedBytes = 0;
+  /** refresh-ahead: TTL (ms) → when its next round is due (ms since epoch) */
+  readonly #rounds = new Map<number, number>();
+  /** earliest value of `#rounds` (Infinity when none) */
+  #nextRoundAt = Number.POSITIVE_INFINITY;
+  #cancelTimer: (() => void) | undefined;
+  /** when the armed timer fires (ms since epoch by `now`) */
+  #timerAt = Number.POSITIVE_INFINITY;
+  /** refresh loads in flight, to cancel on close */
+  readonly #refreshing = new Set<Inflight<V>>();
+  #closed = false;
 
   constructor(options: CoalescingCacheOptions<V> = {}) {
     this.#maxEntries = options.maxEntries ?? 10_000;
@@ -144,6 +232,16 @@ export class CoalescingCache<V> {
     this.#loadTimeoutMs = options.loadTimeoutMs;
     this.#failureTtlMs = options.failureTtlMs ?? (() => 0);
     this.#now = options.now ?? Date.now;
+    const r = options.refreshAhead;
+    this.#refresh =
+      r === undefined
+        ? undefined
+        : {
+            leadMs: r.leadMs ?? ((ttlMs) => Math.min(ttlMs / 10, 3000)),
+            maxKeys: r.maxKeys ?? this.#maxEntries,
+            maxBytes: r.maxBytes ?? this.#maxBytes / 4,
+            setTimer: r.setTimer ?? defaultSetTimer,
+          };
   }
 
   /**
@@ -161,6 +259,7 @@ export class CoalescingCache<V> {
    *   {@link CacheFullError} when `maxEntries` loads are in flight
    */
   get(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, options: CacheReadOptions = {}): Promise<V> {
+    if (this.#refresh !== undefined && ttlMs > 0 && !this.#closed) this.#remember(key, ttlMs, load);
     const entry = this.#entries.get(key);
     if (entry !== undefined) {
       const now = this.#now();
@@ -198,7 +297,7 @@ export class CoalescingCache<V> {
     return this.#lastOutcome;
   }
 
-  #start(key: string, load: (signal: AbortSignal) => Promise<V>): Inflight<V> {
+  #start(key: string, load: (signal: AbortSignal) => Promise<V>, refresh = false): Inflight<V> {
     this.stats.loads++;
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -216,8 +315,10 @@ export class CoalescingCache<V> {
     const aborted = new Promise<never>((_, reject) => {
       controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true });
     });
-    const record: Inflight<V> = { promise: undefined as unknown as Promise<V>, controller, waiters: 0 };
+    // A refresh counts as one waiter of its own, so readers that join and leave never cancel it.
+    const record: Inflight<V> = { promise: undefined as unknown as Promise<V>, controller, waiters: refresh ? 1 : 0 };
     this.#inflight.set(key, record); // before the load starts: a loader may throw synchronously
+    if (refresh) this.#refreshing.add(record);
     record.promise = (async () => {
       try {
         const value = await Promise.race([load(controller.signal), aborted, ...(deadline ? [deadline] : [])]);
@@ -229,7 +330,9 @@ export class CoalescingCache<V> {
         return value;
       } catch (err) {
         this.stats.failures++;
-        const ttl = controller.signal.aborted ? 0 : this.#failureTtlMs(err);
+        if (refresh) this.stats.refreshFailures++;
+        // A failed refresh is never stored: the old value stays until its own TTL, then reads load as usual.
+        const ttl = controller.signal.aborted || refresh ? 0 : this.#failureTtlMs(err);
         if (ttl > 0 && this.#inflight.get(key) === record) {
           const now = this.#now();
           this.#store(key, { ok: false, error: err, storedAt: now, expiresAt: now + ttl, bytes: 0 });
@@ -238,6 +341,7 @@ export class CoalescingCache<V> {
       } finally {
         clearTimeout(timer);
         if (this.#inflight.get(key) === record) this.#inflight.delete(key);
+        if (refresh) this.#refreshing.delete(record);
       }
     })();
     // Waiters observe the promise; this keeps an unobserved rejection from being reported.
@@ -349,6 +453,145 @@ export class CoalescingCache<V> {
   get inflight(): number {
     return this.#inflight.size;
   }
+
+  /** Refresh-ahead: keys remembered for the next rounds, and their accounted bytes. */
+  get remembered(): { keys: number; bytes: number } {
+    return { keys: this.#remembered.size, bytes: this.#rememberedBytes };
+  }
+
+  /** Refresh-ahead: whether a round timer is armed. */
+  get refreshTimerArmed(): boolean {
+    return this.#cancelTimer !== undefined;
+  }
+
+  /**
+   * Stop refresh-ahead for good: cancel the round timer, abort refresh loads
+   * in flight (their readers reject with an `AbortError` DOMException) and
+   * forget the remembered keys. Reads keep working as without refresh-ahead.
+   * Idempotent.
+   */
+  close(): void {
+    this.#closed = true;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    this.#rounds.clear();
+    this.#nextRoundAt = Number.POSITIVE_INFINITY;
+    this.#remembered.clear();
+    this.#rememberedBytes = 0;
+    for (const record of this.#refreshing) {
+      record.controller.abort(new DOMException("the cache was closed", "AbortError"));
+    }
+    this.#refreshing.clear();
+  }
+
+  /** Refresh-ahead: note a read of `key` (its loader and TTL), start its TTL's rounds, run a round that is due. */
+  #remember(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>): void {
+    const now = this.#now();
+    const known = this.#remembered.get(key);
+    if (known !== undefined) {
+      known.lastReadAt = now;
+      known.load = load;
+      known.ttlMs = ttlMs;
+    } else {
+      const bytes = key.length * 4 + 256;
+      const limits = this.#refresh!;
+      if (bytes > limits.maxBytes) return;
+      while (this.#remembered.size > 0 && (this.#remembered.size >= limits.maxKeys || this.#rememberedBytes + bytes > limits.maxBytes)) {
+        this.#forget(this.#remembered.keys().next().value as string);
+      }
+      this.#remembered.set(key, { load, ttlMs, lastReadAt: now, bytes });
+      this.#rememberedBytes += bytes;
+    }
+    if (!this.#rounds.has(ttlMs)) {
+      const entry = this.#entries.get(key);
+      const base = entry?.ok === true && entry.storedAt <= now ? entry.storedAt : now;
+      this.#setRound(ttlMs, base + ttlMs - this.#lead(ttlMs));
+    }
+    if (now >= this.#nextRoundAt) this.#runDueRounds(now);
+    else this.#arm(now);
+  }
+
+  #forget(key: string): void {
+    const known = this.#remembered.get(key);
+    if (known === undefined) return;
+    this.#remembered.delete(key);
+    this.#rememberedBytes -= known.bytes;
+  }
+
+  #lead(ttlMs: number): number {
+    const lead = this.#refresh!.leadMs(ttlMs);
+    return Number.isFinite(lead) ? Math.min(Math.max(0, lead), ttlMs / 2) : 0;
+  }
+
+  #setRound(ttlMs: number, at: number): void {
+    this.#rounds.set(ttlMs, at);
+    this.#nextRoundAt = Math.min(...this.#rounds.values());
+  }
+
+  /** Arm the timer for the next round (when it is not armed for that time already). */
+  #arm(now: number): void {
+    if (this.#closed || this.#nextRoundAt === this.#timerAt) return;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
+    this.#timerAt = this.#nextRoundAt;
+    if (!Number.isFinite(this.#nextRoundAt)) return;
+    this.#cancelTimer = this.#refresh!.setTimer(
+      () => {
+        this.#cancelTimer = undefined;
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        if (this.#closed) return;
+        const t = this.#now();
+        if (t >= this.#nextRoundAt) this.#runDueRounds(t);
+        else this.#arm(t); // an injected clock that has not reached the round yet
+      },
+      Math.max(0, this.#nextRoundAt - now),
+    );
+  }
+
+  /** Run every round due at `now`, then arm the timer for the next one. */
+  #runDueRounds(now: number): void {
+    for (const [ttlMs, at] of [...this.#rounds]) {
+      if (at > now) continue;
+      const refreshed = this.#round(ttlMs);
+      if (refreshed > 0) this.#rounds.set(ttlMs, now + ttlMs - this.#lead(ttlMs));
+      else this.#rounds.delete(ttlMs); // nothing read recently: no more rounds until a read
+    }
+    this.#nextRoundAt = this.#rounds.size > 0 ? Math.min(...this.#rounds.values()) : Number.POSITIVE_INFINITY;
+    this.#arm(now);
+  }
+
+  /**
+   * One round for the keys remembered with `ttlMs`: reload each one read
+   * since its value was stored (all started now, so a batcher behind the
+   * loaders groups them); forget the others. Returns how many were reloaded
+   * or already loading.
+   */
+  #round(ttlMs: number): number {
+    this.stats.refreshRounds++;
+    let refreshed = 0;
+    for (const [key, known] of [...this.#remembered]) {
+      if (known.ttlMs !== ttlMs) continue;
+      const entry = this.#entries.get(key);
+      if (entry === undefined || !entry.ok || known.lastReadAt <= entry.storedAt) {
+        this.#forget(key); // not read since its value was stored (or no value): not refreshed
+        continue;
+      }
+      refreshed++;
+      if (this.#inflight.has(key)) continue;
+      if (this.#inflight.size >= this.#maxEntries) break;
+      this.stats.refreshes++;
+      this.#start(key, known.load, true);
+    }
+    return refreshed;
+  }
+}
+
+/** `setTimeout` that does not keep a Node process alive (`unref`, where the runtime has it); returns its cancel function. */
+function defaultSetTimer(run: () => void, ms: number): () => void {
+  const timer = setTimeout(run, ms) as unknown as { unref?: () => void };
+  timer.unref?.();
+  return () => clearTimeout(timer as unknown as ReturnType<typeof setTimeout>);
 }
 
 function jsonSize(value: unknown): number {

@@ -209,9 +209,9 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
     expect(cw.getMetricDataCalls.map((c) => c.body.MetricDataQueries.length)).toEqual([5, 5, 2]);
   });
 
-  it("re-uses a read for cacheTTLSeconds, then reads again", async () => {
+  it("re-uses a read for cacheTTLSeconds, then reads again (refresh-ahead off)", async () => {
     cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 8 }]);
-    const { bridge, clock } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+    const { bridge, clock } = bridgeWithClock(config(cw.endpoint, SQS_RULE, "    refreshAhead: false"));
     expect((await read(bridge, "sqs_visible", "queue=jobs")).body.items[0].value).toBe("8");
     cw.put(sqs("jobs"), [{ at: NOW + 5_000, value: 20 }]);
     clock.now += 9_000;
@@ -221,6 +221,111 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
     const fresh = await read(bridge, "sqs_visible", "queue=jobs");
     expect(fresh.body.items[0]).toMatchObject({ value: "20", timestamp: iso(NOW + 11_000) });
     expect(cw.getMetricDataCalls).toHaveLength(2);
+  });
+
+  describe("refresh-ahead (the HPA controller's 5 blocking workers read one series at a time)", () => {
+    /** Read `queues` one after another, each read awaited (a blocking sync worker), at clock time `at` (ms after NOW). */
+    async function pass(bridge: Bridge, clock: { now: number }, queues: readonly string[], at: number) {
+      clock.now = NOW + at;
+      const values: string[] = [];
+      for (const q of queues) {
+        const a = await read(bridge, "sqs_visible", `queue=${q}`);
+        values.push(a.status === 200 ? a.body.items[0].value : `status ${a.status}`);
+      }
+      return values;
+    }
+    const settled = (provider: CloudWatchProvider) => waitFor(() => provider.cache.inflight === 0, 2_000);
+
+    it("sequential reads of M recently read series cost ⌈M/500⌉ GetMetricData calls per round (0.9 × TTL), every read after the first pass a hit", async () => {
+      const queues = Array.from({ length: 510 }, (_, i) => `rq${i}`);
+      queues.forEach((q, i) => cw.put(sqs(q), [{ at: NOW - 90_000, value: i }]));
+      // cacheTTLSeconds 10: rounds every 9 s; window 0 so the warm-up pass of 600 misses stays fast
+      const { bridge, clock, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE, "    batchWindowSeconds: 0"));
+      expect(await pass(bridge, clock, queues, 0)).toEqual(queues.map((_, i) => String(i)));
+      const warmUp = cw.getMetricDataCalls.length;
+      expect(warmUp).toBe(510); // one blocking read at a time: each first read is its own call
+      for (let at = 4_500; at <= 40_500; at += 4_500) {
+        const values = await pass(bridge, clock, queues, at);
+        expect(values.filter((v, i) => v !== String(i))).toEqual([]);
+        await settled(provider);
+      }
+      // rounds at 9, 18, 27 and 36 s, each ⌈510/500⌉ = 2 calls of at most 500 queries
+      const rounds = cw.getMetricDataCalls.slice(warmUp).map((c) => c.body.MetricDataQueries.length);
+      expect(rounds.sort((a, b) => a - b)).toEqual([10, 10, 10, 10, 500, 500, 500, 500]);
+      expect(provider.cache.stats.loads - provider.cache.stats.refreshes).toBe(510); // no read after the first pass missed
+      // the timestamps keep the datapoint's real age, not the refresh time
+      const a = await read(bridge, "sqs_visible", "queue=rq7");
+      expect(a.body.items[0]).toMatchObject({ value: "7", timestamp: iso(NOW - 60_000) });
+    });
+
+    it("a series not read since its last refresh is dropped; a value written later is served after the next round", async () => {
+      cw.put(sqs("a"), [{ at: NOW - 90_000, value: 1 }]);
+      cw.put(sqs("b"), [{ at: NOW - 90_000, value: 2 }]);
+      const { bridge, clock, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+      for (const at of [0, 3_000, 6_000]) await pass(bridge, clock, ["a", "b"], at);
+      const before = cw.getMetricDataCalls.length;
+      cw.put(sqs("a"), [{ at: NOW + 5_000, value: 10 }]);
+      await pass(bridge, clock, ["a"], 9_000); // round: both were read since their load
+      await settled(provider);
+      for (const at of [12_000, 15_000, 18_000]) {
+        expect(await pass(bridge, clock, ["a"], at)).toEqual(["10"]);
+        await settled(provider);
+      }
+      // b, not read after 6 s, is refreshed at 9 s and then no more (18 s round: a alone)
+      const queried = cw.getMetricDataCalls.slice(before).map((c) => c.body.MetricDataQueries.map((q: any) => q.MetricStat.Metric.Dimensions[0].Value).sort());
+      expect(queried).toEqual([["a", "b"], ["a"]]);
+      expect(provider.cache.remembered.keys).toBe(1);
+      // nobody reads any more: no call, however much time passes
+      clock.now = NOW + 120_000;
+      await new Promise((r) => setTimeout(r, 50));
+      expect(cw.getMetricDataCalls.length - before).toBe(2);
+    });
+
+    it("a failed refresh is never a value: the old one is served only within its TTL (= maxAgeSeconds here), then reads fail with a Status", async () => {
+      cw.put(sqs("jobs"), [{ at: NOW - 20_000, value: 8 }]); // period [NOW-60 s, NOW): stamped with the read time
+      const text = config(cw.endpoint, SQS_RULE).replace("maxAgeSeconds: 600", "maxAgeSeconds: 10");
+      const { bridge, clock, provider } = bridgeWithClock(text);
+      await pass(bridge, clock, ["jobs"], 0);
+      await pass(bridge, clock, ["jobs"], 3_000);
+      cw.behaviour = "internal";
+      expect(await pass(bridge, clock, ["jobs"], 9_000)).toEqual(["8"]); // starts the round
+      await settled(provider);
+      expect(provider.cache.stats.refreshFailures).toBe(1);
+      clock.now = NOW + 9_900;
+      const old = await read(bridge, "sqs_visible", "queue=jobs");
+      expect(old.body.items[0]).toMatchObject({ value: "8", timestamp: iso(NOW) }); // its real age: 9.9 s
+      clock.now = NOW + 10_100;
+      const failed = await read(bridge, "sqs_visible", "queue=jobs");
+      expect(failed.status).toBe(503);
+      expect(failed.body.items).toBeUndefined();
+      expect(failed.body.message).toMatch(/InternalError|failed/);
+    });
+
+    it("close() cancels the round timer and aborts a refresh in flight (the fake sees its connection closed); no round after", async () => {
+      cw.hung.length = 0;
+      cw.put(sqs("jobs"), [{ at: NOW - 90_000, value: 8 }]);
+      const { bridge, clock, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE));
+      await pass(bridge, clock, ["jobs"], 0);
+      await pass(bridge, clock, ["jobs"], 3_000);
+      expect(provider.cache.refreshTimerArmed).toBe(true);
+      cw.behaviour = "hang";
+      await pass(bridge, clock, ["jobs"], 9_000);
+      await waitFor(() => cw.hung.length === 1, 2_000);
+      expect(cw.hung[0]!.closed).toBe(false);
+      provider.close();
+      expect(provider.cache.refreshTimerArmed).toBe(false);
+      await waitFor(() => cw.hung[0]!.closed, 1_000);
+      expect(cw.hung[0]!.closed).toBe(true);
+      cw.behaviour = "normal";
+      const calls = cw.getMetricDataCalls.length;
+      await pass(bridge, clock, ["jobs"], 12_000); // expired: an ordinary load
+      await pass(bridge, clock, ["jobs"], 15_000);
+      await pass(bridge, clock, ["jobs"], 30_000);
+      expect(provider.cache.refreshTimerArmed).toBe(false);
+      expect(provider.cache.stats.refreshes).toBe(1);
+      expect(cw.getMetricDataCalls.length - calls).toBe(2); // 12 s and 30 s: TTL expiries, no refresh
+      cw.hung.length = 0;
+    });
   });
 
   it("a selector naming several series succeeds only if all of them do; the failing query fails only its own reads", async () => {

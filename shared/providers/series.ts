@@ -28,7 +28,7 @@
  * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
  */
 import { Batcher, type Outcome } from "../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs } from "../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs, type RefreshAheadOptions } from "../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { parseDecimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -79,6 +79,8 @@ export interface SeriesBackend<Q, I extends SeriesItem> {
   /** Human description of the backend query for `items` (CLI `check-hpa`); no I/O. */
   describe(rule: MetricRule<Q>, items: readonly I[]): string;
   readonly batching: SeriesBatching;
+  /** the cache's refresh-ahead (`../cache.ts`; `aws-cloudwatch/refresh.ts`); absent: off */
+  readonly refreshAhead?: RefreshAheadOptions | undefined;
   /**
    * One backend call for `items` (one group, at most `maxBatchSize` units):
    * exactly one outcome per item, in order — a value, or the StatusError its
@@ -117,7 +119,12 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     this.type = type;
     this.name = name;
     this.#backend = backend;
-    this.cache = new CoalescingCache<Reading>({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
+    this.cache = new CoalescingCache<Reading>({
+      now: runtime.now,
+      loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS,
+      failureTtlMs: backendFailureTtlMs,
+      ...(backend.refreshAhead !== undefined ? { refreshAhead: backend.refreshAhead } : {}),
+    });
     const { maxBatchSize, windowMs, splitOnError } = backend.batching;
     this.batcher = new Batcher<I, Reading>({
       maxBatchSize,
@@ -127,6 +134,11 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
       execute: (items, _group, signal) => backend.read(items, signal),
       ...(splitOnError !== undefined ? { splitOnError: (error: unknown) => splitOnError(error) } : {}),
     });
+  }
+
+  /** Stop background work: the cache's refresh-ahead timer and refreshes in flight (`CoalescingCache.close`). Idempotent. */
+  close(): void {
+    this.cache.close();
   }
 
   /** The label sets `selector` names for `rule` (400/404 as `resolveLabelSets`). */

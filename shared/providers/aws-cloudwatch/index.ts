@@ -43,6 +43,7 @@ import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
+import { cloudWatchRefreshAhead } from "./refresh.ts";
 import {
   cloudWatchProviderSchema,
   cloudWatchQuerySchema,
@@ -173,6 +174,7 @@ function readItem(rule: MetricRule<CloudWatchQuery>, labels: Readonly<Record<str
 class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
   readonly client: CloudWatchClient;
   readonly batching: SeriesBatching;
+  readonly refreshAhead;
   private readonly name: string;
   private readonly runtime: RuntimeEnv;
   private readonly timeoutMs: number;
@@ -187,6 +189,7 @@ class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
       windowMs: config.batchWindowSeconds * 1000,
       splitOnError: (err) => INVALID_REQUEST_ERRORS.has((err as { name?: string })?.name ?? ""),
     };
+    this.refreshAhead = cloudWatchRefreshAhead(config, runtime);
   }
 
   labels(rule: MetricRule<CloudWatchQuery>) {

@@ -179,6 +179,14 @@ export const cloudWatchProviderSchema = awsProviderSchema.extend({
   batchWindowSeconds: z.number().min(0).max(1).default(0.01),
   /** most queries per GetMetricData call (default and maximum 500) */
   maxQueriesPerCall: z.number().int().min(1).max(MAX_QUERIES_PER_CALL).default(MAX_QUERIES_PER_CALL),
+  /**
+   * Refresh-ahead (`./refresh.ts`): reload every series read since its last
+   * load shortly before its cached value expires, in ⌈series/500⌉ calls per
+   * TTL, so the HPA controller's blocking reads hit the cache. Absent: on in
+   * a long-lived process (the Node server), off on Cloudflare Workers and
+   * AWS Lambda, which cancel or freeze work between requests.
+   */
+  refreshAhead: z.boolean().optional(),
 });
 
 /** Validated `aws-cloudwatch` provider instance config. */
