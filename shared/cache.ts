@@ -220,8 +220,8 @@ export class CoalescingCache<V> {
   #cancelTimer: (() => void) | undefined;
   /** when the armed timer fires (ms since epoch by `now`) */
   #timerAt = Number.POSITIVE_INFINITY;
-  /** refresh loads in flight, to cancel on close */
-  readonly #refreshing = new Set<Inflight<V>>();
+  /** refresh loads in flight → their key, to cancel on close */
+  readonly #refreshing = new Map<Inflight<V>, string>();
   #closed = false;
 
   constructor(options: CoalescingCacheOptions<V> = {}) {
@@ -318,7 +318,7 @@ export class CoalescingCache<V> {
     // A refresh counts as one waiter of its own, so readers that join and leave never cancel it.
     const record: Inflight<V> = { promise: undefined as unknown as Promise<V>, controller, waiters: refresh ? 1 : 0 };
     this.#inflight.set(key, record); // before the load starts: a loader may throw synchronously
-    if (refresh) this.#refreshing.add(record);
+    if (refresh) this.#refreshing.set(record, key);
     record.promise = (async () => {
       try {
         const value = await Promise.race([load(controller.signal), aborted, ...(deadline ? [deadline] : [])]);
@@ -479,7 +479,8 @@ export class CoalescingCache<V> {
     this.#nextRoundAt = Number.POSITIVE_INFINITY;
     this.#remembered.clear();
     this.#rememberedBytes = 0;
-    for (const record of this.#refreshing) {
+    for (const [record, key] of this.#refreshing) {
+      if (this.#inflight.get(key) === record) this.#inflight.delete(key); // later reads start their own load
       record.controller.abort(new DOMException("the cache was closed", "AbortError"));
     }
     this.#refreshing.clear();

@@ -185,4 +185,144 @@ describe("CoalescingCache", () => {
     expect((await cache.get("never", 10_000, load(0))).v).toBe(4); // keepMs 0: not stored
     expect(cache.size).toBe(1);
   });
+
+  describe("refresh-ahead", () => {
+    /** A manual timer: the test fires it. */
+    function manualTimer() {
+      const armed: { run: () => void; ms: number; cancelled: boolean }[] = [];
+      const setTimer = (run: () => void, ms: number) => {
+        const t = { run, ms, cancelled: false };
+        armed.push(t);
+        return () => void (t.cancelled = true);
+      };
+      const pending = () => armed.filter((t) => !t.cancelled);
+      const fire = () => {
+        const t = pending().at(-1)!;
+        t.cancelled = true;
+        t.run();
+      };
+      return { setTimer, pending, fire };
+    }
+
+    it("is off by default: no timer, nothing remembered, a value expires as before", async () => {
+      let t = 0;
+      const cache = new CoalescingCache<number>({ now: () => t });
+      let calls = 0;
+      await cache.get("k", 1_000, async () => ++calls);
+      t = 500;
+      await cache.get("k", 1_000, async () => ++calls);
+      expect(cache.refreshTimerArmed).toBe(false);
+      expect(cache.remembered.keys).toBe(0);
+      t = 1_001;
+      expect(await cache.get("k", 1_000, async () => ++calls)).toBe(2);
+    });
+
+    it("the timer's round reloads, all at once, every key read since its value was stored; keys not read are forgotten; no timer once nothing is read", async () => {
+      let t = 0;
+      const timer = manualTimer();
+      const cache = new CoalescingCache<string>({ now: () => t, refreshAhead: { setTimer: timer.setTimer } });
+      const started: string[] = [];
+      const load = (key: string) => async () => {
+        started.push(`${key}@${t}`);
+        return `${key}@${t}`;
+      };
+      for (const k of ["a", "b", "c"]) await cache.get(k, 10_000, load(k));
+      expect(timer.pending().map((x) => x.ms)).toEqual([9_000]); // 10 % before the first value expires
+      t = 4_000;
+      await cache.get("a", 10_000, load("a"));
+      await cache.get("b", 10_000, load("b"));
+      t = 9_000;
+      timer.fire();
+      await new Promise((r) => setImmediate(r));
+      expect(started.slice(3)).toEqual(["a@9000", "b@9000"]); // c not read since stored: forgotten
+      expect(cache.remembered.keys).toBe(2);
+      expect(timer.pending().map((x) => x.ms)).toEqual([9_000]);
+      t = 9_500;
+      expect(await cache.get("a", 10_000, load("a"))).toBe("a@9000"); // the refreshed value
+      t = 18_000;
+      timer.fire(); // a was read, b was not
+      await new Promise((r) => setImmediate(r));
+      expect(started.slice(5)).toEqual(["a@18000"]);
+      t = 27_000;
+      timer.fire(); // nothing read since: no load, no more timer
+      await new Promise((r) => setImmediate(r));
+      expect(started).toHaveLength(6);
+      expect(timer.pending()).toEqual([]);
+      expect(cache.stats).toMatchObject({ refreshes: 3, refreshRounds: 3 });
+    });
+
+    it("a failed refresh is not stored: the old value is served until its own TTL, then a read loads (and fails) as without refresh-ahead", async () => {
+      let t = 0;
+      const timer = manualTimer();
+      const cache = new CoalescingCache<number>({ now: () => t, refreshAhead: { setTimer: timer.setTimer }, failureTtlMs: () => 5_000 });
+      await cache.get("k", 10_000, async () => 1);
+      t = 1_000;
+      await cache.get("k", 10_000, async () => 1);
+      t = 9_000;
+      const boom = new Error("backend down");
+      await cache.get("k", 10_000, async () => Promise.reject(boom)); // hit; the round's refresh fails
+      await new Promise((r) => setImmediate(r));
+      expect(cache.stats.refreshFailures).toBe(1);
+      t = 10_000;
+      expect(await cache.get("k", 10_000, async () => 2)).toBe(1); // still within its TTL
+      t = 10_001;
+      await expect(cache.get("k", 10_000, async () => Promise.reject(boom))).rejects.toBe(boom);
+    });
+
+    it("readers of an expired value join the refresh in flight; one leaving does not cancel it", async () => {
+      let t = 0;
+      const timer = manualTimer();
+      const cache = new CoalescingCache<number>({ now: () => t, refreshAhead: { setTimer: timer.setTimer } });
+      await cache.get("k", 1_000, async () => 1);
+      t = 500;
+      await cache.get("k", 1_000, async () => 1);
+      const d = deferred<number>();
+      t = 900;
+      await cache.get("k", 1_000, d.load); // round starts the refresh with this loader
+      t = 1_100;
+      const gone = new AbortController();
+      const leaving = cache.get("k", 1_000, async () => 99, { signal: gone.signal });
+      const staying = cache.get("k", 1_000, async () => 99);
+      expect(cache.lastOutcome).toBe("coalesced");
+      gone.abort(new Error("client left"));
+      await expect(leaving).rejects.toThrow("client left");
+      expect(d.signals[0]!.aborted).toBe(false);
+      d.resolve(2);
+      expect(await staying).toBe(2);
+      expect(cache.stats.loads).toBe(2);
+    });
+
+    it("remembers at most maxKeys keys and maxBytes bytes", async () => {
+      const cache = new CoalescingCache<number>({ refreshAhead: { maxKeys: 3, maxBytes: 1_000_000, setTimer: () => () => {} } });
+      for (let i = 0; i < 10; i++) await cache.get(`k${i}`, 60_000, async () => i);
+      expect(cache.remembered.keys).toBe(3);
+      const small = new CoalescingCache<number>({ refreshAhead: { maxBytes: 1_000, setTimer: () => () => {} } });
+      for (let i = 0; i < 10; i++) await small.get(`key-${"x".repeat(50)}-${i}`, 60_000, async () => i);
+      expect(small.remembered.bytes).toBeLessThanOrEqual(1_000);
+      expect(small.remembered.keys).toBeGreaterThan(0);
+    });
+
+    it("close() cancels the timer and aborts refreshes in flight; later reads arm nothing", async () => {
+      let t = 0;
+      const timer = manualTimer();
+      const cache = new CoalescingCache<number>({ now: () => t, refreshAhead: { setTimer: timer.setTimer } });
+      await cache.get("k", 1_000, async () => 1);
+      t = 500;
+      await cache.get("k", 1_000, async () => 1);
+      const d = deferred<number>();
+      t = 900;
+      await cache.get("k", 1_000, d.load);
+      expect(d.signals).toHaveLength(1);
+      cache.close();
+      expect(d.signals[0]!.aborted).toBe(true);
+      expect(timer.pending()).toEqual([]);
+      expect(cache.refreshTimerArmed).toBe(false);
+      t = 2_000;
+      expect(await cache.get("k", 1_000, async () => 3)).toBe(3);
+      t = 2_500;
+      await cache.get("k", 1_000, async () => 4);
+      expect(timer.pending()).toEqual([]);
+      expect(cache.remembered.keys).toBe(0);
+    });
+  });
 });

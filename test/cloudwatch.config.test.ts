@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError, formatIssue } from "../shared/config/yaml.ts";
 import { checkExpression, renameExpressionIds, STAT_PATTERN } from "../shared/providers/aws-cloudwatch/schema.ts";
+import { cloudWatchRefreshAhead } from "../shared/providers/aws-cloudwatch/refresh.ts";
 
 const HEAD = `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
@@ -76,6 +77,15 @@ describe("aws-cloudwatch config", () => {
     expect(text).toMatch(/metrics\[3\]\.query\.expression: METRICS reads every query of the request and cannot be batched/);
     expect(text).toMatch(/metrics\[4\]\.query\.dimensionLabels\.bad key!: Invalid key/);
     expect(text).toMatch(/metrics\[4\]\.query\.onEmpty/);
+  });
+
+  it("refresh-ahead: as written, else on in a long-lived process and off on AWS Lambda", () => {
+    const { config } = loadConfig(`${HEAD.replace("region: us-east-1 }", "region: us-east-1, refreshAhead: false }")}  - { name: cpu, provider: cw, query: { namespace: AWS/EC2, metricName: CPUUtilization, stat: Average, period: 300 } }\n`, "x.yaml");
+    expect(config.providers["cw"]?.config).toMatchObject({ refreshAhead: false });
+    expect(cloudWatchRefreshAhead({ refreshAhead: false }, { env: {}, now: Date.now })).toBeUndefined();
+    expect(cloudWatchRefreshAhead({}, { env: {}, now: Date.now })).toMatchObject({ maxKeys: 10_000 });
+    expect(cloudWatchRefreshAhead({}, { env: { AWS_LAMBDA_FUNCTION_NAME: "bridge" }, now: Date.now })).toBeUndefined();
+    expect(cloudWatchRefreshAhead({ refreshAhead: true }, { env: { AWS_LAMBDA_FUNCTION_NAME: "bridge" }, now: Date.now })).toBeDefined();
   });
 
   it("accepts CloudWatch's statistic spellings", () => {
