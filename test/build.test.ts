@@ -13,6 +13,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { isBuiltin } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -67,6 +68,11 @@ metrics:
     provider: gcp
     query: { metricType: ${BACKLOG}, resourceType: pubsub_subscription, selectorLabels: { subscription: resource.labels.subscription_id } }
 `;
+}
+
+/** A serverless.yml package pattern (relative, `*` within one path segment) as a RegExp. */
+function globRegExp(pattern: string): RegExp {
+  return new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`);
 }
 
 interface Metafile {
@@ -140,11 +146,12 @@ describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
     // What serverless.yml packages, laid out as in the zip, outside this repository so
     // that no node_modules directory above it could supply what the bundle lacks.
     taskRoot = mkdtempSync(join(tmpdir(), "bridge-lambda-task-"));
-    for (const pattern of SLS.package.patterns.filter((p) => !p.startsWith("!"))) {
-      const built = join(outdir, relative("dist/lambda", pattern));
-      if (!existsSync(built)) continue;
-      mkdirSync(dirname(join(taskRoot, pattern)), { recursive: true });
-      copyFileSync(built, join(taskRoot, pattern));
+    const patterns = SLS.package.patterns.filter((p) => !p.startsWith("!")).map((p) => globRegExp(relative("dist/lambda", p)));
+    for (const name of readdirSync(outdir, { recursive: true, encoding: "utf8" })) {
+      if (!patterns.some((re) => re.test(name))) continue;
+      const target = join(taskRoot, "dist/lambda", name);
+      mkdirSync(dirname(target), { recursive: true });
+      copyFileSync(join(outdir, name), target);
     }
   }, 120_000);
   afterAll(async () => {
@@ -153,10 +160,10 @@ describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
     if (taskRoot) rmSync(taskRoot, { recursive: true, force: true });
   });
 
-  it(`bundles one ES module for ${LAMBDA_RUNTIME} (esbuild target ${ESBUILD_TARGET}), official Google client inside`, () => {
+  it(`bundles ES modules for ${LAMBDA_RUNTIME} (esbuild target ${ESBUILD_TARGET}), official Google client inside, in chunks`, () => {
     console.log(buildOutput.trim());
     expect(buildOutput).toMatch(/index\.mjs [\d.]+ KiB \/ gzip [\d.]+ KiB/);
-    expect(buildOutput).toMatch(/packaged \(index\.mjs, index\.mjs\.LEGAL\.txt, bridge\.yaml\): [\d.]+ KiB \/ gzip [\d.]+ KiB/);
+    expect(buildOutput).toMatch(/packaged \(index\.mjs, index\.mjs\.LEGAL\.txt, bridge\.yaml, chunks\/\*\.mjs, chunks\/\*\.LEGAL\.txt; \d+ files\): [\d.]+ KiB \/ gzip [\d.]+ KiB/);
     const entry = join(outdir, "index.mjs");
     expect(existsSync(entry)).toBe(true);
     expect(readFileSync(join(outdir, "bridge.yaml"), "utf8")).toContain("kind: BridgeConfig");
@@ -261,6 +268,56 @@ describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
     expect(google.store.requests.map((q) => q.transport)).toEqual(["grpc", "grpc"]);
     expect(google.grpc.callers.at(-1)).toMatchObject({ iss: google.account.json.client_email, sub: google.account.json.client_email });
     expect(google.oauth.requests).toEqual([]);
+  });
+
+  it("an SQS-only config loads only the SQS provider's chunks: no Google client stack, no CloudWatch client, no Cloud Monitoring provider", async () => {
+    const meta = JSON.parse(readFileSync(join(outdir, "meta.json"), "utf8")) as Metafile;
+    /** the bundled inputs of each output file, by its path relative to the output directory */
+    const inputsOf = new Map(Object.entries(meta.outputs).map(([out, o]) => [relative(outdir, join(ROOT, out)), Object.keys(o.inputs)]));
+    const holds = (file: string, pattern: RegExp) => (inputsOf.get(file) ?? []).some((i) => pattern.test(i));
+    const HEAVY = /node_modules\/(@google-cloud\/monitoring|google-gax|@grpc\/grpc-js|protobufjs|@aws-sdk\/client-cloudwatch)\/|shared\/providers\/(gcp-monitoring|aws-cloudwatch)\/index\.ts$/;
+    // the artifact holds them (a gcp-monitoring or aws-cloudwatch config loads them) …
+    expect([...inputsOf.keys()].filter((f) => holds(f, HEAVY)).length).toBeGreaterThan(0);
+    expect(holds("index.mjs", HEAVY)).toBe(false);
+    // … and a cold start with an SQS-only config, answering a read, loads none of them
+    const key = parseSigningKeys(SIGNING_KEYS)[0]!;
+    const path = `${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`;
+    const event = await toEvent("Function URL", path, {
+      headers: await signRequest({ method: "GET", url: `${lambdaOrigin("Function URL")}${path}`, caller: HPA_CONTROLLER }, key, Date.now()),
+    });
+    const config = `${sqsConfigHead(sqs.endpoint, { defaults: "{ maxAgeSeconds: 300, cacheTTLSeconds: 0 }" })}metrics:
+  - name: queue_messages_ready
+    provider: sqs
+    query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }
+`;
+    const script = `
+      import { registerHooks } from "node:module";
+      const loaded = [];
+      registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+      const mod = await import(process.env.ARTIFACT);
+      const result = await mod.handler(JSON.parse(process.env.EVENT), {});
+      console.log(JSON.stringify({ result, loaded }));
+    `;
+    const r = await exec(NODE, ["--input-type=module", "-e", script], {
+      cwd: taskRoot,
+      env: {
+        PATH: process.env["PATH"] ?? "",
+        ARTIFACT: join(taskRoot, "dist/lambda/index.mjs"),
+        EVENT: JSON.stringify(event),
+        LAMBDA_TASK_ROOT: taskRoot,
+        BRIDGE_CONFIG: config,
+        BRIDGE_SIGNING_KEYS: SIGNING_KEYS,
+        AWS_REGION: "us-east-1",
+      },
+    });
+    const { result, loaded } = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { result: { statusCode: number; body: string }; loaded: string[] };
+    expect(result.statusCode, result.body).toBe(200);
+    expect(JSON.parse(result.body).items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+    const files = loaded.filter((u) => u.startsWith("file:")).map((u) => relative(join(taskRoot, "dist/lambda"), fileURLToPath(u)));
+    expect(files).toContain("index.mjs");
+    expect(files.some((f) => holds(f, /node_modules\/@aws-sdk\/client-sqs\//))).toBe(true);
+    expect(files.filter((f) => holds(f, HEAVY))).toEqual([]);
+    console.log(`SQS-only cold start loaded ${files.length} of ${[...inputsOf.keys()].filter((f) => f.endsWith(".mjs")).length} modules: ${files.join(", ")}`);
   });
 
   it("serverless.yml allows exactly the AWS calls the bundled code makes, each on its resources only", () => {

@@ -2,8 +2,14 @@
  * Build the AWS Lambda artifact: `functions/lambda.ts` and everything it
  * imports (Hono, the AWS SDK clients, zod, yaml, and the official Google
  * Cloud Monitoring client with google-gax, gRPC and protobufjs) bundled by
- * esbuild into one ES module for the `nodejs24.x` runtime on arm64.
- * serverless.yml packages {@link PACKAGED_FILES} of the output directory.
+ * esbuild into ES modules for the `nodejs24.x` runtime on arm64: the handler
+ * `index.mjs` and, with esbuild's `splitting`, one chunk per dynamic import
+ * under `chunks/` — each provider's implementation
+ * (`shared/providers/provider-loaders.ts`), the official Google client, the
+ * SSM client. A cold start loads `index.mjs` and then only the chunks its
+ * config needs: an SQS-only config never loads the Google stack (2.3 MB of
+ * code) or the CloudWatch client. serverless.yml packages
+ * {@link PACKAGED_FILES} of the output directory.
  *
  *   node infra/lambda/build.ts [--outdir dist/lambda] [--config bridge.yaml]
  *
@@ -58,7 +64,15 @@ export const ESBUILD_TARGET = "node24";
  * the bundle, the licence notices of what it bundles, the optional config.
  * The source map and `meta.json` stay behind for local debugging.
  */
-export const PACKAGED_FILES = ["index.mjs", "index.mjs.LEGAL.txt", "bridge.yaml"] as const;
+export const PACKAGED_FILES = ["index.mjs", "index.mjs.LEGAL.txt", "bridge.yaml", "chunks/*.mjs", "chunks/*.LEGAL.txt"] as const;
+
+/** Directory of the split chunks inside the output directory. */
+export const CHUNK_DIR = "chunks";
+
+/** Whether `name` (a path relative to the output directory, `/`-separated) is one of {@link PACKAGED_FILES} (`*` matches within one path segment). */
+export function isPackaged(name: string): boolean {
+  return PACKAGED_FILES.some((pattern) => new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`).test(name));
+}
 
 /**
  * Bundled modules allowed to refer to `__dirname`/`__filename`, with why
@@ -101,9 +115,9 @@ export interface LambdaBuild {
   bytes: number;
   /** size of `index.mjs` gzip-compressed, bytes */
   gzipBytes: number;
-  /** every file written (not `meta.json`), with sizes */
+  /** every file written (not `meta.json`), with sizes; chunks as `chunks/NAME` */
   files: ArtifactFile[];
-  /** bytes each npm package (or `(bridge)` for this repository) contributes to `index.mjs`, largest first */
+  /** bytes each npm package (or `(bridge)` for this repository) contributes to `index.mjs` (not the chunks), largest first */
   packages: [string, number][];
   metafile: Metafile;
 }
@@ -141,7 +155,12 @@ export async function buildLambda(options: { outdir: string; config?: string }):
   const result = await build({
     absWorkingDir: ROOT,
     entryPoints: [join(ROOT, "functions/lambda.ts")],
-    outfile: entry,
+    outdir,
+    entryNames: "index",
+    chunkNames: `${CHUNK_DIR}/[name]-[hash]`,
+    outExtension: { ".js": ".mjs" },
+    // every dynamic import() becomes a chunk loaded only when reached
+    splitting: true,
     bundle: true,
     platform: "node",
     target: ESBUILD_TARGET,
@@ -164,8 +183,8 @@ export async function buildLambda(options: { outdir: string; config?: string }):
   }
   writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
   if (options.config) copyFileSync(options.config, join(outdir, "bridge.yaml"));
-  const files = readdirSync(outdir)
-    .filter((name) => name !== "meta.json")
+  const files = readdirSync(outdir, { recursive: true, encoding: "utf8" })
+    .filter((name) => name !== "meta.json" && name !== CHUNK_DIR)
     .sort()
     .map((name): ArtifactFile => {
       const data = readFileSync(join(outdir, name));
@@ -173,9 +192,8 @@ export async function buildLambda(options: { outdir: string; config?: string }):
     });
   const main = files.find((f) => f.name === "index.mjs")!;
   const sizes = new Map<string, number>();
-  for (const output of Object.values(result.metafile.outputs)) {
-    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) sizes.set(packageOf(input), (sizes.get(packageOf(input)) ?? 0) + bytesInOutput);
-  }
+  const entryOutput = Object.entries(result.metafile.outputs).find(([name]) => name.endsWith("/index.mjs") || name === "index.mjs")![1];
+  for (const [input, { bytesInOutput }] of Object.entries(entryOutput.inputs)) sizes.set(packageOf(input), (sizes.get(packageOf(input)) ?? 0) + bytesInOutput);
   const packages = [...sizes].sort((a, b) => b[1] - a[1]);
   return { outdir, entry, bytes: main.bytes, gzipBytes: main.gzipBytes, files, packages, metafile: result.metafile };
 }
@@ -190,11 +208,14 @@ async function main(): Promise<void> {
   const out = await buildLambda({ outdir: values.outdir, ...(values.config ? { config: values.config } : {}) });
   const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
   console.log(`Lambda artifact (${LAMBDA_RUNTIME}, arm64): ${out.outdir}`);
-  for (const f of out.files) console.log(`  ${f.name} ${kib(f.bytes)} / gzip ${kib(f.gzipBytes)}`);
-  const packaged = PACKAGED_FILES.flatMap((name) => out.files.filter((f) => f.name === name));
+  for (const f of out.files.filter((f) => !f.name.startsWith(`${CHUNK_DIR}/`))) console.log(`  ${f.name} ${kib(f.bytes)} / gzip ${kib(f.gzipBytes)}`);
+  const chunks = out.files.filter((f) => f.name.startsWith(`${CHUNK_DIR}/`) && f.name.endsWith(".mjs"));
+  const chunkSum = (key: "bytes" | "gzipBytes") => chunks.reduce((n, f) => n + f[key], 0);
+  console.log(`  ${CHUNK_DIR}/ (${chunks.length} chunks, loaded on demand): ${kib(chunkSum("bytes"))} / gzip ${kib(chunkSum("gzipBytes"))}`);
+  const packaged = out.files.filter((f) => isPackaged(f.name));
   const sum = (key: "bytes" | "gzipBytes") => packaged.reduce((n, f) => n + f[key], 0);
   console.log(
-    `  packaged (${packaged.map((f) => f.name).join(", ")}): ${kib(sum("bytes"))} / gzip ${kib(sum("gzipBytes"))} (Lambda's limits: 50 MiB zipped, 250 MiB unzipped)`,
+    `  packaged (${PACKAGED_FILES.join(", ")}; ${packaged.length} files): ${kib(sum("bytes"))} / gzip ${kib(sum("gzipBytes"))} (Lambda's limits: 50 MiB zipped, 250 MiB unzipped)`,
   );
   console.log(`  largest in index.mjs: ${out.packages.slice(0, 6).map(([p, n]) => `${p} ${kib(n)}`).join(", ")}`);
   if (values.config) console.log(`  config ${values.config} → bridge.yaml`);

@@ -35,6 +35,14 @@ export interface ProviderEntry {
   load(): Promise<ProviderModule<any, any>>;
 }
 
+/**
+ * The entry of a provider whose implementation is bundled in statically
+ * (the Worker's tables: `infra/worker/providers.ts`, `infra/worker/build.ts`).
+ */
+export function bundledEntry(module: ProviderModule<any, any>): ProviderEntry {
+  return { providerSchema: module.providerSchema, querySchema: module.querySchema, load: async () => module };
+}
+
 /** The provider types this build holds, in table order. */
 export function builtProviderTypes(): string[] {
   return Object.keys(PROVIDERS);

@@ -1,0 +1,172 @@
+/**
+ * Build the Cloudflare Worker with only the providers a config uses.
+ *
+ *   node infra/worker/build.ts [--providers aws-sqs,…] [--config FILE] [--all] [--outdir dist/worker] [-- WRANGLER_ARGS…]
+ *
+ * `npm run build:worker` (plain `wrangler deploy --dry-run`) bundles every
+ * provider (wrangler.toml `[alias]` → `infra/worker/providers.ts`), which a
+ * Worker whose config comes from the `BRIDGE_CONFIG` secret needs: the
+ * secret is not known at build time. This script bundles a table of only
+ * the chosen providers instead, so the others' code (their cloud clients)
+ * is not in the script at all; a config naming another provider is then
+ * answered with a 500 Status saying the provider is not in this build. The
+ * set is, first found:
+ * 1. `--providers LIST` (comma-separated types, e.g. `aws-sqs`);
+ * 2. `--config FILE` — the types of the config's `providers:` (validated
+ *    here: an invalid config fails the build with its located messages);
+ * 3. the config bundled in `infra/worker/bridge.yaml`, if it holds one;
+ * 4. every provider (`--all` forces this).
+ *
+ * It writes the table to `.cache/worker-build/providers-<types>.ts` and runs
+ * `wrangler deploy --dry-run --outdir OUTDIR --alias
+ * ./provider-loaders.ts:<table>` with telemetry off and wrangler's state in
+ * the work tree; arguments after `--` go to wrangler (e.g. `--metafile`).
+ * To deploy, run `wrangler deploy --alias ./provider-loaders.ts:<table>`
+ * with the table path it prints. Prints wrangler's own size line.
+ */
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs, promisify } from "node:util";
+import { loadConfig } from "../../shared/config/config.ts";
+import { parseYamlDocuments } from "../../shared/config/yaml.ts";
+import { PROVIDER_TYPES } from "../../shared/providers/registry.ts";
+
+const exec = promisify(execFile);
+
+/** Repository root. */
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The import specifier `shared/providers/registry.ts` loads its table from; the alias key. */
+export const TABLE_SPECIFIER = "./provider-loaders.ts";
+
+/** Each provider type's implementation: module path (from the repository root) and export name. */
+export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; name: string }>> = {
+  "aws-sqs": { path: "shared/providers/aws-sqs/index.ts", name: "sqsModule" },
+  "aws-cloudwatch": { path: "shared/providers/aws-cloudwatch/index.ts", name: "cloudWatchModule" },
+  "gcp-monitoring": { path: "shared/providers/gcp-monitoring/index.ts", name: "monitoringModule" },
+};
+
+/**
+ * The provider types used by the config text `text` (validated).
+ *
+ * @throws ConfigError when the config is invalid (every problem, located)
+ */
+export function providersOfConfig(text: string, source: string): string[] {
+  const { config } = loadConfig(text, source);
+  return [...new Set(Object.values(config.providers).map((p) => p.type))].sort();
+}
+
+/**
+ * The source of a provider table holding `types` only, for a file in `dir`
+ * (implementations imported statically, see `infra/worker/providers.ts`).
+ *
+ * @throws Error naming an unknown type
+ */
+export function providerTable(types: readonly string[], dir: string): string {
+  const imports: string[] = [];
+  const entries: string[] = [];
+  for (const [i, type] of types.entries()) {
+    const impl = PROVIDER_IMPLEMENTATIONS[type];
+    if (impl === undefined) throw new Error(`unknown provider type "${type}" (known: ${PROVIDER_TYPES.join(", ")})`);
+    imports.push(`import { ${impl.name} as m${i} } from ${JSON.stringify(relative(dir, join(ROOT, impl.path)))};`);
+    entries.push(`  ${JSON.stringify(type)}: bundledEntry(m${i}),`);
+  }
+  return [
+    `// Written by infra/worker/build.ts: the Worker's provider table with ${types.join(", ") || "no provider"} only.`,
+    `import { bundledEntry } from ${JSON.stringify(relative(dir, join(ROOT, "shared/providers/registry.ts")))};`,
+    ...imports,
+    "export const PROVIDERS = {",
+    ...entries,
+    "};",
+    "",
+  ].join("\n");
+}
+
+/** What {@link buildWorker} produced. */
+export interface WorkerBuildResult {
+  /** the provider types bundled */
+  providers: string[];
+  /** the table file passed to wrangler's `--alias` */
+  table: string;
+  /** the directory holding `worker.js` */
+  outdir: string;
+  /** wrangler's `Total Upload: … / gzip: …` line */
+  sizeLine: string;
+  /** wrangler's gzip figure, bytes (KiB as wrangler prints it × 1024) */
+  gzipBytes: number;
+}
+
+/**
+ * Bundle the Worker with the providers `types` (all of {@link PROVIDER_TYPES} when undefined).
+ *
+ * @param options.outdir where wrangler writes `worker.js`
+ * @param options.wranglerArgs extra arguments for `wrangler deploy --dry-run`
+ * @throws Error with wrangler's output when the build fails
+ */
+export async function buildWorker(options: { types?: readonly string[]; outdir: string; wranglerArgs?: readonly string[] }): Promise<WorkerBuildResult> {
+  const types = [...(options.types ?? PROVIDER_TYPES)];
+  const dir = join(ROOT, ".cache/worker-build");
+  mkdirSync(dir, { recursive: true });
+  const table = join(dir, `providers-${types.length > 0 ? types.join("+") : "none"}.ts`);
+  writeFileSync(table, providerTable(types, dir));
+  const args = ["deploy", "--dry-run", "--outdir", options.outdir, "--alias", `${TABLE_SPECIFIER}:${table}`, ...(options.wranglerArgs ?? [])];
+  const env = {
+    ...process.env,
+    PATH: `${join(ROOT, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+    WRANGLER_SEND_METRICS: "false",
+    XDG_CONFIG_HOME: process.env["XDG_CONFIG_HOME"] ?? join(ROOT, ".xdg/config"),
+  };
+  let output: string;
+  try {
+    const r = await exec(join(ROOT, "node_modules/.bin/wrangler"), args, { cwd: ROOT, env, maxBuffer: 16 << 20 });
+    output = r.stdout + r.stderr;
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`wrangler failed: ${e.message}\n${e.stdout ?? ""}${e.stderr ?? ""}`);
+  }
+  const sizeLine = /Total Upload: [\d.]+ KiB \/ gzip: ([\d.]+) KiB/.exec(output);
+  if (sizeLine === null) throw new Error(`wrangler printed no size line:\n${output}`);
+  return { providers: types, table, outdir: options.outdir, sizeLine: sizeLine[0], gzipBytes: Math.round(Number(sizeLine[1]) * 1024) };
+}
+
+/** The provider types the bundled `infra/worker/bridge.yaml` uses, or undefined when it holds no config. */
+function bundledConfigProviders(): string[] | undefined {
+  const path = join(ROOT, "infra/worker/bridge.yaml");
+  const text = readFileSync(path, "utf8");
+  if (parseYamlDocuments(text, path).length === 0) return undefined;
+  return providersOfConfig(text, path);
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      providers: { type: "string" },
+      config: { type: "string" },
+      all: { type: "boolean", default: false },
+      outdir: { type: "string", default: join(ROOT, "dist/worker") },
+    },
+  });
+  let types: string[] | undefined;
+  let why: string;
+  if (values.all) [types, why] = [undefined, "--all"];
+  else if (values.providers !== undefined) [types, why] = [values.providers.split(",").map((t) => t.trim()).filter((t) => t !== ""), "--providers"];
+  else if (values.config !== undefined) [types, why] = [providersOfConfig(readFileSync(values.config, "utf8"), values.config), values.config];
+  else [types, why] = [bundledConfigProviders(), "infra/worker/bridge.yaml"];
+  if (types === undefined && why !== "--all") why = "no bundled config: every provider";
+  const out = await buildWorker({ ...(types !== undefined ? { types } : {}), outdir: values.outdir, wranglerArgs: positionals });
+  console.log(`Worker with providers ${out.providers.join(", ")} (${why}): ${out.outdir}`);
+  console.log(`  ${out.sizeLine}`);
+  console.log(`  provider table: ${relative(ROOT, out.table)} (deploy: wrangler deploy --alias ${TABLE_SPECIFIER}:./${relative(ROOT, out.table)})`);
+}
+
+if (import.meta.main) {
+  try {
+    await main();
+  } catch (err) {
+    console.error((err as Error).message);
+    process.exit(2);
+  }
+}
