@@ -1,0 +1,111 @@
+/**
+ * A Worker built for the providers its config uses (`infra/worker/build.ts`):
+ * the other providers' code is not in the script, it still serves its own
+ * provider's reads in workerd, and a config naming a provider left out is
+ * answered with a 500 Status saying so. The default build (`npm run
+ * build:worker`) holds every provider. Sizes are printed, and compared only
+ * with each other (a figure is never asserted).
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PROVIDER_IMPLEMENTATIONS, providersOfConfig, providerTable, TABLE_SPECIFIER } from "../infra/worker/build.ts";
+import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
+import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
+import { PROVIDER_TYPES } from "../shared/providers/registry.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { buildWorker, ROOT, startWorker, type WorkerBuild } from "./helpers/worker.ts";
+
+const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
+/** Bundled inputs that belong to the CloudWatch and Cloud Monitoring providers only. */
+const OTHER_PROVIDERS = /shared\/providers\/(aws-cloudwatch|gcp-monitoring)\/index\.ts$|shared\/providers\/gcp-monitoring\/rest\.ts$|shared\/providers\/gcp\/token\.ts$|node_modules\/@aws-sdk\/client-cloudwatch\//;
+
+function inputsOf(build: WorkerBuild): string[] {
+  const meta = JSON.parse(readFileSync(join(build.outdir, "bundle-meta.json"), "utf8")) as { inputs: Record<string, unknown> };
+  return Object.keys(meta.inputs);
+}
+
+function gzipKiB(build: WorkerBuild): number {
+  return Number(/Total Upload: [\d.]+ KiB \/ gzip: ([\d.]+) KiB/.exec(build.output)![1]);
+}
+
+function sqsConfig(endpoint: string): string {
+  return `${sqsConfigHead(endpoint)}metrics:
+  - name: queue_messages_ready
+    provider: sqs
+    query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }
+`;
+}
+
+describe("Worker built for the providers its config uses", () => {
+  let sqs: Emulator;
+  let all: WorkerBuild;
+  let sqsOnly: WorkerBuild;
+
+  beforeAll(async () => {
+    const dir = join(ROOT, ".cache/worker-build");
+    mkdirSync(dir, { recursive: true });
+    const table = join(dir, "providers-test-aws-sqs.ts");
+    writeFileSync(table, providerTable(["aws-sqs"], dir));
+    sqs = await startEmulator();
+    await sqs.add("worker_tasks", 7);
+    [all, sqsOnly] = await Promise.all([buildWorker(), buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, "--metafile"] })]);
+  }, 180_000);
+  afterAll(async () => {
+    await sqs?.stop();
+  });
+
+  it("every provider type has an entry in each table and an implementation for the build script", () => {
+    expect(Object.keys(PROVIDERS)).toEqual([...PROVIDER_TYPES]);
+    expect(Object.keys(WORKER_PROVIDERS)).toEqual([...PROVIDER_TYPES]);
+    expect(Object.keys(PROVIDER_IMPLEMENTATIONS)).toEqual([...PROVIDER_TYPES]);
+    expect(() => providerTable(["aws-sqs", "carrier-pigeon"], ROOT)).toThrow(/unknown provider type "carrier-pigeon"/);
+  });
+
+  it("takes the provider set from a config, validating it", () => {
+    const text = readFileSync(join(ROOT, "infra/examples/aws-sqs.yaml"), "utf8");
+    expect(providersOfConfig(text, "aws-sqs.yaml")).toEqual(["aws-sqs"]);
+    expect(() => providersOfConfig(text.replace("type: aws-sqs", "type: carrier-pigeon"), "bad.yaml")).toThrow(/bad\.yaml:\d+:\d+: providers\.\S+\.type: unknown provider type "carrier-pigeon"/);
+  });
+
+  it("the SQS-only script holds no other provider's code; the default one holds every provider", () => {
+    const sqsInputs = inputsOf(sqsOnly);
+    expect(sqsInputs.filter((i) => OTHER_PROVIDERS.test(i))).toEqual([]);
+    expect(sqsInputs.some((i) => i.endsWith("shared/providers/aws-sqs/index.ts"))).toBe(true);
+    expect(sqsInputs.some((i) => i.includes("node_modules/@aws-sdk/client-sqs/"))).toBe(true);
+    const allInputs = inputsOf(all);
+    for (const type of PROVIDER_TYPES) expect(allInputs.some((i) => i.endsWith(`shared/providers/${type}/index.ts`)), type).toBe(true);
+    expect(allInputs.some((i) => OTHER_PROVIDERS.test(i))).toBe(true);
+    console.log(`Worker gzip (wrangler): every provider ${gzipKiB(all)} KiB, aws-sqs only ${gzipKiB(sqsOnly)} KiB`);
+    expect(gzipKiB(sqsOnly)).toBeLessThan(gzipKiB(all));
+  });
+
+  it("the SQS-only Worker serves SQS reads in workerd", async () => {
+    const worker = await startWorker(sqsConfig(sqs.endpoint), {}, { build: sqsOnly });
+    try {
+      const res = await worker.request(`${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`);
+      const body = (await res.json()) as any;
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      expect(body.items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it("a config naming a provider left out of the build is a 500 Status naming it and the build's providers", async () => {
+    const text = `${sqsConfig(sqs.endpoint)}  - name: backlog
+    provider: gcp
+    query: { metricType: pubsub.googleapis.com/subscription/num_undelivered_messages }
+`.replace("providers:\n", "providers:\n  gcp: { type: gcp-monitoring, project: p, credentials: { source: environment } }\n");
+    const worker = await startWorker(text, {}, { build: sqsOnly });
+    try {
+      const res = await worker.request(`${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`);
+      const body = (await res.json()) as any;
+      expect(res.status).toBe(500);
+      expect(body).toMatchObject({ kind: "Status", code: 500 });
+      expect(body.message).toMatch(/providers\.gcp\.type: provider type "gcp-monitoring" is not in this build \(it holds: aws-sqs\)/);
+    } finally {
+      await worker.close();
+    }
+  });
+});
