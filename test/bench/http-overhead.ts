@@ -73,6 +73,7 @@ import {
   frontProxyClient,
   get,
   killChildren,
+  servingPems,
   node,
   NAMESPACE,
   spawnChild,
@@ -310,7 +311,7 @@ async function httpsScenarios(settings: Settings, fauxqs: Child, seriesPath: (i:
   const client = await frontProxyClient();
   const target = (url: string, path: (i: number) => string) => ({ url, path, headers: client.headers, tls: client.tls });
   {
-    const b = await spawnChild("hono-https", {});
+    const b = await spawnChild("hono-https", await servingPems());
     await expectValue("baseline B", await client.get(`${b.url}${trivialPath()}`, b.info["caPem"]!), "1");
     await scenario(BASELINE_B, target(b.url, trivialPath), [node(b, "hono")], settings);
     await b.stop();

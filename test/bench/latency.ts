@@ -36,6 +36,7 @@ import {
   expectValue,
   frontProxyClient,
   killChildren,
+  servingPems,
   NAMESPACE,
   node,
   spawnChild,
@@ -101,7 +102,7 @@ async function main(): Promise<void> {
 
   const fauxqs = await spawnChild("fauxqs", { series });
   await measure("B: trivial Hono (HTTPS, client cert)", async () => {
-    const b = await spawnChild("hono-https", {});
+    const b = await spawnChild("hono-https", await servingPems());
     const caPem = b.info["caPem"]!;
     await expectValue("baseline B", await client.get(`${b.url}${seriesPath(0)}`, caPem), "1");
     return { url: b.url, caPem, measured: [node(b, "hono")], stop: () => b.stop() };

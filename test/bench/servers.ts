@@ -7,23 +7,20 @@
  *
  * Roles ({@link startRole}): `fauxqs` (the SQS emulator with `series`
  * queues `bench-q<i>` holding i + 1 messages), `hono-http` / `hono-https`
- * (trivial Hono routes answering a fixed ExternalMetricValueList; the HTTPS
- * one with the proxy's TLS setup: generated serving certificate,
- * `requestCert`, TLS ≥ 1.2), `bridge` (`functions/node.ts` on fauxqs with a
+ * (test/bench/trivial.ts; the HTTPS one with PEMs from {@link servingPems}), `bridge` (`functions/node.ts` on fauxqs with a
  * realistic policy set) and `proxy` (`shared/proxy` through
  * `test/proxy.harness.ts`, with the fake Kubernetes API). Everything listens
  * on 127.0.0.1 only.
  */
 import { fork, type ChildProcess } from "node:child_process";
-import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { serve, getRequestListener, type ServerType } from "@hono/node-server";
-import { Hono } from "hono";
+import { serve, type ServerType } from "@hono/node-server";
 import { closeServer } from "../helpers/http.ts";
+import { startTrivialHttps, trivialApp, V1 } from "./trivial.ts";
 
 const ROLE_MAIN = fileURLToPath(new URL("./serve-role.ts", import.meta.url));
-export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
+export { V1 };
 export const NAMESPACE = "team-bench";
 export const HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
 
@@ -46,19 +43,6 @@ export interface Started {
   info?: Record<string, string>;
   stats?: () => Record<string, number>;
   close(): Promise<void>;
-}
-
-/** The ExternalMetricValueList the trivial baselines answer: the bridge's answer's shape and size. */
-export function trivialApp(): Hono {
-  const app = new Hono();
-  const body = {
-    kind: "ExternalMetricValueList",
-    apiVersion: "external.metrics.k8s.io/v1beta1",
-    metadata: {},
-    items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "bench-q0" }, timestamp: "2026-01-01T00:00:00Z", value: "1" }],
-  };
-  app.get(`${V1}/namespaces/:namespace/:metric`, (c) => c.json(body));
-  return app;
 }
 
 function listenUrl(server: { address(): AddressInfo | string | null }, scheme: string): string {
@@ -144,21 +128,9 @@ export async function startRole(role: string, options: Record<string, unknown>):
       return { url: listenUrl(server, "http"), close: () => new Promise((r) => server.close(() => r())) };
     }
     case "hono-https": {
-      // The proxy's TLS setup (shared/proxy/server.ts): generated serving certificate, requestCert.
-      const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
-      const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
-      const listener = getRequestListener(trivialApp().fetch);
-      const server = https.createServer(
-        { cert: serving.certPem, key: serving.keyPem, requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.2", maxHeaderSize: 64 * 1024 },
-        (req, res) => void listener(req, res),
-      );
-      server.keepAliveTimeout = 65_000;
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-      return {
-        url: listenUrl(server, "https"),
-        info: { caPem: serving.caPem ?? "" },
-        close: () => closeServer(server),
-      };
+      // PEMs from the parent (servingPems), so this process loads nothing of the proxy: bare Node + Hono.
+      const { server, url } = await startTrivialHttps(options["certPem"] as string, options["keyPem"] as string);
+      return { url, info: { caPem: options["caPem"] as string }, close: () => closeServer(server) };
     }
     case "bridge": {
       const { startNodeServer } = await import("../../functions/node.ts");
@@ -472,4 +444,15 @@ export async function startProxyStack(
     throw err;
   }
   return { proxy, ...(bridge ? { bridge } : {}), measured: [node(proxy), ...(bridge ? [node(bridge)] : [])], stop };
+}
+
+/**
+ * A serving certificate as the proxy generates one (shared/proxy/tls.ts
+ * `loadServingMaterial` with `kind: generate`), made in THIS process: the
+ * `hono-https` role's options.
+ */
+export async function servingPems(): Promise<{ certPem: string; keyPem: string; caPem: string }> {
+  const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
+  const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
+  return { certPem: serving.certPem, keyPem: serving.keyPem, caPem: serving.caPem ?? "" };
 }

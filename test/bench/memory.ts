@@ -1,0 +1,289 @@
+/**
+ * `npm run bench:memory` (issue 11, P5): resident memory of the proxy holding
+ * 10,000 cached series, run AS THE IMAGE RUNS IT — the esbuild bundle of
+ * `npm run build:proxy` (`infra/proxy/build.ts`, built here into a temporary
+ * directory) started with the Node flags of the image's ENTRYPOINT
+ * (`imageNodeFlags()`, read from infra/Dockerfile) — against the fake
+ * Kubernetes API (test/fakes/kube-apiserver.ts, in this process) and a cached
+ * bridge (`functions/node.ts` on fauxqs, signed; test/bench/servers.ts).
+ * Baseline in the same run: bare Node + a trivial Hono route over HTTPS with
+ * the proxy's TLS setup (test/bench/trivial-https-main.ts, bundled by
+ * esbuild too and run with the same Node flags) serving the same reads.
+ *
+ * Method: 10,000 reads, each a distinct label selector (`queue in (a, b, c)`
+ * over 3-subsets of 50 queues, so each is its own cache entry and each
+ * bridge answer carries 3 items), sent open loop at 1,000 req/s
+ * (`test/bench/openloop.ts`) by the HPA controller's identity through the
+ * front-proxy certificate; proxy cache `ttlSeconds: 30, maxEntries: 10000`.
+ * Then a settling pause (5 s, the entries still cached). RSS is sampled from
+ * `/proc/<pid>/status` (VmRSS) every 250 ms; peak = max(samples, VmHWM).
+ * After the pause, 500 of the series are read again and must all be proxy
+ * cache hits (the proxy's own `/metrics`), proving the 10,000 entries are
+ * held. MB here = 2^20 bytes.
+ *
+ * Prints figures and writes report row `P5` and figure `p5-rss` when
+ * `BENCH_REPORT_DIR` is set; asserts nothing, but exits 1 when a read failed.
+ * `BENCH_QUICK=1`: 2,000 series at 1,000 req/s, 1 s pause (smoke test).
+ * Linux only (`/proc`).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net, { type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildProxy, imageNodeFlags } from "../../infra/proxy/build.ts";
+import { openLoop, type OpenLoopResult } from "./openloop.ts";
+import { writeReport } from "./report.ts";
+import { expectValue, frontProxyClient, HPA_USER, killChildren, NAMESPACE, servingPems, spawnChild, V1, type FrontProxyClient } from "./servers.ts";
+
+const QUICK = process.env["BENCH_QUICK"] === "1";
+const SERIES = QUICK ? 2_000 : 10_000;
+const QUEUES = 50;
+const RATE = 1000;
+const SETTLE_SECONDS = QUICK ? 1 : 5;
+const SAMPLE_MS = 250;
+const VERIFY = 500;
+const GOAL_MB = 100;
+const MB = 1024 * 1024;
+
+/** The i-th 3-subset of the queues 0…QUEUES-1 in lexicographic order (i < C(QUEUES, 3) = 19,600). */
+function subset(i: number): [number, number, number] {
+  let n = 0;
+  for (let a = 0; a < QUEUES; a++)
+    for (let b = a + 1; b < QUEUES; b++)
+      for (let c = b + 1; c < QUEUES; c++) if (n++ === i) return [a, b, c];
+  throw new Error(`subset ${i} out of range`);
+}
+
+/** Path of read i: a distinct selector naming three queues. */
+const SUBSETS = Array.from({ length: SERIES }, (_, i) => subset(i));
+const seriesPath = (i: number) =>
+  `${V1}/namespaces/${NAMESPACE}/queue_messages_ready?labelSelector=${encodeURIComponent(`queue in (${SUBSETS[i % SERIES]!.map((q) => `bench-q${q}`).join(", ")})`)}`;
+
+/** VmRSS and VmHWM of a process, bytes. */
+function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb("VmRSS"), peak: kb("VmHWM") };
+}
+
+/** What one measured server did. */
+interface Measurement {
+  label: string;
+  /** [seconds since the reads began, RSS bytes] */
+  samples: [number, number][];
+  atRest: number;
+  peak: number;
+  settled: number;
+  reads: OpenLoopResult;
+  note?: string;
+}
+
+/** Sample `pid`'s RSS while the reads run and during the pause. */
+async function measure(label: string, pid: number, url: string, caPem: string, client: FrontProxyClient): Promise<Measurement> {
+  const atRest = memoryOf(pid).rss;
+  const samples: [number, number][] = [];
+  const t0 = performance.now();
+  const sample = () => samples.push([Number(((performance.now() - t0) / 1000).toFixed(2)), memoryOf(pid).rss]);
+  sample();
+  const timer = setInterval(sample, SAMPLE_MS);
+  try {
+    const reads = await openLoop({ url, path: seriesPath, headers: client.headers, tls: client.tls, ca: caPem }, { rate: RATE, seconds: SERIES / RATE, connections: 64 });
+    await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000));
+    sample();
+    const m = memoryOf(pid);
+    return { label, samples, atRest, peak: Math.max(m.peak, ...samples.map((s) => s[1])), settled: m.rss, reads };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * Bundle test/bench/trivial-https-main.ts with esbuild (as the proxy's image
+ * bundle is made), run it with `flags` and a generated serving certificate,
+ * call `use` with its pid, URL and CA, then kill it.
+ *
+ * @throws Error when it does not print its URL within 30 s
+ */
+async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: number, url: string, caPem: string) => Promise<T>): Promise<T> {
+  const { build } = await import("esbuild");
+  const file = join(dir, "trivial-https.mjs");
+  await build({
+    entryPoints: [fileURLToPath(new URL("./trivial-https-main.ts", import.meta.url))],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    outfile: file,
+    logLevel: "warning",
+  });
+  const pems = await servingPems();
+  const child = spawn(process.execPath, [...flags, file], {
+    env: { ...process.env, TRIVIAL_CERT_PEM: pems.certPem, TRIVIAL_KEY_PEM: pems.keyPem },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the trivial HTTPS bundle did not start within 30 s")), 30_000);
+      child.stdout!.setEncoding("utf8").once("data", (line: string) => {
+        clearTimeout(timer);
+        resolve(line.trim());
+      });
+      child.once("exit", (code) => reject(new Error(`the trivial HTTPS bundle exited with ${code}`)));
+    });
+    return await use(child.pid!, url, pems.caPem);
+  } finally {
+    child.kill("SIGKILL");
+  }
+}
+
+/** The proxy's `proxy cache` counters from its /metrics (`…cache_requests_total{result=…}`). */
+async function cacheCounters(client: FrontProxyClient, url: string, caPem: string): Promise<Record<string, number>> {
+  const res = await client.get(`${url}/metrics`, caPem);
+  const out: Record<string, number> = {};
+  for (const m of res.text.matchAll(/^\w*cache_requests_total\{result="(\w+)"\} ([0-9.e+]+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const flags = imageNodeFlags();
+  const client = await frontProxyClient();
+  const dir = mkdtempSync(join(tmpdir(), "emb-bench-memory-"));
+  const failures: string[] = [];
+  let proxyProc: ChildProcess | undefined;
+  const { startFakeKubeApiServer } = await import("../fakes/kube-apiserver.ts");
+  const { writeFakeKubeconfig, eventually } = await import("../proxy.harness.ts");
+  const fake = await startFakeKubeApiServer();
+  try {
+    // Baseline: bare Node + Hono over HTTPS, bundled and run with the same Node flags, the same reads.
+    process.stderr.write(`· baseline: bare Node + Hono (HTTPS), ${SERIES} reads …\n`);
+    const base = await withTrivialBundle(dir, flags, (pid, url, caPem) => measure("bare Node + Hono (HTTPS)", pid, url, caPem, client));
+
+    process.stderr.write("· building the proxy bundle …\n");
+    const bundle = await buildProxy(join(dir, "dist"));
+    const fauxqs = await spawnChild("fauxqs", { series: QUEUES });
+    const bridge = await spawnChild("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 600, series: QUEUES, signingKeys: client.keys });
+    fake.setConfigMap("kube-system", "extension-apiserver-authentication", client.authData);
+    // RBAC: the HPA controller may list queue_messages_ready; GET /metrics is allowed here so the run can read the proxy's cache counters.
+    fake.authorize = (spec) => ({
+      allowed:
+        spec.user === HPA_USER &&
+        ((spec.resourceAttributes?.resource === "queue_messages_ready" && spec.resourceAttributes.verb === "list") ||
+          (spec.nonResourceAttributes?.path === "/metrics" && spec.nonResourceAttributes.verb === "get")),
+    });
+    const config = join(dir, "proxy.yaml");
+    writeFileSync(
+      config,
+      `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: ProxyConfig
+backends:
+  sqs: { url: "${bridge.url}", timeoutSeconds: 3 }
+routes:
+  - { metric: "queue_.*", backend: sqs }
+cache: { ttlSeconds: 30, maxEntries: 10000 }
+`,
+    );
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as AddressInfo).port;
+        s.close(() => resolve(p));
+      });
+    });
+    process.stderr.write(`· proxy (bundle, node ${flags.join(" ")}), ${SERIES} reads …\n`);
+    let stderr = "";
+    proxyProc = spawn(
+      process.execPath,
+      [...flags, bundle.file, "--config", config, "--kubeconfig", writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake), "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
+      { env: { ...process.env, BRIDGE_SIGNING_KEYS: client.keys, POD_NAMESPACE: "emb" }, stdio: ["ignore", "ignore", "pipe"] },
+    );
+    proxyProc.stderr!.on("data", (chunk: Buffer) => void (stderr = (stderr + chunk.toString("utf8")).slice(-4000)));
+    await eventually(() => fake.apiServices.has("v1beta1.external.metrics.k8s.io") || proxyProc!.exitCode !== null, 60_000, "the proxy registering its APIService");
+    if (proxyProc.exitCode !== null) throw new Error(`the proxy exited with ${proxyProc.exitCode}: ${stderr}`);
+    const api = fake.apiServices.get("v1beta1.external.metrics.k8s.io") as unknown as { spec: { caBundle: string } };
+    const caPem = Buffer.from(api.spec.caBundle, "base64").toString("utf8");
+    const url = `https://127.0.0.1:${port}`;
+    await expectValue("proxy, first series", await client.get(`${url}${seriesPath(0)}`, caPem), "1");
+    const proxy = await measure("proxy (image bundle)", proxyProc.pid!, url, caPem, client);
+    const before = await cacheCounters(client, url, caPem);
+    const step = Math.floor(SERIES / VERIFY);
+    const verify = await openLoop({ url, path: (i) => seriesPath(i * step), headers: client.headers, tls: client.tls, ca: caPem }, { rate: RATE, seconds: VERIFY / RATE, connections: 16 });
+    const after = await cacheCounters(client, url, caPem);
+    const hits = (after["hit"] ?? 0) - (before["hit"] ?? 0);
+    proxy.note = `cache: ${after["miss"] ?? 0} misses, ${after["coalesced"] ?? 0} coalesced over the run; ${VERIFY} series re-read after the pause: ${hits} cache hits`;
+    if (hits !== VERIFY || verify.ok !== VERIFY) failures.push(`re-reading ${VERIFY} series after the pause: ${hits} cache hits, ${verify.ok} ok (expected ${VERIFY}: the 10,000 entries are not all held)`);
+    proxyProc.kill("SIGTERM");
+    await bridge.stop();
+    await fauxqs.stop();
+
+    for (const m of [base, proxy]) {
+      const r = m.reads;
+      if (r.ok !== r.scheduled) failures.push(`${m.label}: ${r.ok} ok of ${r.scheduled}, ${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx`);
+    }
+    report(startedAt, flags, base, proxy, failures);
+  } finally {
+    proxyProc?.kill("SIGKILL");
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const mb = (bytes: number) => (bytes / MB).toFixed(0);
+
+function report(startedAt: Date, flags: string[], base: Measurement, proxy: Measurement, failures: string[]): void {
+  const lines = [
+    `Proxy memory with ${SERIES.toLocaleString("en-US")} cached series — ${startedAt.toISOString()}, Node ${process.version} ${flags.join(" ")} (MB = 2^20 bytes)`,
+    "",
+    "process | RSS at rest | peak RSS | settled RSS | reads ok | p99 ms",
+    ...[base, proxy].map((m) => `${m.label} | ${mb(m.atRest)} | ${mb(m.peak)} | ${mb(m.settled)} | ${m.reads.ok}/${m.reads.scheduled} | ${m.reads.p99.toFixed(1)}`),
+    ...(proxy.note ? ["", proxy.note] : []),
+  ];
+  console.log(lines.join("\n"));
+  writeReport({
+    bench: "memory",
+    startedAt: startedAt.toISOString(),
+    durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+    rows: [
+      {
+        id: "P5",
+        title: `proxy memory with ${SERIES.toLocaleString("en-US")} cached series (image bundle and flags)`,
+        goal: `≤ ${GOAL_MB} MB RSS`,
+        measured: `peak ${mb(proxy.peak)} MB, settled ${mb(proxy.settled)} MB, at rest ${mb(proxy.atRest)} MB`,
+        baseline: `bare Node + Hono HTTPS, same reads: peak ${mb(base.peak)} MB, settled ${mb(base.settled)} MB, at rest ${mb(base.atRest)} MB`,
+        met: failures.length === 0 && proxy.peak <= GOAL_MB * MB,
+        ratios: { peak_vs_baseline: proxy.peak / base.peak, settled_vs_baseline: proxy.settled / base.settled },
+        better: { peak_vs_baseline: "lower", settled_vs_baseline: "lower" },
+      },
+    ],
+    figures: [
+      {
+        id: "p5-rss",
+        title: `RSS over a run: ${SERIES.toLocaleString("en-US")} distinct reads at ${RATE} req/s, then ${SETTLE_SECONDS} s idle`,
+        kind: "line",
+        xLabel: "seconds since the first read",
+        yLabel: "RSS (MB)",
+        series: [base, proxy].map((m) => ({ name: m.label, points: m.samples.map(([t, rss]) => [t, Number((rss / MB).toFixed(1))] as [number, number]) })),
+      },
+    ],
+    notes: [
+      `${SERIES} reads, each a distinct selector (3 of ${QUEUES} queues), open loop at ${RATE} req/s over ≤ 64 keep-alive connections; RSS sampled every ${SAMPLE_MS} ms; settled = ${SETTLE_SECONDS} s after the last read. Node flags of the image: ${flags.join(" ") || "(none)"}.`,
+      ...[base, proxy].map((m) => `${m.label}: at rest ${mb(m.atRest)} MB, peak ${mb(m.peak)} MB, settled ${mb(m.settled)} MB; reads p50 ${m.reads.p50.toFixed(1)} ms, p99 ${m.reads.p99.toFixed(1)} ms.`),
+      ...(proxy.note ? [proxy.note] : []),
+      ...failures.map((f) => `FAILED: ${f}`),
+    ],
+  });
+  if (failures.length > 0) {
+    console.error(`\n${failures.join("\n")}\nThe figures above are not valid.`);
+    process.exitCode = 1;
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  console.error((err as Error).stack ?? err);
+  process.exitCode = 1;
+} finally {
+  killChildren();
+}

@@ -1,0 +1,11 @@
+/**
+ * "Bare Node + Hono over HTTPS" as one process, for the memory baseline of
+ * `npm run bench:memory` (bundled there by esbuild and run with the image's
+ * Node flags, as the proxy is): serves test/bench/trivial.ts with the
+ * certificate and key in `TRIVIAL_CERT_PEM` / `TRIVIAL_KEY_PEM`, prints its
+ * URL as one line on stdout, and runs until killed.
+ */
+import { startTrivialHttps } from "./trivial.ts";
+
+const { url } = await startTrivialHttps(process.env["TRIVIAL_CERT_PEM"] ?? "", process.env["TRIVIAL_KEY_PEM"] ?? "");
+process.stdout.write(`${url}\n`);

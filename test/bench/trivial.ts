@@ -1,0 +1,44 @@
+/**
+ * The trivial baselines of the HTTP benchmarks: a Hono route answering a
+ * fixed ExternalMetricValueList (the bridge's answer's shape and size), and
+ * the same over HTTPS with the proxy's TLS setup (shared/proxy/server.ts: a
+ * serving certificate, `requestCert` without rejecting, TLS ≥ 1.2, 64 KiB
+ * headers, 65 s keep-alive). Imports only Hono, @hono/node-server and
+ * node:https, so a process serving it is "bare Node + Hono".
+ */
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import { getRequestListener } from "@hono/node-server";
+import { Hono } from "hono";
+
+export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
+
+/** The trivial app: GET `/apis/external.metrics.k8s.io/v1beta1/namespaces/:namespace/:metric` → a fixed one-item list. */
+export function trivialApp(): Hono {
+  const app = new Hono();
+  const body = {
+    kind: "ExternalMetricValueList",
+    apiVersion: "external.metrics.k8s.io/v1beta1",
+    metadata: {},
+    items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "bench-q0" }, timestamp: "2026-01-01T00:00:00Z", value: "1" }],
+  };
+  app.get(`${V1}/namespaces/:namespace/:metric`, (c) => c.json(body));
+  return app;
+}
+
+/**
+ * Serve {@link trivialApp} over HTTPS on 127.0.0.1 (ephemeral port) with the
+ * proxy's TLS setup and the given serving certificate and key (PEM).
+ *
+ * @returns the server and its `https://127.0.0.1:<port>` URL
+ */
+export async function startTrivialHttps(certPem: string, keyPem: string): Promise<{ server: https.Server; url: string }> {
+  const listener = getRequestListener(trivialApp().fetch);
+  const server = https.createServer(
+    { cert: certPem, key: keyPem, requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.2", maxHeaderSize: 64 * 1024 },
+    (req, res) => void listener(req, res),
+  );
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { server, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
