@@ -28,13 +28,16 @@
  * handshake; we had to override that hook to pool connections. The library
  * cannot be loaded partially (its entry point imports every API group), so,
  * as issue 11 allows, it is replaced by this client for the calls we make.
+ * Result, same machine: the bundle (`node --max-old-space-size=96
+ * dist/proxy/main.mjs`, registered against the fake API, at rest) 122–127 MiB
+ * → 84 MiB RSS; bundle 8 052 KiB → 2 100 KiB (gzip 961 → 404 KiB).
  * The token source, TLS options and watch semantics follow client-go
  * (files cited where they are implemented).
  */
 import { readFileSync } from "node:fs";
 import https from "node:https";
 import type { IncomingMessage } from "node:http";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { delimiter, dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { TokenReviewer, TokenReviewResult } from "./authenticate.ts";
 import type { SubjectAccessReviewer, SubjectAccessReviewSpec } from "./authorize.ts";
@@ -573,6 +576,9 @@ export function kubeConfigFromFile(file: string): KubeClientConfig {
   try {
     doc = parseYaml(readFileSync(file, "utf8"));
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT" && file.includes(delimiter)) {
+      throw new Error(`kubeconfig ${file}: a list of kubeconfig files (KUBECONFIG=a${delimiter}b) is not supported; pass one file`);
+    }
     throw new Error(`kubeconfig ${file}: ${(err as Error).message}`);
   }
   const fail = (msg: string): never => {
