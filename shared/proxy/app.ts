@@ -37,7 +37,6 @@ import type { Authorizer } from "./authorize.ts";
 import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from "./forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import { requestInfo } from "./request-info.ts";
 import { requestIdFrom } from "../request-id.ts";
 
 /** What the app needs. */
@@ -62,6 +61,8 @@ type Env = {
     backend?: string;
     cache?: string;
     error?: StatusError;
+    /** the request URL, parsed once (authorization and the values route) */
+    url?: URL;
   };
 };
 
@@ -111,11 +112,13 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
 
   app.use("*", async (c, next) => {
     const started = performance.now();
-    const offered = c.req.header("x-request-id") ?? c.req.header("audit-id");
+    // Node's parsed headers when served by Node (a Headers object is built only for other callers).
+    const incoming = c.env?.incoming;
+    const offered = incoming ? headerText(incoming.headers["x-request-id"] ?? incoming.headers["audit-id"]) : (c.req.header("x-request-id") ?? c.req.header("audit-id"));
     const requestId = requestIdFrom(offered);
     c.set("requestId", requestId);
     c.set("kind", "other");
-    c.header("X-Request-Id", requestId);
+    // X-Request-Id is set by every answer's builder (send, text, /metrics): one plain header object, no Headers instance.
     await next();
     const code = c.res.status;
     const kind = c.get("kind");
@@ -163,13 +166,13 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   for (const path of ["/healthz", "/livez"]) {
     app.get(path, (c) => {
       c.set("kind", "probe");
-      return c.text("ok");
+      return text(c, "ok");
     });
   }
   app.get("/readyz", (c) => {
     c.set("kind", "probe");
     const reasons = deps.notReady();
-    return reasons.length === 0 ? c.text("ok") : c.text(`not ready: ${reasons.join("; ")}`, 503);
+    return reasons.length === 0 ? text(c, "ok") : text(c, `not ready: ${reasons.join("; ")}`, 503);
   });
 
   // Authentication and authorization of everything else.
@@ -192,9 +195,10 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     metrics.authentications.inc({ method: who.method });
     c.set("caller", who.caller);
     c.set("authn", who.method);
-    const info = requestInfo(c.req.method, new URL(c.req.url));
+    const url = new URL(c.req.url);
+    c.set("url", url);
     try {
-      const decision = await authorizer.authorize(who.caller, info, c.req.raw.signal);
+      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, url, c.req.raw.signal);
       metrics.authorizations.inc({ by: decision.by, decision: "allow" });
     } catch (err) {
       if (err instanceof StatusError && err.code === 403) metrics.authorizations.inc({ by: "review", decision: "deny" });
@@ -205,7 +209,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
 
   app.get("/metrics", async (c) => {
     c.set("kind", "metrics");
-    return c.body(await metrics.registry.metrics(), 200, { "Content-Type": metrics.registry.contentType });
+    return new Response(await metrics.registry.metrics(), { status: 200, headers: { "Content-Type": metrics.registry.contentType, "X-Request-Id": c.get("requestId") } });
   });
   app.get("/apis", (c) => send(c, json(apiGroupList())));
   app.get(`/apis/${GROUP}`, (c) => {
@@ -222,7 +226,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   app.get(`${DISCOVERY_PATH}/`, discovery);
 
   app.get(`${DISCOVERY_PATH}/*`, async (c) => {
-    const url = new URL(c.req.url);
+    const url = c.get("url") ?? new URL(c.req.url);
     const segments = url.pathname.split("/").slice(1); // apis, group, version, namespaces, ns, metric
     if (segments.length !== 6 || segments[3] !== "namespaces" || segments[4] === "") {
       throw notFound(`the server could not find the requested resource (${c.req.path})`);
@@ -251,16 +255,39 @@ function json(body: unknown): Answer {
   return { status: 200, body: JSON.stringify(body), headers: {} };
 }
 
+/** Headers every JSON answer sets itself; an answer's own headers of these names are dropped. */
+const OWN_HEADERS = new Set(["content-type", "cache-control", "x-request-id"]);
+
+/**
+ * The Response for an answer: JSON, `Cache-Control: no-store`, the request
+ * id, and the answer's extra headers (never `Retry-After` on a values path).
+ * Built with a plain header object, which @hono/node-server writes without
+ * creating a `Headers` instance.
+ */
 function send(c: Context<Env>, answer: Answer): Response {
-  const values = isValuesPath(c.req.path);
-  for (const [k, v] of Object.entries(answer.headers)) if (!(values && k.toLowerCase() === "retry-after")) c.header(k, v);
-  return c.body(answer.body, answer.status as 200, { "Content-Type": "application/json", "Cache-Control": "no-store" });
+  const headers: Record<string, string> = { "Content-Type": "application/json", "Cache-Control": "no-store", "X-Request-Id": c.get("requestId") };
+  for (const k in answer.headers) {
+    const name = k.toLowerCase();
+    if (OWN_HEADERS.has(name) || (name === "retry-after" && isValuesPath(c.req.path))) continue;
+    headers[k] = answer.headers[k]!;
+  }
+  return new Response(answer.body, { status: answer.status, headers });
+}
+
+/** A plain-text answer (probes) with the request id. */
+function text(c: Context<Env>, body: string, status = 200): Response {
+  return new Response(body, { status, headers: { "Content-Type": "text/plain; charset=UTF-8", "X-Request-Id": c.get("requestId") } });
 }
 
 /** Path + query of a URL (for callers without Node's raw request target). */
 function requestTarget(url: string): string {
   const u = new URL(url);
   return u.pathname + u.search;
+}
+
+/** A Node header value as `Headers.get` gives it (repeated values joined with ", "). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(", ") : value;
 }
 
 /** Fallback for non-Node callers (tests using `app.request`): headers as raw pairs. */

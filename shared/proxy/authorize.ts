@@ -16,11 +16,11 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { CoalescingCache } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
-import type { RequestInfo } from "./request-info.ts";
+import { requestInfo, type RequestInfo } from "./request-info.ts";
 
 /** Paths allowed without a review. */
 export const ALWAYS_ALLOW_PATHS = new Set(["/healthz", "/readyz", "/livez"]);
@@ -143,6 +143,29 @@ interface CachedDecision {
   at: number;
 }
 
+/**
+ * Bounds of the memo of prepared requests ({@link Authorizer.authorizeRequest}):
+ * entries, bytes (estimated: the key and URL as UTF-16 plus 1 KiB for the
+ * attributes, spec and hash; a request target is at most 16 KiB, app.ts).
+ */
+export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
+
+/** What is derived from one (caller, method, URL): attributes, then (lazily) the review spec and its cache key. */
+interface PreparedRequest {
+  info: RequestInfo;
+  spec: SubjectAccessReviewSpec | undefined;
+  key: string | undefined;
+  /** estimated size in the memo, bytes */
+  bytes: number;
+}
+
+/** The caller's whole identity as a memo key part (user, uid, groups, extra in key order). */
+function callerMemoKey(caller: Caller): string {
+  const extraKeys = Object.keys(caller.extra);
+  if (extraKeys.length === 0) return JSON.stringify([caller.user, caller.uid ?? "", caller.groups]);
+  return JSON.stringify([caller.user, caller.uid ?? "", caller.groups, extraKeys.sort().map((k) => [k, caller.extra[k]])]);
+}
+
 /** Sizes of the decision caches (for /metrics and tests). */
 export interface AuthorizerCacheStats {
   entries: number;
@@ -162,6 +185,9 @@ export class Authorizer {
   readonly #timeoutMs: number;
   /** counters for /metrics and tests */
   readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
+  /** (method, path + query, caller) → the request's attributes, review spec and cache key (see {@link authorizeRequest}) */
+  readonly #memo = new Map<string, PreparedRequest>();
+  #memoBytes = 0;
 
   constructor(options: AuthorizerOptions) {
     this.#review = options.review;
@@ -192,9 +218,14 @@ export class Authorizer {
    *   authorizer error with InternalError)
    */
   async decide(caller: Caller, info: RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
+    return this.#decide(caller, { info, spec: undefined, key: undefined, bytes: 0 }, signal);
+  }
+
+  async #decide(caller: Caller, prepared: PreparedRequest, signal?: AbortSignal): Promise<AuthorizationDecision> {
+    const info = prepared.info;
     if (ALWAYS_ALLOW_PATHS.has(info.path)) return { allowed: true, by: "path" };
     if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return { allowed: true, by: "group" };
-    const spec = reviewSpec(caller, info);
+    const spec = (prepared.spec ??= reviewSpec(caller, info));
     const load = async (loadSignal: AbortSignal): Promise<CachedDecision> => {
       this.stats.reviews++;
       const status = await this.#review(spec, loadSignal);
@@ -205,7 +236,7 @@ export class Authorizer {
     try {
       if (shouldCache(info)) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
-        const key = createHash("sha256").update(JSON.stringify(spec)).digest("hex");
+        const key = (prepared.key ??= hash("sha256", JSON.stringify(spec), "hex"));
         decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
         fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
         if (!isAllowed(decision.status) && this.#now() - decision.at > this.#deniedTtlMs) {
@@ -227,6 +258,45 @@ export class Authorizer {
     if (allowed) this.stats.allowed++;
     else this.stats.denied++;
     return { allowed, by: fromCache ? "cache" : "review", ...(decision.status.reason ? { reason: decision.status.reason } : {}) };
+  }
+
+  /**
+   * {@link authorize} for a request given by method and URL: the request's
+   * attributes (request-info.ts `requestInfo`, which parses the label
+   * selector) and the review's cache key are computed once per distinct
+   * (caller, method, path + query) and remembered in a memo bounded by
+   * {@link REQUEST_MEMO_BOUNDS} (least recently used dropped first); a
+   * remembered request costs one map lookup instead. The memo holds only
+   * what is derived from the request, never a decision: every call still
+   * goes through the decision cache and its TTLs.
+   *
+   * @throws StatusError 400 when the path is not valid percent-encoding; 403; 500 (as {@link authorize})
+   */
+  async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal): Promise<AuthorizationDecision> {
+    const memoKey = `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`;
+    let prepared = this.#memo.get(memoKey);
+    if (prepared === undefined) {
+      const info = requestInfo(method, url);
+      prepared = { info, spec: undefined, key: undefined, bytes: memoKey.length * 2 + url.href.length * 2 + 1024 };
+      this.#remember(memoKey, prepared);
+    } else {
+      // least recently used first: move to the end
+      this.#memo.delete(memoKey);
+      this.#memo.set(memoKey, prepared);
+    }
+    const decision = await this.#decide(caller, prepared, signal);
+    if (!decision.allowed) throw forbiddenError(caller, prepared.info, decision.reason);
+    return decision;
+  }
+
+  #remember(key: string, prepared: PreparedRequest): void {
+    this.#memo.set(key, prepared);
+    this.#memoBytes += prepared.bytes;
+    while (this.#memo.size > REQUEST_MEMO_BOUNDS.maxEntries || this.#memoBytes > REQUEST_MEMO_BOUNDS.maxBytes) {
+      const [oldest, value] = this.#memo.entries().next().value as [string, PreparedRequest];
+      this.#memo.delete(oldest);
+      this.#memoBytes -= value.bytes;
+    }
   }
 
   /**

@@ -45,7 +45,7 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { CoalescingCache, type CacheOutcome } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
@@ -79,6 +79,11 @@ export const PROBE_CALLER: Caller = Object.freeze({
   groups: ["system:authenticated"],
   extra: {},
 }) as Caller;
+
+/** Bounds of the Forwarder's route memo: entries, bytes (metric keys as UTF-16 plus 64 bytes each). */
+export const ROUTE_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 2 * 1024 * 1024 } as const;
+/** The route memo's value for a metric no route claims (backend names are DNS labels, never this). */
+const NO_ROUTE = "\u0000none";
 
 /** An answer ready to send. */
 export interface Answer {
@@ -133,6 +138,9 @@ export class Forwarder {
   #closed = false;
   /** metric names of the held discovery list (bounds the `metric` label) */
   #known = new Set<string>();
+  /** metric key → backend name (or {@link NO_ROUTE}), see {@link #route} */
+  readonly #routes = new Map<string, string>();
+  #routeBytes = 0;
 
   constructor(options: ForwarderOptions) {
     this.#config = options.config;
@@ -149,6 +157,26 @@ export class Forwarder {
       failureTtlMs: (err) => (typeof err === "object" && err !== null ? (BACKOFF.get(err) ?? 0) : 0),
     });
     this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The backend the routes pick for `key` (config.ts `routeFor`), remembered
+   * per metric key: the RE2 patterns run once per distinct metric, not per
+   * read. The memo is bounded ({@link ROUTE_MEMO_BOUNDS}: entries and bytes;
+   * cleared when full) and needs no expiry: routes never change while the
+   * proxy runs.
+   */
+  #route(key: string): string | undefined {
+    const known = this.#routes.get(key);
+    if (known !== undefined) return known === NO_ROUTE ? undefined : known;
+    const backend = routeFor(this.#config, key);
+    if (this.#routes.size >= ROUTE_MEMO_BOUNDS.maxEntries || this.#routeBytes + key.length * 2 > ROUTE_MEMO_BOUNDS.maxBytes) {
+      this.#routes.clear();
+      this.#routeBytes = 0;
+    }
+    this.#routes.set(key, backend ?? NO_ROUTE);
+    this.#routeBytes += key.length * 2 + 64;
+    return backend;
   }
 
   /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
@@ -172,7 +200,7 @@ export class Forwarder {
    *   caller's `signal.reason` when it aborts
    */
   async values(request: ValuesRequest, metric: { key: string; requested: string }): Promise<Answer> {
-    const backend = routeFor(this.#config, metric.key);
+    const backend = this.#route(metric.key);
     if (backend === undefined) {
       throw notFound(`external metric "${metric.requested}" is not served here: no route claims it and no passthrough backend is configured`, {
         name: metric.requested,
@@ -409,9 +437,13 @@ function backendUnavailable(message: string, cause?: unknown): StatusError {
   return new StatusError(503, message, undefined, cause === undefined ? undefined : { cause });
 }
 
-/** The values cache key: sha256 (hex) of the caller's whole identity, the backend and the path + query. */
+/**
+ * The values cache key: sha256 (hex) of the caller's whole identity, the
+ * backend and the path + query (`crypto.hash`, Node's one-shot digest: no
+ * Hash object per request).
+ */
 export function valuesKey(caller: Caller, backend: string, pathAndQuery: string): string {
-  return createHash("sha256").update(JSON.stringify([callerKey(caller), backend, pathAndQuery])).digest("hex");
+  return hash("sha256", JSON.stringify([callerKey(caller), backend, pathAndQuery]), "hex");
 }
 
 /**
