@@ -148,15 +148,30 @@ function unreviewedDirnameUsers(metafile: Metafile): string[] {
  *   module not in {@link DIRNAME_USERS} refers to `__dirname`/`__filename`
  */
 export async function buildLambda(options: { outdir: string; config?: string }): Promise<LambdaBuild> {
+  return bundleForNode({ ...options, source: "functions/lambda.ts", name: "index" });
+}
+
+/**
+ * Bundle one Node entry point the way the Lambda artifact is bundled (ES
+ * modules, `splitting`, the CommonJS banner, the `__dirname` review) into
+ * `outdir` (emptied first) as `<name>.mjs` plus `chunks/`. Also builds the
+ * Node server's artifact (`infra/node/build.ts`).
+ *
+ * @param options.source the entry point, relative to the repository root
+ * @param options.name the entry module's name without `.mjs`
+ * @throws as {@link buildLambda}
+ */
+export async function bundleForNode(options: { outdir: string; config?: string; source: string; name: string }): Promise<LambdaBuild> {
   const outdir = resolve(options.outdir);
   rmSync(outdir, { recursive: true, force: true });
   mkdirSync(outdir, { recursive: true });
-  const entry = join(outdir, "index.mjs");
+  const entryFile = `${options.name}.mjs`;
+  const entry = join(outdir, entryFile);
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: [join(ROOT, "functions/lambda.ts")],
+    entryPoints: [join(ROOT, options.source)],
     outdir,
-    entryNames: "index",
+    entryNames: options.name,
     chunkNames: `${CHUNK_DIR}/[name]-[hash]`,
     outExtension: { ".js": ".mjs" },
     // every dynamic import() becomes a chunk loaded only when reached
@@ -190,9 +205,9 @@ export async function buildLambda(options: { outdir: string; config?: string }):
       const data = readFileSync(join(outdir, name));
       return { name, bytes: data.length, gzipBytes: gzipSync(data, { level: 9 }).length };
     });
-  const main = files.find((f) => f.name === "index.mjs")!;
+  const main = files.find((f) => f.name === entryFile)!;
   const sizes = new Map<string, number>();
-  const entryOutput = Object.entries(result.metafile.outputs).find(([name]) => name.endsWith("/index.mjs") || name === "index.mjs")![1];
+  const entryOutput = Object.entries(result.metafile.outputs).find(([name]) => name.endsWith(`/${entryFile}`) || name === entryFile)![1];
   for (const [input, { bytesInOutput }] of Object.entries(entryOutput.inputs)) sizes.set(packageOf(input), (sizes.get(packageOf(input)) ?? 0) + bytesInOutput);
   const packages = [...sizes].sort((a, b) => b[1] - a[1]);
   return { outdir, entry, bytes: main.bytes, gzipBytes: main.gzipBytes, files, packages, metafile: result.metafile };
