@@ -134,6 +134,8 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
     server,
     close: () =>
       new Promise<void>((resolve, reject) => {
+        // background work of providers (CloudWatch refresh-ahead: its timer and refreshes in flight)
+        for (const provider of bridge.providers.values()) (provider as { close?: () => void }).close?.();
         server.close((err) => (err ? reject(err) : resolve()));
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       }),

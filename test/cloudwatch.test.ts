@@ -236,14 +236,16 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
     }
     const settled = (provider: CloudWatchProvider) => waitFor(() => provider.cache.inflight === 0, 2_000);
 
-    it("sequential reads of M recently read series cost ⌈M/500⌉ GetMetricData calls per round (0.9 × TTL), every read after the first pass a hit", async () => {
+    it("sequential reads of M recently read series cost ⌈M/500⌉ GetMetricData calls per round (0.9 × TTL), every read after the warm-up a hit", async () => {
       const queues = Array.from({ length: 510 }, (_, i) => `rq${i}`);
       queues.forEach((q, i) => cw.put(sqs(q), [{ at: NOW - 90_000, value: i }]));
-      // cacheTTLSeconds 10: rounds every 9 s; window 0 so the warm-up pass of 600 misses stays fast
-      const { bridge, clock, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE, "    batchWindowSeconds: 0"));
-      expect(await pass(bridge, clock, queues, 0)).toEqual(queues.map((_, i) => String(i)));
+      // cacheTTLSeconds 10: rounds every 9 s; timeoutSeconds 4: a 500-query call to the in-process fake on a busy machine
+      const { bridge, clock, provider } = bridgeWithClock(config(cw.endpoint, SQS_RULE).replace("timeoutSeconds: 0.5", "timeoutSeconds: 4"));
+      // warm-up: every series read once (concurrently, to keep the test short; 2 calls)
+      const first = await Promise.all(queues.map((q) => read(bridge, "sqs_visible", `queue=${q}`)));
+      expect(first.map((a) => a.body.items[0].value)).toEqual(queues.map((_, i) => String(i)));
       const warmUp = cw.getMetricDataCalls.length;
-      expect(warmUp).toBe(510); // one blocking read at a time: each first read is its own call
+      // then only blocking sequential reads, one series at a time
       for (let at = 4_500; at <= 40_500; at += 4_500) {
         const values = await pass(bridge, clock, queues, at);
         expect(values.filter((v, i) => v !== String(i))).toEqual([]);
@@ -252,7 +254,7 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
       // rounds at 9, 18, 27 and 36 s, each ⌈510/500⌉ = 2 calls of at most 500 queries
       const rounds = cw.getMetricDataCalls.slice(warmUp).map((c) => c.body.MetricDataQueries.length);
       expect(rounds.sort((a, b) => a - b)).toEqual([10, 10, 10, 10, 500, 500, 500, 500]);
-      expect(provider.cache.stats.loads - provider.cache.stats.refreshes).toBe(510); // no read after the first pass missed
+      expect(provider.cache.stats.loads - provider.cache.stats.refreshes).toBe(510); // no read after the warm-up missed
       // the timestamps keep the datapoint's real age, not the refresh time
       const a = await read(bridge, "sqs_visible", "queue=rq7");
       expect(a.body.items[0]).toMatchObject({ value: "7", timestamp: iso(NOW - 60_000) });
@@ -325,6 +327,23 @@ describe("aws-cloudwatch provider against the CloudWatch fake", () => {
       expect(provider.cache.stats.refreshes).toBe(1);
       expect(cw.getMetricDataCalls.length - calls).toBe(2); // 12 s and 30 s: TTL expiries, no refresh
       cw.hung.length = 0;
+    });
+
+    it("the Node server's close() stops refresh-ahead (real clock, real HTTP)", async () => {
+      cw.put(sqs("jobs"), [{ at: Date.now() - 90_000, value: 8 }]);
+      const { config: loaded } = loadConfig(config(cw.endpoint, SQS_RULE), "t.yaml");
+      const server = await startNodeServer({ config: loaded, port: 0, log: () => {}, env: { BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" } });
+      const provider = server.bridge.providers.get("cw") as CloudWatchProvider;
+      try {
+        for (let i = 0; i < 2; i++) {
+          const res = await fetch(`${server.url}${NS}/sqs_visible?labelSelector=queue%3Djobs`);
+          expect(res.status).toBe(200);
+        }
+        expect(provider.cache.refreshTimerArmed).toBe(true);
+      } finally {
+        await server.close();
+      }
+      expect(provider.cache.refreshTimerArmed).toBe(false);
     });
   });
 

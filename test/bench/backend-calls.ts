@@ -5,7 +5,7 @@
  * without the TTL cache, against the naive one-call-per-read baseline, all
  * in one run. Prints figures; asserts nothing.
  *
- *   npm run bench:backend-calls [-- --hpas 300 --series 60 --minutes 10 --ttl 30]
+ *   npm run bench:backend-calls [-- --hpas 300 --series 60 --minutes 5 --ttl 30 --p2-hpas 1000 --p2-series 100 --p2-minutes 10 --p2-only]
  *
  * Method: the real bridge app and the real providers (aws-sqs with the real
  * SDK against the fauxqs emulator; aws-cloudwatch with the real SDK against
@@ -55,7 +55,7 @@ const { values: args } = parseArgs({
   options: {
     hpas: { type: "string", default: "300" },
     series: { type: "string", default: "60" },
-    minutes: { type: "string", default: "10" },
+    minutes: { type: "string", default: "5" },
     ttl: { type: "string", default: "30" },
     "p2-hpas": { type: "string", default: "1000" },
     "p2-series": { type: "string", default: "100" },
