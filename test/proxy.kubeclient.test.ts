@@ -289,6 +289,7 @@ describe("kubeconfig", () => {
     expect(() => loadKubeConfig(provider)).toThrow(/users\[\]\.user\.auth-provider is not supported/);
     const proxied = writeKubeconfig("proxy.yaml", { token: "t" }, { "proxy-url": "http://127.0.0.1:3128" });
     expect(() => loadKubeConfig(proxied)).toThrow(/proxy-url is not supported/);
+    expect(() => loadKubeConfig(`${exec}:${proxied}`)).toThrow(/a list of kubeconfig files .* is not supported/);
   });
 });
 
