@@ -8,7 +8,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { dueCount, openLoop, percentile, scheduledOffsetMs, summarize } from "./bench/openloop.ts";
+import { closedLoop, dueCount, openLoop, percentile, scheduledOffsetMs, summarize } from "./bench/openloop.ts";
 import { closeServer } from "./helpers/http.ts";
 
 describe("schedule", () => {
@@ -107,5 +107,26 @@ describe("openLoop against a local server", () => {
     expect(refused.ok).toBe(0);
     expect(refused.errors).toBe(10);
     expect(refused.p99).toBeNaN();
+  });
+
+  it("closedLoop sends every request with at most `concurrency` in flight", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const seen: string[] = [];
+    server = http.createServer((req, res) => {
+      seen.push(req.url ?? "");
+      most = Math.max(most, ++inFlight);
+      setTimeout(() => {
+        inFlight--;
+        res.writeHead(200).end("{}");
+      }, 2);
+    });
+    await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
+    const r = await closedLoop({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, path: (i) => `/c/${i}` }, { requests: 60, concurrency: 4 });
+    expect(r.ok).toBe(60);
+    expect(r.count).toBe(60);
+    expect(new Set(seen).size).toBe(60);
+    expect(most).toBeLessThanOrEqual(4);
+    expect(most).toBeGreaterThan(1);
   });
 });

@@ -76,6 +76,7 @@ import {
   servingPems,
   node,
   NAMESPACE,
+  procMemory,
   spawnChild,
   startProxyStack,
   V1,
@@ -94,9 +95,8 @@ function procStats(pid: number, ticksPerSecond: number): ProcessStats {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14, 15 of proc(5))
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
-  return { cpuMicros: (ticks / ticksPerSecond) * 1e6, rss: kb("VmRSS"), maxRss: kb("VmHWM"), counters: {} };
+  const memory = procMemory(pid);
+  return { cpuMicros: (ticks / ticksPerSecond) * 1e6, rss: memory.rss, maxRss: memory.peak, counters: {} };
 }
 
 /** Pids of this process's children named `name` (Linux). */

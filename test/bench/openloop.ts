@@ -13,6 +13,9 @@
  * and sends it in bursts, and measures from the actual send, so queueing
  * behind a slow answer is not seen.
  *
+ * {@link closedLoop} is the other kind, for runs that must complete rather
+ * than measure latency: a fixed number of requests, a fixed number in flight.
+ *
  * Units: rates in requests per second, durations in seconds, latencies in
  * milliseconds. Nothing here asserts a figure.
  */
@@ -112,6 +115,65 @@ export function summarize(sorted: ArrayLike<number>): LatencySummary {
   };
 }
 
+/** How one request ended. */
+type Outcome = "ok" | "non2xx" | "error" | "timeout";
+
+/** A keep-alive client for `target`: at most `connections` sockets; each GET ends in exactly one {@link Outcome}. */
+function keepAliveClient(target: OpenLoopTarget, connections: number) {
+  const base = new URL(target.url);
+  const secure = base.protocol === "https:";
+  const agentOptions = { keepAlive: true, maxSockets: connections, scheduling: "fifo" as const };
+  const agent = secure
+    ? new https.Agent({ ...agentOptions, ...(target.tls ?? {}), ...(target.ca ? { ca: target.ca } : { rejectUnauthorized: false }) })
+    : new http.Agent(agentOptions);
+  const request = secure ? https.request : http.request;
+  return {
+    /** GET `path`; `done` is called once, with the outcome; a request unanswered `timeoutMs` after `since` (a performance.now() time) times out. */
+    get(path: string, since: number, timeoutMs: number, done: (outcome: Outcome) => void): void {
+      let finished = false;
+      const finish = (outcome: Outcome) => {
+        if (finished) return;
+        finished = true;
+        done(outcome);
+      };
+      const req = request(
+        { agent, host: base.hostname, port: base.port, path, method: "GET", headers: { accept: "application/json", ...target.headers } },
+        (res) => {
+          res.on("data", () => {});
+          res.on("end", () => finish(res.statusCode! >= 200 && res.statusCode! < 300 ? "ok" : "non2xx"));
+          res.on("error", () => finish("error"));
+        },
+      );
+      // From `since`, as the latency: a request stuck in the Agent's queue times out too.
+      const timer = setTimeout(() => {
+        finish("timeout");
+        req.destroy();
+      }, Math.max(1, since + timeoutMs - performance.now()));
+      req.on("close", () => clearTimeout(timer));
+      req.on("error", () => finish("error"));
+      req.end();
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+/** Outcome counters of a run. */
+interface Counts {
+  ok: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+/** Count `outcome`; returns whether it was ok. */
+function count(counts: Counts, outcome: Outcome): boolean {
+  if (outcome === "ok") counts.ok++;
+  else if (outcome === "non2xx") counts.non2xx++;
+  else if (outcome === "error") counts.errors++;
+  else counts.timeouts++;
+  return outcome === "ok";
+}
+
 /**
  * Send `rate × (warmupSeconds + seconds)` GET requests to `target` at a fixed
  * rate (request i due at t0 + i / rate) and measure each from its scheduled
@@ -124,70 +186,30 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
   const warmup = options.warmupSeconds ?? 0;
   if (!(rate > 0) || !(seconds > 0) || !(warmup >= 0)) throw new Error(`openLoop: rate and seconds must be > 0, warmupSeconds ≥ 0 (got ${rate}, ${seconds}, ${warmup})`);
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const base = new URL(target.url);
-  const secure = base.protocol === "https:";
-  const agentOptions = { keepAlive: true, maxSockets: options.connections ?? 64, scheduling: "fifo" as const };
-  const agent = secure
-    ? new https.Agent({ ...agentOptions, ...(target.tls ?? {}), ...(target.ca ? { ca: target.ca } : { rejectUnauthorized: false }) })
-    : new http.Agent(agentOptions);
-  const request = secure ? https.request : http.request;
+  const client = keepAliveClient(target, options.connections ?? 64);
 
   const firstMeasured = Math.round(rate * warmup);
   const total = firstMeasured + Math.round(rate * seconds);
   const measured = total - firstMeasured;
   const latencies = new Float64Array(measured);
   const sendLags = new Float64Array(measured);
-  let ok = 0;
-  let non2xx = 0;
-  let errors = 0;
-  let timeouts = 0;
+  const counts: Counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
   let settled = 0;
   let allSettled!: () => void;
   const done = new Promise<void>((r) => (allSettled = r));
-  const settle = () => {
-    if (++settled === total) allSettled();
-  };
 
   const t0 = performance.now() + 5;
   const send = (i: number) => {
     const scheduled = t0 + scheduledOffsetMs(i, rate);
     const counted = i >= firstMeasured;
     if (counted) sendLags[i - firstMeasured] = performance.now() - scheduled;
-    let finished = false;
-    const finish = (outcome: "ok" | "non2xx" | "error" | "timeout") => {
-      if (finished) return;
-      finished = true;
+    client.get(target.path(i), scheduled, timeoutMs, (outcome) => {
       if (counted) {
-        if (outcome === "ok") latencies[ok++] = performance.now() - scheduled;
-        else if (outcome === "non2xx") non2xx++;
-        else if (outcome === "error") errors++;
-        else timeouts++;
+        const at = counts.ok;
+        if (count(counts, outcome)) latencies[at] = performance.now() - scheduled;
       }
-      settle();
-    };
-    const req = request(
-      {
-        agent,
-        host: base.hostname,
-        port: base.port,
-        path: target.path(i),
-        method: "GET",
-        headers: { accept: "application/json", ...target.headers },
-      },
-      (res) => {
-        res.on("data", () => {});
-        res.on("end", () => finish(res.statusCode! >= 200 && res.statusCode! < 300 ? "ok" : "non2xx"));
-        res.on("error", () => finish("error"));
-      },
-    );
-    // From the scheduled time, as the latency: a request stuck in the Agent's queue times out too.
-    const timer = setTimeout(() => {
-      finish("timeout");
-      req.destroy();
-    }, Math.max(1, scheduled + timeoutMs - performance.now()));
-    req.on("close", () => clearTimeout(timer));
-    req.on("error", () => finish("error"));
-    req.end();
+      if (++settled === total) allSettled();
+    });
   };
 
   const cpu = process.cpuUsage();
@@ -203,21 +225,50 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
   const sentAll = performance.now();
   await done;
   const used = process.cpuUsage(cpu);
-  agent.destroy();
+  client.close();
   const measuredSeconds = (Math.max(sentAll, t0 + scheduledOffsetMs(total, rate)) - (t0 + scheduledOffsetMs(firstMeasured, rate))) / 1000;
-  const sorted = latencies.subarray(0, ok).sort();
+  const sorted = latencies.subarray(0, counts.ok).sort();
   const lags = sendLags.sort();
   return {
     ...summarize(sorted),
     scheduled: measured,
-    ok,
-    non2xx,
-    errors,
-    timeouts,
-    achievedRate: (ok + non2xx) / measuredSeconds,
+    ...counts,
+    achievedRate: (counts.ok + counts.non2xx) / measuredSeconds,
     sendLagP99: percentile(lags, 0.99),
     sendLagMax: percentile(lags, 1),
     loadgenCpu: (used.user + used.system) / 1e6 / ((performance.now() - t0) / 1000),
     latencies: sorted,
   };
+}
+
+/** What a {@link closedLoop} run did. */
+export interface ClosedLoopResult extends LatencySummary, Counts {
+  requests: number;
+  seconds: number;
+}
+
+/**
+ * Send requests 0…requests-1 to `target`, `concurrency` at a time (each
+ * worker sends its next request when the previous one ended): every request
+ * is sent however slow the server is, so it suits a run that must complete
+ * (a memory measurement), not a latency one. Latency runs from each send.
+ */
+export async function closedLoop(target: OpenLoopTarget, options: { requests: number; concurrency: number; timeoutMs?: number }): Promise<ClosedLoopResult> {
+  const client = keepAliveClient(target, options.concurrency);
+  const latencies = new Float64Array(options.requests);
+  const counts: Counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
+  const started = performance.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < options.requests) {
+      const path = target.path(next++);
+      const sent = performance.now();
+      const outcome = await new Promise<Outcome>((resolve) => client.get(path, sent, options.timeoutMs ?? 30_000, resolve));
+      const at = counts.ok;
+      if (count(counts, outcome)) latencies[at] = performance.now() - sent;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
+  client.close();
+  return { ...summarize(latencies.subarray(0, counts.ok).sort()), ...counts, requests: options.requests, seconds: (performance.now() - started) / 1000 };
 }

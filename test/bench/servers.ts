@@ -13,6 +13,7 @@
  * on 127.0.0.1 only.
  */
 import { fork, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { serve, type ServerType } from "@hono/node-server";
@@ -455,4 +456,16 @@ export async function servingPems(): Promise<{ certPem: string; keyPem: string; 
   const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
   const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
   return { certPem: serving.certPem, keyPem: serving.keyPem, caPem: serving.caPem ?? "" };
+}
+
+/**
+ * Resident memory of process `pid` from `/proc/<pid>/status` (Linux, proc(5)):
+ * current (`VmRSS`) and peak (`VmHWM`), bytes.
+ *
+ * @throws Error when the process does not exist (ENOENT)
+ */
+export function procMemory(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
