@@ -40,7 +40,7 @@ import {
 } from "./k8s/types.ts";
 import { decodeMetricName, discoveryName } from "./metric-name.ts";
 import { ANONYMOUS, type Caller } from "./identity.ts";
-import type { MetricRule, Provider, RuntimeEnv, Series } from "./providers/types.ts";
+import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
 
@@ -90,8 +90,27 @@ export interface AuthorizationRequest {
   selector: Selector;
 }
 
+/**
+ * A provider that can answer a read from its cache without I/O
+ * (`SeriesProvider.peek`, `./providers/series.ts`). On a cache hit the app
+ * serves the answer at once: no deadline timer, no AbortController, no
+ * race (issue 11 P1). Answers exactly what `query` would resolve to now.
+ */
+export interface CachedReads {
+  /**
+   * The series `query` would resolve to right now, when every one of them is
+   * a fresh cache hit; undefined when any needs a load (then the app calls
+   * `query` with its deadline). Synchronous, never starts a backend call.
+   *
+   * @throws StatusError 400/404 exactly as `query` would (label resolution)
+   */
+  peek(request: PlanRequest): Series[] | undefined;
+}
+
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const PREFIX = `/apis/${GROUP_VERSION}`;
+/** Context variable holding the request id (set by the first middleware). */
+const REQUEST_ID = "requestId" as never;
 
 /**
  * Build the bridge's Hono app.
@@ -113,9 +132,12 @@ export function createApp(options: BridgeOptions): Hono {
 
   app.use("*", async (c, next) => {
     const started = runtime.now();
-    const requestId = requestIdFrom(c.req.header("x-request-id"));
-    c.header("X-Request-Id", requestId);
+    const requestId = requestIdFrom(offeredRequestId(c));
+    c.set(REQUEST_ID, requestId as never);
     await next();
+    // Answers made by `json` carry the id in their plain header object (no
+    // `Headers` instance per request); any other answer gets it here.
+    if (!stamped.has(c.res)) c.header("X-Request-Id", requestId);
     const status = c.res.status;
     log({
       level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
@@ -155,14 +177,15 @@ export function createApp(options: BridgeOptions): Hono {
   app.get(`${PREFIX}/`, (c) => json(c, discovery));
 
   app.get(`${PREFIX}/*`, async (c) => {
-    const segments = rawSegments(c.req.url).slice(3); // drop apis, group, version
+    const url = new URL(c.req.url); // parsed once: path segments and query
+    const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
       throw notFound(`the server could not find the requested resource (${c.req.path})`);
     }
     const namespace = decodeNamespace(segments[1]!);
     const { requested, key } = decodeMetricName(segments[2]!);
     c.set("metricName" as never, requested as never);
-    const selector = readSelector(c.req.url);
+    const selector = readSelector(url);
     const rule = rules.get(key);
     if (rule === undefined) {
       throw notFound(`external metric "${requested}" is not defined by this bridge`, {
@@ -176,7 +199,10 @@ export function createApp(options: BridgeOptions): Hono {
       await options.authorize({ caller, namespace, metric: key, rule, selector });
     }
     const provider = providers.get(rule.provider)!;
-    const series = await queryWithDeadline(provider, { rule, selector, namespace }, c.req.raw.signal, deadlineMs);
+    const read = { rule, selector, namespace };
+    // A cache hit is answered synchronously: no deadline to arm, nothing to cancel.
+    const series =
+      (provider as Partial<CachedReads>).peek?.(read) ?? (await queryWithDeadline(provider, read, c.req.raw.signal, deadlineMs));
     if (series.length === 0) {
       throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
     }
@@ -220,16 +246,39 @@ export function createApp(options: BridgeOptions): Hono {
   return app;
 }
 
+/** Responses made by {@link json}: they already carry `X-Request-Id`. */
+const stamped = new WeakSet<Response>();
+
 /**
- * A JSON response with the headers every answer carries. `cacheControl` is
- * `no-store` (errors, discovery) unless a values answer says how long it
- * stays fresh (see {@link freshForSeconds}).
+ * A JSON response with the headers every answer carries: `Content-Type`,
+ * `Cache-Control` — `no-store` (errors, discovery) unless a values answer
+ * says how long it stays fresh (see {@link freshForSeconds}) — and
+ * `X-Request-Id`, plus `extra` (e.g. `Retry-After`). The headers are a plain
+ * object, which @hono/node-server writes without building a `Headers`.
  */
-function json(c: Context, body: unknown, code = 200, cacheControl = "no-store"): Response {
-  return c.body(JSON.stringify(body), code as 200, {
-    "Content-Type": "application/json",
-    "Cache-Control": cacheControl,
-  });
+function json(c: Context, body: unknown, code = 200, cacheControl = "no-store", extra?: Record<string, string>): Response {
+  const headers: Record<string, string> = { "Content-Type": "application/json", "Cache-Control": cacheControl };
+  const requestId = c.get(REQUEST_ID) as string | undefined;
+  if (requestId !== undefined) headers["X-Request-Id"] = requestId;
+  if (extra !== undefined) Object.assign(headers, extra);
+  const response = new Response(JSON.stringify(body), { status: code, headers });
+  stamped.add(response);
+  return response;
+}
+
+/**
+ * The `X-Request-Id` the client offered. On @hono/node-server it is read from
+ * Node's already parsed headers (`c.env.incoming`), so a request that needs
+ * no other header never builds a `Headers` object; elsewhere (workerd, the
+ * Lambda adapter, `app.request` in tests) from the Fetch `Request`.
+ */
+function offeredRequestId(c: Context): string | undefined {
+  const incoming = (c.env as { incoming?: { headers?: Record<string, string | string[] | undefined> } } | undefined)?.incoming;
+  if (incoming !== undefined && typeof incoming.headers === "object" && incoming.headers !== null) {
+    const value = incoming.headers["x-request-id"];
+    return typeof value === "string" ? value : undefined;
+  }
+  return c.req.header("x-request-id");
 }
 
 /**
@@ -247,13 +296,7 @@ export function freshForSeconds(series: readonly Series[], rule: MetricRule, now
 
 /** The Status response for an error, with `Retry-After` where set. */
 function statusResponse(c: Context, err: StatusError): Response {
-  for (const [k, v] of Object.entries(err.headers())) c.header(k, v);
-  return json(c, err.toStatus(), err.code);
-}
-
-/** The URL path split into raw (still percent-encoded) segments. */
-function rawSegments(url: string): string[] {
-  return new URL(url).pathname.split("/").slice(1);
+  return json(c, err.toStatus(), err.code, "no-store", err.headers());
 }
 
 /** Validate the namespace segment (a DNS-1123 label, apimachinery `pkg/util/validation`). */
@@ -275,13 +318,8 @@ function decodeNamespace(raw: string): string {
  * follows Go's `url.ParseQuery` (`+` is a space), which is how client-go
  * encodes it.
  */
-function readSelector(url: string): Selector {
-  let values: string[];
-  try {
-    values = new URL(url).searchParams.getAll("labelSelector");
-  } catch {
-    throw badRequest("the query string is not valid");
-  }
+function readSelector(url: URL): Selector {
+  const values = url.searchParams.getAll("labelSelector");
   if (values.length > 1) throw badRequest("labelSelector may be given only once");
   const text = values[0] ?? "";
   // apimachinery's lexer ends the string at a NUL byte and would silently
@@ -301,6 +339,9 @@ function readSelector(url: string): Selector {
 function truncate(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
+
+/** The abort reason of a read that finished (one shared instance: a DOMException captures a stack, ~10 µs, on every read otherwise). */
+const REQUEST_FINISHED = new DOMException("the request finished", "AbortError");
 
 /**
  * Run `provider.query` with the request's cancellation: its
@@ -345,6 +386,6 @@ async function queryWithDeadline(
     aborted.dispose();
     clientSignal?.removeEventListener("abort", onClientGone);
     // Nothing waits for this read any more: cancel what is still running.
-    if (!controller.signal.aborted) controller.abort(new DOMException("the request finished", "AbortError"));
+    if (!controller.signal.aborted) controller.abort(REQUEST_FINISHED);
   }
 }

@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
-import { createPki, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
+import { createPki, eventually, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 
 const NS = `${V1}/namespaces/team-a`;
 const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\n";
@@ -36,6 +37,7 @@ spec:
 }
 
 let sqs: Emulator;
+let stuck: HangingServer;
 let pki: Pki;
 let h: Harness;
 let dir: string;
@@ -45,15 +47,23 @@ const as = (user: string) => ({ cert: pki.frontProxy, headers: { "X-Remote-User"
 
 beforeAll(async () => {
   delete process.env["BRIDGE_SIGNING_KEYS"];
-  [sqs, pki] = await Promise.all([startEmulator(), createPki()]);
+  [sqs, pki, stuck] = await Promise.all([startEmulator(), createPki(), startHangingServer()]);
   await sqs.add("a_jobs", 3);
   await sqs.add("b_jobs", 7);
   dir = mkdtempSync(join(tmpdir(), "emb-proxy-inprocess-"));
   const bridgeFile = join(dir, "bridge.yaml");
   writeFileSync(bridgeFile, bridgeConfigText(sqs.endpoint));
+  // A second bridge whose SQS endpoint never answers (its own SDK timeout 4 s, its deadline 3 s): the proxy's 0.5 s deadline comes first.
+  const stuckFile = join(dir, "stuck.yaml");
+  writeFileSync(
+    stuckFile,
+    `${sqsConfigHead(stuck.url, { timeoutSeconds: 4, defaults: "{ maxAgeSeconds: 30, cacheTTLSeconds: 0 }" })}metrics:\n  - { name: stuck_depth, provider: sqs, query: { queueLabel: queue } }\n`,
+  );
   h = await startHarness({
     pki,
-    proxyConfig: `${HEAD}backends:\n  local: { type: inProcess, bridgeConfig: "${bridgeFile}", timeoutSeconds: 4 }\nroutes:\n  - { metric: "queue_.*", backend: local }\ncache: { ttlSeconds: 0 }\n`,
+    proxyConfig:
+      `${HEAD}backends:\n  local: { type: inProcess, bridgeConfig: "${bridgeFile}", timeoutSeconds: 4 }\n  stuck: { type: inProcess, bridgeConfig: "${stuckFile}", timeoutSeconds: 0.5 }\n` +
+      `routes:\n  - { metric: "queue_.*", backend: local }\n  - { metric: "stuck_.*", backend: stuck }\ncache: { ttlSeconds: 0 }\n`,
     // no BRIDGE_SIGNING_KEYS: an inProcess backend needs none
     extra: { signingKeys: undefined },
   });
@@ -63,6 +73,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
   await sqs?.stop();
+  await stuck?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
   if (keysBefore !== undefined) process.env["BRIDGE_SIGNING_KEYS"] = keysBefore;
 });
@@ -90,6 +101,22 @@ describe("inProcess backend", () => {
     const res = await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Db_jobs`, as("jane"));
     expect(res.status, res.text).toBe(403);
     expect(res.json().message).toContain("jane");
+  });
+
+  it("applies timeoutSeconds as the deadline: 503 without Retry-After, the bridge's cloud call cancelled, the failure kept as back-off", async () => {
+    const res = await h.get(`${NS}/stuck_depth?labelSelector=queue%3Dq`, as("jane"));
+    expect(res.status, res.text).toBe(503);
+    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.json()).toMatchObject({ kind: "Status", code: 503 });
+    expect(res.json().message).toContain("backend stuck did not answer within 500 ms");
+    expect(stuck.requestLines.length).toBe(1);
+    // The proxy's deadline aborted the bridge's request: the SDK call to the stuck endpoint is cut long before the bridge's own 3 s deadline.
+    await eventually(() => stuck.open === 0, 1_000, "the stuck SQS connection closed");
+    // A second read within the 1 s back-off is answered from it: no new call.
+    const again = await h.get(`${NS}/stuck_depth?labelSelector=queue%3Dq`, as("jane"));
+    expect(again.status).toBe(503);
+    expect(again.headers["retry-after"]).toBeUndefined();
+    expect(stuck.requestLines.length).toBe(1);
   });
 
   it("lists the bridge's metrics in the proxy's merged discovery", async () => {
