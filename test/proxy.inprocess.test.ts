@@ -7,7 +7,7 @@
  * caller, so the bridge's ExternalMetricPolicies decide per caller. No
  * signing key is configured anywhere.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -154,6 +154,11 @@ describe("inProcess backend config", () => {
     expect(issues("{ type: inProcess, bridgeConfig: b.yaml, caFile: ca.crt }")).toMatch(/caFile.*does not apply/);
     expect(issues("{ type: inProcess, bridgeConfig: b.yaml, signingKey: abc }")).toMatch(/signingKey/);
     expect(issues("{ type: inProcess, bridgeConfig: b.yaml, timeoutSeconds: 5 }")).toMatch(/timeoutSeconds/);
+  });
+
+  it("accepts the documented example (infra/examples/proxy-inprocess.yaml)", () => {
+    const config = loadProxyConfig(readFileSync("infra/examples/proxy-inprocess.yaml", "utf8"), "infra/examples/proxy-inprocess.yaml");
+    expect(config.backends.find((b) => b.name === "sqs")).toMatchObject({ type: "inProcess", bridgeConfig: "/etc/external-metrics-bridge/config/bridge.yaml" });
   });
 
   it("refuses bridgeConfig on a network backend and a network backend without url", () => {

@@ -29,6 +29,12 @@ backends:
   {{ $name }}:
 {{ toYaml $b | indent 4 }}
 {{- end }}
+{{- if .Values.inProcessBridge.enabled }}
+  inprocess:
+    type: inProcess
+    bridgeConfig: /etc/external-metrics-bridge/config/bridge.yaml
+    timeoutSeconds: {{ .Values.inProcessBridge.timeoutSeconds }}
+{{- end }}
 routes:
 {{- if .Values.routes }}
 {{ toYaml .Values.routes | indent 2 }}
@@ -41,6 +47,11 @@ cache:
 {{ toYaml .Values.cache | indent 2 }}
 discovery:
 {{ toYaml .Values.discovery | indent 2 }}
+{{- end -}}
+
+{{/* Whether any backend is a signed bridge backend (the signing Secret is then required). */}}
+{{- define "emb.hasBridge" -}}
+{{- range $name, $b := .Values.backends }}{{ if eq (default "bridge" $b.type) "bridge" }}true{{ end }}{{ end -}}
 {{- end -}}
 
 {{/* Whether any backend is a pass-through adapter (the proxy then reads external metrics itself). */}}
