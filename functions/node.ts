@@ -27,6 +27,7 @@ import { loadProviderModules } from "../shared/providers/registry.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
+import { batchedJsonLog } from "./node-log.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import {
   AUDIENCE_ENV,
@@ -67,7 +68,7 @@ export interface NodeServerOptions {
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
-  /** request log and start-up notices; default: request log on stdout (the app's), notices as JSON lines on stderr */
+  /** request log and start-up notices; default: request log as JSON lines on stdout (batched, `./node-log.ts`), notices as JSON lines on stderr */
   log?: (record: LogRecord) => void;
   /** environment (`BRIDGE_SIGNING_KEYS`, `BRIDGE_AUDIENCE`, …); default `process.env` */
   env?: Record<string, string | undefined>;
@@ -117,7 +118,8 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   // the configured providers' modules are loaded (shared/providers/registry.ts).
   const [transports] = await Promise.all([officialTransports(options.config), loadProviderModules(options.config.providers)]);
   const runtime = { env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
-  const bridge = fromConfig(options.config, runtime, options.log ? { log: options.log } : {});
+  // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
+  const bridge = fromConfig(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now) });
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve(

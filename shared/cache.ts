@@ -292,6 +292,24 @@ export class CoalescingCache<V> {
     return this.#wait(key, inflight, options.signal);
   }
 
+  /**
+   * {@link get}'s cache hit, synchronously: the stored value for `key` when
+   * `get(key, ttlMs, load)` would answer it from the cache now (counted,
+   * refreshed in the LRU order and remembered for refresh-ahead exactly as
+   * that hit), else undefined with nothing started — the caller then calls
+   * {@link get}. Lets a caller skip arming a deadline for a read that needs
+   * no I/O (issue 11 P1). A stored failure is not answered here.
+   */
+  peek(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>): V | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined || !entry.ok || ttlMs <= 0 || this.#now() - entry.storedAt > Math.min(ttlMs, entry.keepMs)) return undefined;
+    if (this.#refresh !== undefined && !this.#closed) this.#remember(key, ttlMs, load);
+    this.#touch(key, entry);
+    this.stats.hits++;
+    this.#lastOutcome = "hit";
+    return entry.value;
+  }
+
   /** How the last {@link get} call was answered (set synchronously inside it). */
   get lastOutcome(): CacheOutcome {
     return this.#lastOutcome;

@@ -151,6 +151,30 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     return this.#backend.describe(request.rule, items);
   }
 
+  /**
+   * The series {@link query} would resolve to now when every read is a fresh
+   * cache hit (`CoalescingCache.peek`), else undefined — nothing is loaded;
+   * the app then calls `query` under its deadline (`CachedReads`,
+   * `../app.ts`). Synchronous: a cache hit arms no timer and allocates no
+   * AbortController. When only some reads hit, those count as hits here and
+   * again in the `query` that follows.
+   *
+   * @throws StatusError 400/404 from label resolution, as `query`
+   */
+  peek(request: PlanRequest<Q>): Series[] | undefined {
+    const rule = request.rule;
+    const sets = this.labelSets(rule, request.selector);
+    const ttlMs = ruleCacheTtlMs(rule);
+    const series: Series[] = [];
+    for (const labels of sets) {
+      const item = this.#backend.item(rule, labels);
+      const reading = this.cache.peek(item.key, ttlMs, (signal) => this.#load(item, signal));
+      if (reading === undefined) return undefined;
+      series.push({ labels: { ...labels }, ...reading });
+    }
+    return series;
+  }
+
   async query(request: QueryRequest<Q>): Promise<Series[]> {
     const rule = request.rule;
     const sets = this.labelSets(rule, request.selector);
