@@ -58,6 +58,10 @@
  * steadier measure of a server's own overhead — and per-process memory
  * (RSS when ready, after the run, peak; live V8 heap after a full GC, the
  * children running with `--expose-gc` and the collection's CPU left out).
+ * With `BENCH_REPORT_DIR` set it also writes the report of `npm run bench`
+ * (test/bench/report.ts): row P1 (bridge, cached, vs baseline A: req/s and
+ * p99 ratios), the same ratios without a goal for the other scenarios, and
+ * figures p1-throughput and p1-cpu.
  * Linux is needed only for workerd's figures (`/proc`). Figures measured, and how to read them:
  * `docs/benchmarks.md`.
  */
@@ -72,7 +76,8 @@ import {
   expectValue,
   frontProxyClient,
   get,
-  killChildren,
+  reportTiming,
+  runBenchmark,
   servingPems,
   node,
   NAMESPACE,
@@ -456,14 +461,7 @@ function report(settings: Settings, startedAt: Date, load0: number[]): void {
   }
 }
 
-try {
-  await main();
-} catch (err) {
-  console.error((err as Error).stack ?? err);
-  process.exitCode = 1;
-} finally {
-  killChildren();
-}
+await runBenchmark(main);
 
 /** A goal row comparing scenario `name` with its baseline (req/s higher, p99 lower); undefined when either was not run. */
 function ratioRow(id: string, title: string, name: string, goal: { rps?: number; p99?: number }): BenchRow | undefined {
@@ -500,9 +498,7 @@ function writeBenchReport(settings: Settings, startedAt: Date, load0: number[]):
     ratioRow("http-worker", "bridge Worker (workerd), cached vs trivial Worker", "bridge Worker, cached", {}),
   ].filter((r): r is BenchRow => r !== undefined);
   writeReport({
-    bench: "http-overhead",
-    startedAt: startedAt.toISOString(),
-    durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+    ...reportTiming("http-overhead", startedAt),
     rows: goalRows,
     figures: [
       {

@@ -35,7 +35,8 @@ import {
   envNumber,
   expectValue,
   frontProxyClient,
-  killChildren,
+  reportTiming,
+  runBenchmark,
   servingPems,
   NAMESPACE,
   node,
@@ -140,9 +141,7 @@ async function main(): Promise<void> {
   console.log(lines.join("\n"));
 
   writeReport({
-    bench: "latency",
-    startedAt: startedAt.toISOString(),
-    durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+    ...reportTiming("latency", startedAt),
     rows: [
       p4Row("P4", "latency added by proxy + bridge at a steady rate (open loop), loopback, cached backend", forward!, base!, rate),
       p4Row("P4-inproxy", "latency added by the proxy serving the bridge in-process (no second hop, no signing)", inProcess!, base!, rate),
@@ -199,11 +198,4 @@ function p4Row(id: string, title: string, s: Scenario, base: Scenario, rate: num
   };
 }
 
-try {
-  await main();
-} catch (err) {
-  console.error((err as Error).stack ?? err);
-  process.exitCode = 1;
-} finally {
-  killChildren();
-}
+await runBenchmark(main);

@@ -35,7 +35,7 @@ import { fileURLToPath } from "node:url";
 import { buildProxy, imageNodeFlags } from "../../infra/proxy/build.ts";
 import { closedLoop, type ClosedLoopResult } from "./openloop.ts";
 import { writeReport } from "./report.ts";
-import { expectValue, frontProxyClient, HPA_USER, killChildren, NAMESPACE, procMemory, servingPems, spawnChild, V1, type FrontProxyClient } from "./servers.ts";
+import { expectValue, frontProxyClient, HPA_USER, reportTiming, runBenchmark, NAMESPACE, procMemory, servingPems, spawnChild, V1, type FrontProxyClient } from "./servers.ts";
 
 const QUICK = process.env["BENCH_QUICK"] === "1";
 const SERIES = QUICK ? 2_000 : 10_000;
@@ -235,9 +235,7 @@ function report(startedAt: Date, flags: string[], base: Measurement, proxy: Meas
   ];
   console.log(lines.join("\n"));
   writeReport({
-    bench: "memory",
-    startedAt: startedAt.toISOString(),
-    durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+    ...reportTiming("memory", startedAt),
     rows: [
       {
         id: "P5",
@@ -273,11 +271,4 @@ function report(startedAt: Date, flags: string[], base: Measurement, proxy: Meas
   }
 }
 
-try {
-  await main();
-} catch (err) {
-  console.error((err as Error).stack ?? err);
-  process.exitCode = 1;
-} finally {
-  killChildren();
-}
+await runBenchmark(main);

@@ -469,3 +469,23 @@ export function procMemory(pid: number): { rss: number; peak: number } {
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
   return { rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
+
+/**
+ * Run a benchmark's `main` as the script's top level: an exception is
+ * printed and sets exit code 1; every server process is killed at the end.
+ */
+export async function runBenchmark(main: () => Promise<void>): Promise<void> {
+  try {
+    await main();
+  } catch (err) {
+    console.error((err as Error).stack ?? err);
+    process.exitCode = 1;
+  } finally {
+    killChildren();
+  }
+}
+
+/** The first fields of a BenchReport (test/bench/report.ts): name, start time, seconds since `startedAt`. */
+export function reportTiming(bench: string, startedAt: Date): { bench: string; startedAt: string; durationSeconds: number } {
+  return { bench, startedAt: startedAt.toISOString(), durationSeconds: (Date.now() - startedAt.getTime()) / 1000 };
+}
