@@ -52,7 +52,7 @@ export const SCRIPTS: readonly { script: string; quickArgs?: string[] }[] = [
   { script: "bench:selector" },
   { script: "bench:backend-calls" },
   { script: "bench:read-cost", quickArgs: ["--reads", "200"] },
-  { script: "bench:footprint" },
+  { script: "bench:footprint", quickArgs: ["--runs", "3"] },
   { script: "bench:http-overhead" },
   { script: "bench:latency" },
   { script: "bench:memory" },
