@@ -4,14 +4,19 @@
  * process running `startNodeServer` (what `functions/node.ts` runs) with an
  * SQS-only config, answering an SQS read, never loads the CloudWatch client,
  * the Cloud Monitoring provider or the official Google client stack; with a
- * CloudWatch config it loads the CloudWatch client. Every module the
- * process loads is recorded with a `node:module` load hook.
+ * CloudWatch config it loads the CloudWatch client. The Node server's
+ * bundle (`infra/node/build.ts`) runs alone, outside the repository, and
+ * loads only the SQS provider's chunk. Every module a process loads is
+ * recorded with a `node:module` load hook.
  */
-import { execFile } from "node:child_process";
-import { join } from "node:path";
+import { execFile, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildNodeServer } from "../infra/node/build.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { ROOT } from "./helpers/worker.ts";
 
@@ -66,6 +71,71 @@ describe("Node server: only the configured providers are loaded", () => {
     expect(loaded.some((u) => u.endsWith("/shared/providers/aws-sqs/index.ts"))).toBe(true);
     expect(loaded.some((u) => u.includes("/node_modules/@aws-sdk/client-sqs/"))).toBe(true);
     expect(loaded.filter((u) => NOT_FOR_SQS.test(u))).toEqual([]);
+  });
+
+  it("the Node server's bundle (infra/node/build.ts), run alone outside the repository, serves SQS reads and loads only the SQS provider's chunk", async () => {
+    const out = mkdtempSync(join(ROOT, ".cache/node-build-"));
+    const alone = mkdtempSync(join(tmpdir(), "bridge-node-"));
+    try {
+      const build = await buildNodeServer({ outdir: out });
+      for (const name of readdirSync(out, { recursive: true, encoding: "utf8" })) {
+        if (name.endsWith(".mjs")) cpSync(join(out, name), join(alone, name), { recursive: true });
+      }
+      for (let d = alone; dirname(d) !== d; d = dirname(d)) expect(existsSync(join(dirname(d), "node_modules")), dirname(d)).toBe(false);
+      const configFile = join(alone, "bridge.yaml");
+      writeFileSync(
+        configFile,
+        `${sqsConfigHead(sqs.endpoint)}metrics:
+  - name: queue_messages_ready
+    provider: sqs
+    query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }
+`,
+      );
+      const meta = build.metafile.outputs;
+      const chunkOf = (pattern: RegExp) =>
+        Object.entries(meta)
+          .filter(([, o]) => Object.keys(o.inputs).some((i) => pattern.test(i)))
+          .map(([file]) => file.split("/").at(-1)!);
+      const googleChunks = chunkOf(/node_modules\/(google-gax|@google-cloud\/monitoring)\//);
+      expect(googleChunks.length).toBeGreaterThan(0);
+      // start it as `node dist/node/node.mjs --config …` would be, with a load hook listing the files it reads
+      const hook = `data:text/javascript,${encodeURIComponent(
+        'import { registerHooks } from "node:module"; registerHooks({ load(url, c, next) { if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\n"); return next(url, c); } });',
+      )}`;
+      const child = spawn(process.execPath, ["--import", hook, join(alone, "node.mjs"), "--config", configFile, "--port", "0"], {
+        cwd: alone,
+        env: { PATH: process.env["PATH"] ?? "", BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      try {
+        const url = await new Promise<string>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`no listening line: ${stderr}`)), 20_000);
+          child.stderr.on("data", () => {
+            const m = /listening on (http:\/\/\S+)/.exec(stderr);
+            if (m) {
+              clearTimeout(timer);
+              resolve(m[1]!);
+            }
+          });
+          child.once("exit", (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+        });
+        const res = await fetch(`${url}${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`);
+        const body = (await res.json()) as any;
+        expect(res.status, JSON.stringify(body)).toBe(200);
+        expect(body.items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+        const loaded = [...stderr.matchAll(/LOADED file:\/\/(\S+)/g)].map((m) => m[1]!.split("/").at(-1)!);
+        expect(loaded).toContain("node.mjs");
+        expect(loaded.some((f) => f.startsWith("aws-sqs-"))).toBe(true);
+        expect(loaded.filter((f) => googleChunks.includes(f) || f.startsWith("aws-cloudwatch-") || f.startsWith("gcp-monitoring-"))).toEqual([]);
+      } finally {
+        child.kill("SIGTERM");
+      }
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+      rmSync(alone, { recursive: true, force: true });
+    }
   });
 
   it("a CloudWatch config loads the CloudWatch client and not the SQS one", async () => {
