@@ -1,0 +1,180 @@
+/**
+ * The bridge's cache-hit read (issue 11 P1), through the real SQS provider
+ * on a fauxqs emulator: a hit is answered synchronously from the provider's
+ * cache (`SeriesProvider.peek` → `CoalescingCache.peek`) without arming the
+ * request deadline, while a miss (or a read only partly cached) still runs
+ * under it; the answer — value, freshness (`Cache-Control: max-age`),
+ * request id, request log — is the same either way. Then the Node server's
+ * request log sink (`functions/node-log.ts`): the same JSON lines, written
+ * once per event-loop turn.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { startNodeServer, type NodeServer } from "../functions/node.ts";
+import { batchedJsonLog } from "../functions/node-log.ts";
+import type { LogRecord } from "../shared/app.ts";
+import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { loadConfig } from "../shared/config/config.ts";
+import type { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
+import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+
+/** A deadline no other timer of the read uses (the cache's own load timeout is 3000 ms). */
+const DEADLINE_MS = 2999;
+const V1 = "/apis/external.metrics.k8s.io/v1beta1";
+const path = (selector: string) => `${V1}/namespaces/default/depth?labelSelector=${encodeURIComponent(selector)}`;
+
+let sqs: Emulator;
+let text: string;
+
+beforeAll(async () => {
+  sqs = await startEmulator();
+  for (const [name, count] of [["a", 3], ["b", 5], ["c", 1]] as const) {
+    await sqs.createQueue(name);
+    await sqs.add(name, count);
+  }
+  text = `${sqsConfigHead(sqs.endpoint, { timeoutSeconds: 2, defaults: "{ maxAgeSeconds: 120, cacheTTLSeconds: 60 }" })}
+metrics:
+  - { name: depth, provider: sqs, query: { queueLabel: queue } }
+`;
+}, 60_000);
+
+afterAll(async () => {
+  await sqs?.stop();
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** Run `read` and count the request deadlines it armed (setTimeout calls of {@link DEADLINE_MS}). */
+async function countingDeadlines<T>(read: () => Promise<T>): Promise<{ result: T; deadlines: number }> {
+  const setTimeoutSpy = vi.spyOn(globalThis, "setTimeout");
+  try {
+    const result = await read();
+    return { result, deadlines: setTimeoutSpy.mock.calls.filter((call) => call[1] === DEADLINE_MS).length };
+  } finally {
+    setTimeoutSpy.mockRestore();
+  }
+}
+
+describe("a cache hit arms no deadline", () => {
+  let bridge: Bridge;
+  let logs: LogRecord[];
+  const provider = () => bridge.providers.get("sqs") as SqsProvider;
+  const get = async (selector: string, headers: Record<string, string> = {}) => bridge.app.request(path(selector), { headers });
+
+  beforeAll(() => {
+    logs = [];
+    bridge = buildBridge(text, "bridge.yaml", { env: {}, now: Date.now }, { deadlineMs: DEADLINE_MS, log: (r) => logs.push(r) });
+  });
+
+  it("a miss runs under the deadline; the same read again is a hit that arms none, with the same answer", async () => {
+    const miss = await countingDeadlines(() => get("queue=a", { "x-request-id": "first-read" }));
+    expect(miss.deadlines).toBe(1);
+    expect(miss.result.status).toBe(200);
+    const missBody = await miss.result.json();
+    expect(provider().cache.stats).toMatchObject({ loads: 1, hits: 0 });
+
+    const hit = await countingDeadlines(() => get("queue=a", { "x-request-id": "second-read" }));
+    expect(hit.deadlines).toBe(0);
+    expect(hit.result.status).toBe(200);
+    expect(provider().cache.stats).toMatchObject({ loads: 1, hits: 1 });
+    expect(await hit.result.json()).toEqual(missBody);
+    expect(missBody.items).toMatchObject([{ metricName: "depth", metricLabels: { queue: "a" }, value: "3" }]);
+    for (const res of [miss.result, hit.result]) {
+      expect(res.headers.get("content-type")).toBe("application/json");
+      expect(res.headers.get("cache-control")).toMatch(/^private, max-age=(119|120)$/);
+    }
+    expect(miss.result.headers.get("x-request-id")).toBe("first-read");
+    expect(hit.result.headers.get("x-request-id")).toBe("second-read");
+    expect(logs.slice(-2)).toEqual([
+      expect.objectContaining({ level: "info", msg: "request", requestId: "first-read", method: "GET", code: 200, metric: "depth", path: `${V1}/namespaces/default/depth` }),
+      expect.objectContaining({ level: "info", msg: "request", requestId: "second-read", method: "GET", code: 200, metric: "depth", path: `${V1}/namespaces/default/depth` }),
+    ]);
+  });
+
+  it("a read only partly cached runs under the deadline and answers every series", async () => {
+    await get("queue=b");
+    const partly = await countingDeadlines(() => get("queue in (b,c)"));
+    expect(partly.deadlines).toBe(1);
+    const body = await partly.result.json();
+    expect(body.items.map((i: { metricLabels: { queue: string }; value: string }) => [i.metricLabels.queue, i.value])).toEqual([
+      ["b", "5"],
+      ["c", "1"],
+    ]);
+    const both = await countingDeadlines(() => get("queue in (b,c)"));
+    expect(both.deadlines).toBe(0);
+    expect(both.result.status).toBe(200);
+  });
+
+  it("a selector the provider cannot map is refused the same (400) with or without a cached series", async () => {
+    const res = await get("queue!=a");
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ kind: "Status", code: 400 });
+  });
+
+  it("an entry past its cacheTTLSeconds is not a hit: the read loads again under the deadline", async () => {
+    let now = Date.now();
+    const aged = buildBridge(text, "bridge.yaml", { env: {}, now: () => now }, { deadlineMs: DEADLINE_MS, log: () => {} });
+    const cache = (aged.providers.get("sqs") as SqsProvider).cache;
+    await aged.app.request(path("queue=c"));
+    now += 61_000;
+    const again = await countingDeadlines(async () => aged.app.request(path("queue=c")));
+    expect(again.deadlines).toBe(1);
+    expect(again.result.status).toBe(200);
+    expect(cache.stats).toMatchObject({ loads: 2, hits: 0 });
+  });
+});
+
+describe("the Node server", () => {
+  let server: NodeServer;
+  let logs: LogRecord[];
+
+  beforeAll(async () => {
+    logs = [];
+    server = await startNodeServer({ config: loadConfig(text, "bridge.yaml").config, port: 0, insecureAllowUnsigned: true, log: (r) => logs.push(r) });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("echoes a valid X-Request-Id (read from Node's parsed headers) on values, Status and health answers; replaces an invalid one", async () => {
+    for (const p of [path("queue=a"), path("queue=a"), `${V1}/namespaces/default/nope`, "/healthz", V1]) {
+      const res = await fetch(`${server.url}${p}`, { headers: { "X-Request-Id": "abc-123" } });
+      expect(res.headers.get("x-request-id"), p).toBe("abc-123");
+      await res.arrayBuffer();
+    }
+    const bad = await fetch(`${server.url}${path("queue=a")}`, { headers: { "X-Request-Id": "no spaces allowed" } });
+    expect(bad.status).toBe(200);
+    expect(bad.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect(logs.filter((r) => r.msg === "request").map((r) => [r.requestId, r.code])).toEqual([
+      ["abc-123", 200],
+      ["abc-123", 200],
+      ["abc-123", 404],
+      ["abc-123", 200],
+      ["abc-123", 200],
+      [bad.headers.get("x-request-id"), 200],
+    ]);
+  });
+
+  it("writes the request log as JSON lines on stdout, several lines in one write per event-loop turn", async () => {
+    const writes: string[] = [];
+    vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      writes.push(String(chunk));
+      return true;
+    });
+    const log = batchedJsonLog(() => Date.parse("2026-11-23T10:00:00Z"));
+    log({ level: "info", msg: "request", requestId: "r1", code: 200 });
+    log({ level: "warn", msg: "request", requestId: "r2", code: 404 });
+    expect(writes).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toHaveLength(1);
+    const lines = writes[0]!.split("\n");
+    expect(lines.pop()).toBe("");
+    expect(lines.map((l) => JSON.parse(l))).toEqual([
+      { time: "2026-11-23T10:00:00.000Z", level: "info", msg: "request", requestId: "r1", code: 200 },
+      { time: "2026-11-23T10:00:00.000Z", level: "warn", msg: "request", requestId: "r2", code: 404 },
+    ]);
+    expect(Object.keys(JSON.parse(lines[0]!))[0]).toBe("time");
+  });
+});
