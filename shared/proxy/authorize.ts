@@ -145,18 +145,30 @@ interface CachedDecision {
 
 /**
  * Bounds of the memo of prepared requests ({@link Authorizer.authorizeRequest}):
- * entries, bytes (estimated: the key and URL as UTF-16 plus 1 KiB for the
- * attributes, spec and hash; a request target is at most 16 KiB, app.ts).
+ * entries, bytes (estimated: the memo key as UTF-16 plus 256 bytes for the
+ * entry and its 64-character cache key; a request target is at most 16 KiB,
+ * app.ts). 10,000 HPA series fit (~0.7 KB an entry).
  */
 export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
 
-/** What is derived from one (caller, method, URL): attributes, then (lazily) the review spec and its cache key. */
+/**
+ * What is remembered of one (caller, method, URL): whether its path is
+ * always allowed, whether its attributes are small enough to cache, and
+ * (once computed) the decision cache key. The attributes and the review spec
+ * themselves are not kept (memory): they are computed again on the rare
+ * paths that need them (a review to send, a denial to word).
+ */
 interface PreparedRequest {
-  info: RequestInfo;
-  spec: SubjectAccessReviewSpec | undefined;
+  alwaysAllowed: boolean;
+  cacheable: boolean;
   key: string | undefined;
   /** estimated size in the memo, bytes */
   bytes: number;
+}
+
+/** The memo entry of a request's attributes. */
+function prepare(info: RequestInfo, bytes: number): PreparedRequest {
+  return { alwaysAllowed: ALWAYS_ALLOW_PATHS.has(info.path), cacheable: shouldCache(info), key: undefined, bytes };
 }
 
 /** The caller's whole identity as a memo key part (user, uid, groups, extra in key order). */
@@ -218,25 +230,25 @@ export class Authorizer {
    *   authorizer error with InternalError)
    */
   async decide(caller: Caller, info: RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    return this.#decide(caller, { info, spec: undefined, key: undefined, bytes: 0 }, signal);
+    return this.#decide(caller, prepare(info, 0), () => info, signal);
   }
 
-  async #decide(caller: Caller, prepared: PreparedRequest, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    const info = prepared.info;
-    if (ALWAYS_ALLOW_PATHS.has(info.path)) return { allowed: true, by: "path" };
+  async #decide(caller: Caller, prepared: PreparedRequest, infoOf: () => RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
+    if (prepared.alwaysAllowed) return { allowed: true, by: "path" };
     if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return { allowed: true, by: "group" };
-    const spec = (prepared.spec ??= reviewSpec(caller, info));
+    let specValue: SubjectAccessReviewSpec | undefined;
+    const spec = () => (specValue ??= reviewSpec(caller, infoOf()));
     const load = async (loadSignal: AbortSignal): Promise<CachedDecision> => {
       this.stats.reviews++;
-      const status = await this.#review(spec, loadSignal);
+      const status = await this.#review(spec(), loadSignal);
       return { status: compactStatus(status), at: this.#now() };
     };
     let decision: CachedDecision;
     let fromCache = false;
     try {
-      if (shouldCache(info)) {
+      if (prepared.cacheable) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
-        const key = (prepared.key ??= hash("sha256", JSON.stringify(spec), "hex"));
+        const key = (prepared.key ??= hash("sha256", JSON.stringify(spec()), "hex"));
         decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
         fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
         if (!isAllowed(decision.status) && this.#now() - decision.at > this.#deniedTtlMs) {
@@ -263,8 +275,9 @@ export class Authorizer {
   /**
    * {@link authorize} for a request given by method and URL: the request's
    * attributes (request-info.ts `requestInfo`, which parses the label
-   * selector) and the review's cache key are computed once per distinct
-   * (caller, method, path + query) and remembered in a memo bounded by
+   * selector), the review spec and its cache key are computed once per
+   * distinct (caller, method, path + query) — the key and two flags are
+   * remembered in a memo bounded by
    * {@link REQUEST_MEMO_BOUNDS} (least recently used dropped first); a
    * remembered request costs one map lookup instead. The memo holds only
    * what is derived from the request, never a decision: every call still
@@ -275,18 +288,25 @@ export class Authorizer {
   async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal): Promise<AuthorizationDecision> {
     const memoKey = `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`;
     let prepared = this.#memo.get(memoKey);
+    let info: RequestInfo | undefined;
     if (prepared === undefined) {
-      const info = requestInfo(method, url);
-      prepared = { info, spec: undefined, key: undefined, bytes: memoKey.length * 2 + url.href.length * 2 + 1024 };
+      info = requestInfo(method, url);
+      prepared = prepare(info, memoKey.length * 2 + 256);
       this.#remember(memoKey, prepared);
     } else {
       // least recently used first: move to the end
       this.#memo.delete(memoKey);
       this.#memo.set(memoKey, prepared);
     }
-    const decision = await this.#decide(caller, prepared, signal);
-    if (!decision.allowed) throw forbiddenError(caller, prepared.info, decision.reason);
+    const infoOf = () => (info ??= requestInfo(method, url));
+    const decision = await this.#decide(caller, prepared, infoOf, signal);
+    if (!decision.allowed) throw forbiddenError(caller, infoOf(), decision.reason);
     return decision;
+  }
+
+  /** Entries and estimated bytes of the memo of prepared requests, and its bounds. */
+  requestMemoStats(): { entries: number; bytes: number; maxEntries: number; maxBytes: number } {
+    return { entries: this.#memo.size, bytes: this.#memoBytes, ...REQUEST_MEMO_BOUNDS };
   }
 
   #remember(key: string, prepared: PreparedRequest): void {

@@ -179,6 +179,11 @@ export class Forwarder {
     return backend;
   }
 
+  /** Entries and estimated bytes of the route memo (see {@link ROUTE_MEMO_BOUNDS}). */
+  get routeMemo(): { entries: number; bytes: number } {
+    return { entries: this.#routes.size, bytes: this.#routeBytes };
+  }
+
   /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
   metricLabel(key: string): string {
     return this.#known.has(key) ? key : "other";

@@ -1,0 +1,99 @@
+/**
+ * The proxy's per-request shortcuts keep behaviour and stay bounded:
+ * the Authorizer's memo of prepared requests (attributes, review spec and
+ * cache key per caller, method and target) holds no decision — an allowed
+ * answer still expires after its TTL and a new SubjectAccessReview is sent —
+ * and is bounded by entries and bytes; the Forwarder's route memo answers
+ * as the routes do and is bounded.
+ */
+import { describe, expect, it } from "vitest";
+import { Authorizer, REQUEST_MEMO_BOUNDS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import type { Backend } from "../shared/proxy/backends.ts";
+import { loadProxyConfig } from "../shared/proxy/config.ts";
+import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward.ts";
+import { createMetrics } from "../shared/proxy/metrics.ts";
+
+const caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
+const url = (i: number | string) => new URL(`https://proxy/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dq${i}`);
+
+describe("Authorizer.authorizeRequest", () => {
+  it("sends the same review as authorize(), re-uses it within the TTL and reviews again after it (the memo holds no decision)", async () => {
+    let now = 1_000_000;
+    const reviews: SubjectAccessReviewSpec[] = [];
+    const az = new Authorizer({ review: async (spec) => (reviews.push(spec), { allowed: true }), now: () => now, allowedTtlMs: 20_000 });
+    await az.authorizeRequest(caller, "GET", url(1));
+    await az.authorizeRequest(caller, "GET", url(1));
+    expect(reviews).toHaveLength(1);
+    expect(reviews[0]).toMatchObject({
+      user: caller.user,
+      resourceAttributes: { namespace: "team-a", verb: "list", group: "external.metrics.k8s.io", resource: "queue_messages_ready", labelSelector: { requirements: [{ key: "queue", operator: "In", values: ["q1"] }] } },
+    });
+    now += 20_001;
+    await az.authorizeRequest(caller, "GET", url(1));
+    expect(reviews).toHaveLength(2);
+  });
+
+  it("denies with apiserver's message for another caller of the same target (the caller is part of the memo key)", async () => {
+    const az = new Authorizer({ review: async (spec) => ({ allowed: spec.user === caller.user }) });
+    await az.authorizeRequest(caller, "GET", url(2));
+    await expect(az.authorizeRequest({ ...caller, user: "mallory" }, "GET", url(2))).rejects.toMatchObject({ code: 403, message: expect.stringContaining('User "mallory" cannot list resource "queue_messages_ready"') });
+  });
+
+  it("keeps the memo within its entry bound", async () => {
+    const az = new Authorizer({ review: async () => ({ allowed: true }) });
+    for (let i = 0; i < REQUEST_MEMO_BOUNDS.maxEntries + 50; i++) await az.authorizeRequest(caller, "GET", url(i));
+    const stats = az.requestMemoStats();
+    expect(stats.entries).toBe(REQUEST_MEMO_BOUNDS.maxEntries);
+    expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
+  });
+
+  it("keeps the memo within its byte bound with long targets", async () => {
+    const az = new Authorizer({ review: async () => ({ allowed: true }) });
+    const long = "x".repeat(4000);
+    for (let i = 0; i < 2_000; i++) await az.authorizeRequest(caller, "GET", url(`${i}${long}`));
+    const stats = az.requestMemoStats();
+    expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
+    expect(stats.entries).toBeLessThan(2_000);
+  });
+});
+
+describe("Forwarder route memo", () => {
+  const config = loadProxyConfig(
+    `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: ProxyConfig
+backends:
+  a: { url: "http://127.0.0.1:1" }
+  k: { url: "http://127.0.0.1:2", type: passthrough }
+routes:
+  - { metric: "queue_.*", backend: a }
+passthrough: k
+cache: { ttlSeconds: 0 }
+`,
+    "proxy.yaml",
+  );
+  const backend = (name: string, seen: string[]): Backend => ({
+    name,
+    config: config.backends.find((b) => b.name === name)!,
+    timeoutMs: 1000,
+    get: async (r) => {
+      seen.push(`${name} ${r.pathAndQuery}`);
+      return { status: 404, headers: {}, body: Buffer.from(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "no", code: 404 })) };
+    },
+    close: () => {},
+  });
+
+  it("routes as the patterns do, remembered per metric and bounded", async () => {
+    const seen: string[] = [];
+    const f = new Forwarder({ config, clients: new Map([["a", backend("a", seen)], ["k", backend("k", seen)]]), metrics: createMetrics(false), log: () => {} });
+    const read = (metric: string) => f.values({ caller, requestId: "r", pathAndQuery: `/m/${metric}` }, { key: metric, requested: metric }).catch(() => undefined);
+    for (let i = 0; i < 2; i++) {
+      await read("queue_depth");
+      await read("other_thing");
+    }
+    expect(seen).toEqual(["a /m/queue_depth", "k /m/other_thing", "a /m/queue_depth", "k /m/other_thing"]);
+    for (let i = 0; i < ROUTE_MEMO_BOUNDS.maxEntries + 10; i++) await read(`queue_${i}`);
+    expect(f.routeMemo.entries).toBeLessThanOrEqual(ROUTE_MEMO_BOUNDS.maxEntries);
+    expect(f.routeMemo.bytes).toBeLessThanOrEqual(ROUTE_MEMO_BOUNDS.maxBytes);
+    expect(seen.at(-1)).toBe(`a /m/queue_${ROUTE_MEMO_BOUNDS.maxEntries + 9}`);
+  });
+});
