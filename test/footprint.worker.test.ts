@@ -9,7 +9,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROVIDER_IMPLEMENTATIONS, providersOfConfig, providerTable, TABLE_SPECIFIER } from "../infra/worker/build.ts";
+import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, PROVIDER_IMPLEMENTATIONS, providersOfConfig, providerTable, TABLE_SPECIFIER } from "../infra/worker/build.ts";
+import { NOT_JSON } from "../infra/worker/json-yaml.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
 import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
 import { PROVIDER_TYPES } from "../shared/providers/registry.ts";
@@ -41,6 +42,8 @@ describe("Worker built for the providers its config uses", () => {
   let sqs: Emulator;
   let all: WorkerBuild;
   let sqsOnly: WorkerBuild;
+  /** aws-sqs only, its config bundled as JSON, the `yaml` package replaced (`--json`) */
+  let sqsJson: WorkerBuild;
 
   beforeAll(async () => {
     const dir = join(ROOT, ".cache/worker-build");
@@ -49,7 +52,14 @@ describe("Worker built for the providers its config uses", () => {
     writeFileSync(table, providerTable(["aws-sqs"], dir));
     sqs = await startEmulator();
     await sqs.add("worker_tasks", 7);
-    [all, sqsOnly] = await Promise.all([buildWorker(), buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, "--metafile"] })]);
+    const configModule = join(dir, "config-test-aws-sqs.json.ts");
+    writeFileSync(configModule, jsonConfigModule(sqsConfig(sqs.endpoint), "bundled-test.yaml"));
+    const json = ["--alias", `${BUNDLED_CONFIG_SPECIFIER}:${configModule}`, "--alias", `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`];
+    [all, sqsOnly, sqsJson] = await Promise.all([
+      buildWorker(),
+      buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, "--metafile"] }),
+      buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, ...json, "--metafile"] }),
+    ]);
   }, 180_000);
   afterAll(async () => {
     await sqs?.stop();
@@ -89,6 +99,54 @@ describe("Worker built for the providers its config uses", () => {
       expect(body.items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
     } finally {
       await worker.close();
+    }
+  });
+
+  it("--json: the config bundled as JSON, no YAML parser in the script; it serves the bundled config and a JSON binding, and refuses a YAML one with a Status", async () => {
+    const inputs = inputsOf(sqsJson);
+    expect(inputs.filter((i) => i.includes("node_modules/yaml/"))).toEqual([]);
+    expect(inputsOf(sqsOnly).some((i) => i.includes("node_modules/yaml/"))).toBe(true);
+    expect(inputs.filter((i) => OTHER_PROVIDERS.test(i))).toEqual([]);
+    console.log(`Worker gzip (wrangler): aws-sqs only with the config as JSON ${gzipKiB(sqsJson)} KiB`);
+    expect(gzipKiB(sqsJson)).toBeLessThan(gzipKiB(sqsOnly));
+    const read = `${NS}/queue_messages_ready?labelSelector=queue%3Dworker_tasks`;
+    // the bundled config (an empty binding falls back to it)
+    const bundled = await startWorker("", {}, { build: sqsJson });
+    try {
+      const res = await bundled.request(read);
+      const body = (await res.json()) as any;
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      expect(body.items[0]).toMatchObject({ metricLabels: { queue: "worker_tasks" }, value: "7" });
+    } finally {
+      await bundled.close();
+    }
+    // a YAML binding: a 500 Status naming the cause; the same config as JSON is served
+    const yamlBinding = await startWorker(sqsConfig(sqs.endpoint), {}, { build: sqsJson });
+    try {
+      const res = await yamlBinding.request(read);
+      const body = (await res.json()) as any;
+      expect(res.status).toBe(500);
+      expect(body).toMatchObject({ kind: "Status", code: 500 });
+      expect(body.message).toContain(NOT_JSON);
+    } finally {
+      await yamlBinding.close();
+    }
+    const jsonText = /export default (".*");/.exec(jsonConfigModule(sqsConfig(sqs.endpoint), "x.yaml"))![1]!;
+    const jsonBinding = await startWorker(JSON.parse(jsonText) as string, {}, { build: sqsJson });
+    try {
+      const res = await jsonBinding.request(read);
+      expect(res.status, await res.clone().text()).toBe(200);
+      // a JSON config with a mistake is named by its field path
+      const bad = await startWorker((JSON.parse(jsonText) as string).replace('"queueLabel":"queue"', '"queueLabel":7'), {}, { build: sqsJson });
+      try {
+        const r = await bad.request(read);
+        expect(r.status).toBe(500);
+        expect(((await r.json()) as any).message).toMatch(/<binding:BRIDGE_CONFIG>:1:1: metrics\[0\]\.query\.queueLabel: /);
+      } finally {
+        await bad.close();
+      }
+    } finally {
+      await jsonBinding.close();
     }
   });
 

@@ -1,7 +1,7 @@
 /**
  * Build the Cloudflare Worker with only the providers a config uses.
  *
- *   node infra/worker/build.ts [--providers aws-sqs,…] [--config FILE] [--all] [--outdir dist/worker] [-- WRANGLER_ARGS…]
+ *   node infra/worker/build.ts [--providers aws-sqs,…] [--config FILE [--json]] [--all] [--outdir dist/worker] [-- WRANGLER_ARGS…]
  *
  * `npm run build:worker` (plain `wrangler deploy --dry-run`) bundles every
  * provider (wrangler.toml `[alias]` → `infra/worker/providers.ts`), which a
@@ -16,6 +16,13 @@
  *    here: an invalid config fails the build with its located messages);
  * 3. the config bundled in `infra/worker/bridge.yaml`, if it holds one;
  * 4. every provider (`--all` forces this).
+ *
+ * `--json` bundles the config too, converted to JSON here (from `--config
+ * FILE`, else `infra/worker/bridge.yaml`), and replaces the `yaml` package
+ * with a JSON-only stand-in (`infra/worker/json-yaml.ts`): the YAML parser
+ * (31 KiB gzip) is not in the script. Such a Worker serves the bundled config,
+ * or a `BRIDGE_CONFIG` binding written in JSON; a YAML binding is a 500
+ * Status saying so.
  *
  * It writes the table to `.cache/worker-build/providers-<types>.ts` and runs
  * `wrangler deploy --dry-run --outdir OUTDIR --alias
@@ -40,6 +47,23 @@ const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** The import specifier `shared/providers/registry.ts` loads its table from; the alias key. */
 export const TABLE_SPECIFIER = "./provider-loaders.ts";
+
+/** The import specifier `functions/worker.ts` reads the bundled config text from. */
+export const BUNDLED_CONFIG_SPECIFIER = "../infra/worker/bridge.yaml";
+
+/**
+ * A module whose default export is the config `text` (YAML) as JSON text:
+ * one document as its value, several as an array (what
+ * `infra/worker/json-yaml.ts` reads back).
+ *
+ * @throws ConfigError when the config is invalid
+ */
+export function jsonConfigModule(text: string, source: string): string {
+  providersOfConfig(text, source); // validated here, with line numbers
+  const values = parseYamlDocuments(text, source).map((d) => d.value);
+  const json = JSON.stringify(values.length === 1 ? values[0] : values);
+  return `// Written by infra/worker/build.ts --json from ${JSON.stringify(source)}.\nexport default ${JSON.stringify(json)};\n`;
+}
 
 /** Each provider type's implementation: module path (from the repository root) and export name. */
 export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; name: string }>> = {
@@ -90,6 +114,8 @@ export interface WorkerBuildResult {
   providers: string[];
   /** the table file passed to wrangler's `--alias` */
   table: string;
+  /** every `--alias` passed to wrangler (`specifier:path`), for the deploy command */
+  aliases: string[];
   /** the directory holding `worker.js` */
   outdir: string;
   /** wrangler's `Total Upload: … / gzip: …` line */
@@ -105,13 +131,25 @@ export interface WorkerBuildResult {
  * @param options.wranglerArgs extra arguments for `wrangler deploy --dry-run`
  * @throws Error with wrangler's output when the build fails
  */
-export async function buildWorker(options: { types?: readonly string[]; outdir: string; wranglerArgs?: readonly string[] }): Promise<WorkerBuildResult> {
+export async function buildWorker(options: {
+  types?: readonly string[];
+  outdir: string;
+  wranglerArgs?: readonly string[];
+  /** bundle this config as JSON and leave the YAML parser out (see the file comment) */
+  jsonConfig?: { text: string; source: string };
+}): Promise<WorkerBuildResult> {
   const types = [...(options.types ?? PROVIDER_TYPES)];
   const dir = join(ROOT, ".cache/worker-build");
   mkdirSync(dir, { recursive: true });
   const table = join(dir, `providers-${types.length > 0 ? types.join("+") : "none"}.ts`);
   writeFileSync(table, providerTable(types, dir));
-  const args = ["deploy", "--dry-run", "--outdir", options.outdir, "--alias", `${TABLE_SPECIFIER}:${table}`, ...(options.wranglerArgs ?? [])];
+  const aliases = [`${TABLE_SPECIFIER}:${table}`];
+  if (options.jsonConfig !== undefined) {
+    const configModule = join(dir, `config-${types.join("+") || "none"}.json.ts`);
+    writeFileSync(configModule, jsonConfigModule(options.jsonConfig.text, options.jsonConfig.source));
+    aliases.push(`${BUNDLED_CONFIG_SPECIFIER}:${configModule}`, `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`);
+  }
+  const args = ["deploy", "--dry-run", "--outdir", options.outdir, ...aliases.flatMap((a) => ["--alias", a]), ...(options.wranglerArgs ?? [])];
   const env = {
     ...process.env,
     PATH: `${join(ROOT, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
@@ -128,7 +166,7 @@ export async function buildWorker(options: { types?: readonly string[]; outdir: 
   }
   const sizeLine = /Total Upload: [\d.]+ KiB \/ gzip: ([\d.]+) KiB/.exec(output);
   if (sizeLine === null) throw new Error(`wrangler printed no size line:\n${output}`);
-  return { providers: types, table, outdir: options.outdir, sizeLine: sizeLine[0], gzipBytes: Math.round(Number(sizeLine[1]) * 1024) };
+  return { providers: types, table, aliases, outdir: options.outdir, sizeLine: sizeLine[0], gzipBytes: Math.round(Number(sizeLine[1]) * 1024) };
 }
 
 /** The provider types the bundled `infra/worker/bridge.yaml` uses, or undefined when it holds no config. */
@@ -146,6 +184,7 @@ async function main(): Promise<void> {
       providers: { type: "string" },
       config: { type: "string" },
       all: { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
       outdir: { type: "string", default: join(ROOT, "dist/worker") },
     },
   });
@@ -156,10 +195,25 @@ async function main(): Promise<void> {
   else if (values.config !== undefined) [types, why] = [providersOfConfig(readFileSync(values.config, "utf8"), values.config), values.config];
   else [types, why] = [bundledConfigProviders(), "infra/worker/bridge.yaml"];
   if (types === undefined && why !== "--all") why = "no bundled config: every provider";
-  const out = await buildWorker({ ...(types !== undefined ? { types } : {}), outdir: values.outdir, wranglerArgs: positionals });
-  console.log(`Worker with providers ${out.providers.join(", ")} (${why}): ${out.outdir}`);
+  let jsonConfig: { text: string; source: string } | undefined;
+  if (values.json) {
+    const source = values.config ?? join(ROOT, "infra/worker/bridge.yaml");
+    jsonConfig = { text: readFileSync(source, "utf8"), source };
+    if (parseYamlDocuments(jsonConfig.text, source).length === 0) throw new Error(`--json needs a config: --config FILE, or one in ${source}`);
+  }
+  const out = await buildWorker({
+    ...(types !== undefined ? { types } : {}),
+    outdir: values.outdir,
+    wranglerArgs: positionals,
+    ...(jsonConfig !== undefined ? { jsonConfig } : {}),
+  });
+  console.log(`Worker with providers ${out.providers.join(", ")} (${why})${jsonConfig ? `, config ${jsonConfig.source} bundled as JSON, no YAML parser` : ""}: ${out.outdir}`);
   console.log(`  ${out.sizeLine}`);
-  console.log(`  provider table: ${relative(ROOT, out.table)} (deploy: wrangler deploy --alias ${TABLE_SPECIFIER}:./${relative(ROOT, out.table)})`);
+  const shown = out.aliases.map((a) => {
+    const at = a.indexOf(":");
+    return `--alias ${a.slice(0, at)}:./${relative(ROOT, a.slice(at + 1))}`;
+  });
+  console.log(`  provider table: ${relative(ROOT, out.table)}; deploy with: npx wrangler deploy ${shown.join(" ")}`);
 }
 
 if (import.meta.main) {
