@@ -313,6 +313,16 @@ function decodeNamespace(raw: string): string {
   return ns;
 }
 
+/** Most parsed selectors remembered, and the longest text remembered (so at most ~1 MiB of texts). */
+const MEMO_SELECTORS = 1024;
+const MEMO_SELECTOR_LENGTH = 512;
+/**
+ * Parsed selectors by text, oldest first: the HPA controller sends the same
+ * few selectors every 15 s, and a parse is ~7 µs of a cached read's CPU.
+ * Selectors are immutable (frozen), so one may serve many requests.
+ */
+const parsedSelectors = new Map<string, Selector>();
+
 /**
  * The request's `labelSelector` parsed (empty when absent). Query decoding
  * follows Go's `url.ParseQuery` (`+` is a space), which is how client-go
@@ -328,8 +338,15 @@ function readSelector(url: URL): Selector {
   if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(text)) {
     throw badRequest("invalid labelSelector: it contains a control character");
   }
+  const known = parsedSelectors.get(text);
+  if (known !== undefined) return known;
   try {
-    return parseSelector(text, { maxLength: MAX_SELECTOR_LENGTH });
+    const selector = parseSelector(text, { maxLength: MAX_SELECTOR_LENGTH });
+    if (text.length <= MEMO_SELECTOR_LENGTH) {
+      if (parsedSelectors.size >= MEMO_SELECTORS) parsedSelectors.delete(parsedSelectors.keys().next().value as string);
+      parsedSelectors.set(text, Object.freeze(selector));
+    }
+    return selector;
   } catch (err) {
     if (err instanceof SelectorError) throw badRequest(`invalid labelSelector ${JSON.stringify(truncate(text, 200))}: ${err.message}`);
     throw err;

@@ -146,6 +146,27 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     return resolveLabelSets(rule.name, selector, this.#backend.labels(rule), MAX_SERIES_PER_REQUEST, this.#backend.noun);
   }
 
+  /**
+   * Label sets resolved before, by selector object (the app re-uses one
+   * frozen object per selector text) then rule; frozen. Bounded: an entry
+   * lives as long as its selector, and holds one list per rule.
+   */
+  readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, readonly Readonly<Record<string, string>>[]>>();
+
+  /** {@link labelSets}, remembered in {@link #resolved} (failures are not remembered). */
+  #sets(rule: MetricRule<Q>, selector: Selector): readonly Readonly<Record<string, string>>[] {
+    let byRule = this.#resolved.get(selector);
+    const known = byRule?.get(rule);
+    if (known !== undefined) return known;
+    const sets = Object.freeze(this.labelSets(rule, selector).map((set) => Object.freeze(set)));
+    if (byRule === undefined) {
+      byRule = new Map();
+      this.#resolved.set(selector, byRule);
+    }
+    byRule.set(rule, sets);
+    return sets;
+  }
+
   plan(request: PlanRequest<Q>): string {
     const items = this.labelSets(request.rule, request.selector).map((labels) => this.#backend.item(request.rule, labels));
     return this.#backend.describe(request.rule, items);
@@ -163,7 +184,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
    */
   peek(request: PlanRequest<Q>): Series[] | undefined {
     const rule = request.rule;
-    const sets = this.labelSets(rule, request.selector);
+    const sets = this.#sets(rule, request.selector);
     const ttlMs = ruleCacheTtlMs(rule);
     const series: Series[] = [];
     for (const labels of sets) {
@@ -177,7 +198,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
 
   async query(request: QueryRequest<Q>): Promise<Series[]> {
     const rule = request.rule;
-    const sets = this.labelSets(rule, request.selector);
+    const sets = this.#sets(rule, request.selector);
     const items = sets.map((labels) => this.#backend.item(rule, labels));
     const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
