@@ -13,7 +13,7 @@ import type { BenchFigure } from "./report.ts";
 export function figureSpec(figure: BenchFigure): vl.TopLevelSpec {
   const values = figure.series.flatMap((s) => s.points.map(([x, y]) => ({ series: s.name, x, y })));
   const many = figure.series.length > 1;
-  const color = many ? { color: { field: "series", type: "nominal" as const, title: null } } : {};
+  const color = many ? { color: { field: "series", type: "nominal" as const, title: null, legend: { orient: "bottom" as const, labelLimit: 400 } } } : {};
   const common = {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     title: figure.title,
