@@ -8,6 +8,14 @@
  *    Text module (wrangler.toml `[[rules]] type = "Text"`). The shipped file
  *    is a placeholder holding no YAML document, which counts as "nothing
  *    bundled"; put a BridgeConfig there before `wrangler deploy` to bundle it.
+ *    `infra/worker/build.ts --json` bundles a config as JSON text here
+ *    instead and replaces `yaml` with a JSON-only reader; both sources are
+ *    then read as JSON.
+ *
+ * Providers: only the configured ones are built (`loadProviderModules`);
+ * which ones the script holds is chosen at build time (every provider with
+ * `npm run build:worker`, a chosen set with `infra/worker/build.ts`,
+ * docs/deploy.md "Bundle size").
  *
  * The app is built lazily on the first request and cached in module scope
  * for the life of the isolate (provider caches live as long as it); it is
