@@ -78,17 +78,25 @@ function runScript(script: string, args: string[], reportDir: string, logFile: s
       stdio: ["ignore", "pipe", "pipe"],
       detached: true, // its own process group, so a timeout ends the script and its servers
     });
-    child.stdout.pipe(log, { end: false });
-    child.stderr.pipe(log, { end: false });
-    const timer = setTimeout(() => {
+    // Ctrl-C or a kill of this run ends the script's whole process group too.
+    const stop = () => {
       try {
         process.kill(-child.pid!, "SIGKILL");
       } catch {
         // already gone
       }
-    }, SCRIPT_TIMEOUT_MS);
+    };
+    const interrupt = () => {
+      stop();
+      process.exit(130);
+    };
+    process.once("SIGINT", interrupt).once("SIGTERM", interrupt);
+    child.stdout.pipe(log, { end: false });
+    child.stderr.pipe(log, { end: false });
+    const timer = setTimeout(stop, SCRIPT_TIMEOUT_MS);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      process.off("SIGINT", interrupt).off("SIGTERM", interrupt);
       log.end(() => resolve({ code, signal }));
     });
   });
