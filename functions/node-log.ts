@@ -28,13 +28,30 @@ export function batchedJsonLog(now: () => number = Date.now): (record: LogRecord
       exitHooked = true;
       process.once("exit", flushAtExit);
     }
-    pending += `${JSON.stringify({ time: new Date(now()).toISOString(), ...record })}\n`;
+    pending += line(now(), record);
     if (pending.length > MAX_PENDING_LOG_CHARS) flush();
     else if (!scheduled) {
       scheduled = true;
       setImmediate(flush);
     }
   };
+}
+
+let lastMs = Number.NaN;
+let lastTime = "";
+
+/**
+ * `JSON.stringify({ time, ...record }) + "\n"` — the same text — without
+ * copying the record, and with the time's text made once per millisecond.
+ */
+function line(ms: number, record: LogRecord): string {
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastTime = JSON.stringify(new Date(ms).toISOString());
+  }
+  const text = JSON.stringify(record);
+  if ("time" in record || text === "{}") return `${JSON.stringify({ time: JSON.parse(lastTime) as string, ...record })}\n`;
+  return `{"time":${lastTime},${text.slice(1)}\n`;
 }
 
 // One buffer for every sink of the process (they all write to stdout, in order) and one exit hook.

@@ -17,7 +17,7 @@
  */
 import { Hono, type Context } from "hono";
 import type { BridgeConfig } from "./config/config.ts";
-import { fitsMilliValue, formatDecimal, formatQuantity } from "./k8s/quantity.ts";
+import { fitsMilliValue, formatDecimal, formatQuantity, type Decimal } from "./k8s/quantity.ts";
 import { parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";
 import {
   badRequest,
@@ -215,7 +215,8 @@ export function createApp(options: BridgeOptions): Hono {
             `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
         );
       }
-      if (!fitsMilliValue(s.value)) {
+      const quantity = quantityOf(s.value);
+      if (quantity === null) {
         throw internalError(
           `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} cannot be read back ` +
             `exactly by the HPA (its Quantity ${formatQuantity(s.value)} has more than 18 digits, or its MilliValue overflows ` +
@@ -226,7 +227,7 @@ export function createApp(options: BridgeOptions): Hono {
         metricName: requested,
         metricLabels: { ...s.labels },
         timestamp: formatTimestamp(s.timestamp),
-        value: formatQuantity(s.value),
+        value: quantity,
       };
       if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
       return item;
@@ -244,6 +245,23 @@ export function createApp(options: BridgeOptions): Hono {
   );
 
   return app;
+}
+
+/**
+ * The Quantity text of each value already checked, or null when the HPA could
+ * not read it back exactly ({@link fitsMilliValue}). Values are immutable
+ * `Decimal` objects that every hit of one cached reading shares, so the
+ * bigint work is done once per reading; entries live as long as their value.
+ */
+const quantities = new WeakMap<Decimal, string | null>();
+
+function quantityOf(value: Decimal): string | null {
+  let quantity = quantities.get(value);
+  if (quantity === undefined) {
+    quantity = fitsMilliValue(value) ? formatQuantity(value) : null;
+    quantities.set(value, quantity);
+  }
+  return quantity;
 }
 
 /** Responses made by {@link json}: they already carry `X-Request-Id`. */

@@ -177,4 +177,24 @@ describe("the Node server", () => {
     ]);
     expect(Object.keys(JSON.parse(lines[0]!))[0]).toBe("time");
   });
+
+  it("writes exactly JSON.stringify({ time, ...record }) for any record", async () => {
+    const writes: string[] = [];
+    vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
+      writes.push(String(chunk));
+      return true;
+    });
+    let ms = Date.parse("2026-11-23T10:00:00.123Z");
+    const log = batchedJsonLog(() => ms++);
+    const records: LogRecord[] = [
+      { level: "info", msg: "request", requestId: "r1", method: "GET", path: "/apis/x", code: 200, durationMs: 0, metric: "m\u2028\"q\"" },
+      { level: "error", msg: "unhandled error", error: "Error: boom\nat x" },
+      { level: "warn", msg: "with a time of its own", time: "kept in place" } as LogRecord,
+      { level: "info", msg: "nested", extra: { a: [1, null, "é"] } },
+    ];
+    for (const r of records) log(r);
+    await new Promise((r) => setImmediate(r));
+    const start = Date.parse("2026-11-23T10:00:00.123Z");
+    expect(writes.join("")).toBe(records.map((r, i) => `${JSON.stringify({ time: new Date(start + i).toISOString(), ...r })}\n`).join(""));
+  });
 });
