@@ -29,8 +29,8 @@ export function proxyCommand(): Command {
     .name("external-metrics-bridge-proxy")
     .description(
       "In-cluster proxy for external.metrics.k8s.io: authenticates (front proxy, client certificates, TokenReview), " +
-        "authorizes (SubjectAccessReview), routes metrics to bridge functions or an existing adapter, signs forwarded " +
-        `requests with ${SIGNING_KEYS_ENV}, and registers the APIService.`,
+        "authorizes (SubjectAccessReview), routes metrics to bridge functions, an existing adapter or the bridge in this " +
+        `process (type inProcess), signs requests forwarded to bridge functions with ${SIGNING_KEYS_ENV}, and registers the APIService.`,
     )
     .addOption(new Option("--config <file>", "ProxyConfig YAML (backends, routes, passthrough, cache)").env("PROXY_CONFIG_FILE").makeOptionMandatory())
     .addOption(new Option("--bind-address <address>", "address to listen on").default("0.0.0.0"))
@@ -92,8 +92,9 @@ export function proxyCommand(): Command {
       "after",
       `
 Environment:
-  ${SIGNING_KEYS_ENV}    id:secret[,id:secret] — HMAC keys (base64, >= 32 bytes); the first signs requests to bridge backends.
-                         Mount from a Secret; never put keys in the config file.
+  ${SIGNING_KEYS_ENV}    id:secret[,id:secret] — HMAC keys (base64, >= 32 bytes); the first signs requests to bridge backends
+                         (not needed for inProcess backends). Mount from a Secret; never put keys in the config file.
+  AWS_*, GOOGLE_*        cloud credentials of inProcess backends' providers (the SDK default chains, as the Node bridge).
   PROXY_CONFIG_FILE      same as --config
   POD_NAMESPACE          same as --service-namespace
 
