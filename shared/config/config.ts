@@ -19,7 +19,7 @@
  * returned to the caller untouched (`others`) so that later loaders (the
  * policy loader) read them from the same source.
  */
-import * as z from "zod";
+import * as z from "./zod.ts";
 import { metricKey } from "../metric-name.ts";
 import { notBuiltMessage, providerEntry, type ProviderInstanceConfig } from "../providers/registry.ts";
 import type { MetricRule } from "../providers/types.ts";
@@ -37,43 +37,43 @@ export const MAX_MAX_AGE_SECONDS = 3600;
  * Metric rule names: letters, digits and `-_.:/|` (a `/` may be written as
  * `|` in requests), at most 253 characters, not `.` or `..`.
  */
-const metricNameSchema = z
-  .string()
-  .min(1)
-  .max(253)
-  .regex(/^[A-Za-z0-9_.:/|-]+$/, "may contain only letters, digits and - _ . : / |")
-  .refine((n) => n !== "." && n !== "..", "may not be . or ..");
+const metricNameSchema = z.string().check(
+  z.minLength(1),
+  z.maxLength(253),
+  z.regex(/^[A-Za-z0-9_.:/|-]+$/, "may contain only letters, digits and - _ . : / |"),
+  z.refine((n) => n !== "." && n !== "..", "may not be . or .."),
+);
 
 const defaultsSchema = z.strictObject({
   /** longest age of a served value, seconds */
-  maxAgeSeconds: z.number().positive().max(MAX_MAX_AGE_SECONDS).default(60),
+  maxAgeSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_MAX_AGE_SECONDS)), 60),
   /** how long a backend read is re-used, seconds */
-  cacheTTLSeconds: z.number().min(0).max(MAX_MAX_AGE_SECONDS).default(5),
+  cacheTTLSeconds: z._default(z.number().check(z.minimum(0), z.maximum(MAX_MAX_AGE_SECONDS)), 5),
 });
 
 const ruleSchema = z.strictObject({
   name: metricNameSchema,
-  provider: z.string().min(1),
-  description: z.string().max(1024).optional(),
-  maxAgeSeconds: z.number().positive().max(MAX_MAX_AGE_SECONDS).optional(),
-  cacheTTLSeconds: z.number().min(0).max(MAX_MAX_AGE_SECONDS).optional(),
-  query: z.record(z.string(), z.unknown()).default({}),
+  provider: z.string().check(z.minLength(1)),
+  description: z.optional(z.string().check(z.maxLength(1024))),
+  maxAgeSeconds: z.optional(z.number().check(z.positive(), z.maximum(MAX_MAX_AGE_SECONDS))),
+  cacheTTLSeconds: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_MAX_AGE_SECONDS))),
+  query: z._default(z.record(z.string(), z.unknown()), {}),
 });
 
 const providerEntrySchema = z.looseObject({
-  type: z.string().min(1),
+  type: z.string().check(z.minLength(1)),
 });
 
 /** Schema of the BridgeConfig document before provider-specific validation. */
 export const bridgeConfigSchema = z.strictObject({
   apiVersion: z.literal(CONFIG_API_VERSION),
   kind: z.literal("BridgeConfig"),
-  metadata: z.looseObject({ name: z.string().optional() }).optional(),
-  defaults: defaultsSchema.default({ maxAgeSeconds: 60, cacheTTLSeconds: 5 }),
-  providers: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "provider names are DNS labels"), providerEntrySchema),
-  metrics: z.array(ruleSchema).min(1, "at least one metric rule is required"),
+  metadata: z.optional(z.looseObject({ name: z.optional(z.string()) })),
+  defaults: z._default(defaultsSchema, { maxAgeSeconds: 60, cacheTTLSeconds: 5 }),
+  providers: z.record(z.string().check(z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "provider names are DNS labels")), providerEntrySchema),
+  metrics: z.array(ruleSchema).check(z.minLength(1, "at least one metric rule is required")),
   /** ExternalMetricPolicy settings (`shared/policy/schema.ts`, `docs/policy.md`) */
-  policy: policySettingsSchema.optional(),
+  policy: z.optional(policySettingsSchema),
 });
 
 /** The validated configuration. */

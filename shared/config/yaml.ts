@@ -6,7 +6,7 @@
  * a field path back to the line it was written on.
  */
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseAllDocuments, type Document } from "yaml";
-import type { z } from "zod";
+import type { core } from "zod/mini";
 
 /** One problem in a config or policy file. `line`/`column` are 1-based. */
 export interface ConfigIssue {
@@ -120,11 +120,12 @@ function rangeStart(node: unknown): number | undefined {
 }
 
 /**
- * Turn zod issues into located ConfigIssues.
+ * Turn zod issues into located ConfigIssues. Takes the error of any zod
+ * schema (`zod/mini`'s or the classic API's: both are `core.$ZodError`).
  *
  * @param prefix the path of the validated value inside the document
  */
-export function zodIssues(sd: SourceDocument, error: z.ZodError, prefix: readonly PropertyKey[] = []): ConfigIssue[] {
+export function zodIssues(sd: SourceDocument, error: core.$ZodError, prefix: readonly PropertyKey[] = []): ConfigIssue[] {
   const out: ConfigIssue[] = [];
   for (const issue of error.issues) {
     const path = [...prefix, ...(issue.path as PropertyKey[])];

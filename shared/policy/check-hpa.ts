@@ -17,7 +17,7 @@
  * Manifests may hold other kinds (skipped) and `kind: List` (`kubectl get
  * -o yaml`), whose items are checked.
  */
-import * as z from "zod";
+import * as z from "../config/zod.ts";
 import { issueAt, locate, formatPath, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { HPA_CONTROLLER } from "../identity.ts";
@@ -32,20 +32,21 @@ import { labelSelectorObjectSchema } from "./schema.ts";
 const hpaSchema = z.looseObject({
   apiVersion: z.literal("autoscaling/v2"),
   kind: z.literal("HorizontalPodAutoscaler"),
-  metadata: z.looseObject({ name: z.string().min(1), namespace: z.string().min(1).optional() }),
+  metadata: z.looseObject({ name: z.string().check(z.minLength(1)), namespace: z.optional(z.string().check(z.minLength(1))) }),
   spec: z.looseObject({
-    metrics: z
-      .array(
+    metrics: z._default(
+      z.array(
         z.looseObject({
           type: z.string(),
-          external: z
-            .looseObject({
-              metric: z.looseObject({ name: z.string().min(1), selector: labelSelectorObjectSchema.nullish() }),
-            })
-            .optional(),
+          external: z.optional(
+            z.looseObject({
+              metric: z.looseObject({ name: z.string().check(z.minLength(1)), selector: z.nullish(labelSelectorObjectSchema) }),
+            }),
+          ),
         }),
-      )
-      .default([]),
+      ),
+      [],
+    ),
   }),
 });
 

@@ -22,7 +22,7 @@
  *   defaultAction: Deny
  * ```
  */
-import * as z from "zod";
+import * as z from "../config/zod.ts";
 import { MAX_PATTERN_LENGTH } from "./regex.ts";
 
 /**
@@ -44,29 +44,29 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** A namespace name (DNS-1123 label, apimachinery `pkg/util/validation`). */
-export const namespaceSchema = z.string().max(63).regex(DNS1123_LABEL, "must be a DNS-1123 label (a namespace name)");
+export const namespaceSchema = z.string().check(z.maxLength(63), z.regex(DNS1123_LABEL, "must be a DNS-1123 label (a namespace name)"));
 
 /** `NAMESPACE/NAME` of a ServiceAccount. */
-export const serviceAccountRefSchema = z
-  .string()
-  .max(63 + 1 + 253)
-  .refine((s) => {
+export const serviceAccountRefSchema = z.string().check(
+  z.maxLength(63 + 1 + 253),
+  z.refine((s) => {
     const [ns, name, ...rest] = s.split("/");
     return rest.length === 0 && ns !== undefined && name !== undefined && DNS1123_LABEL.test(ns) && DNS1123_SUBDOMAIN.test(name);
-  }, "must be NAMESPACE/NAME of a service account");
+  }, "must be NAMESPACE/NAME of a service account"),
+);
 
 /** `metav1.LabelSelector` as written in YAML. */
 export const labelSelectorObjectSchema = z.strictObject({
-  matchLabels: z.record(z.string(), z.string()).optional(),
-  matchExpressions: z
-    .array(
+  matchLabels: z.optional(z.record(z.string(), z.string())),
+  matchExpressions: z.optional(
+    z.array(
       z.strictObject({
         key: z.string(),
         operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
-        values: z.array(z.string()).optional(),
+        values: z.optional(z.array(z.string())),
       }),
-    )
-    .optional(),
+    ),
+  ),
 });
 
 /** A selector as written. */
@@ -78,63 +78,71 @@ export type SelectorInput = string | z.infer<typeof labelSelectorObjectSchema>;
  * object is checked against the LabelSelector schema so the message names
  * the bad field.)
  */
-export const selectorInputSchema: z.ZodType<SelectorInput> = z.unknown().transform((value, ctx): SelectorInput => {
-  if (typeof value === "string") return value;
-  const parsed = labelSelectorObjectSchema.safeParse(value);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, path: issue.path } as never);
-  return z.NEVER;
-});
+export const selectorInputSchema: z.ZodMiniType<SelectorInput> = z.pipe(
+  z.unknown(),
+  z.transform((value, ctx): SelectorInput => {
+    if (typeof value === "string") return value;
+    const parsed = labelSelectorObjectSchema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    // the object's own issues (messages and paths kept), below this value's path
+    for (const issue of parsed.error.issues) ctx.issues.push({ ...issue, input: value } as never);
+    return z.NEVER;
+  }),
+);
 
 /** `spec.subjects`: omitted → the policy applies to every caller. */
 export const subjectsSchema = z
   .strictObject({
     /** user names as Kubernetes authentication reports them */
-    users: z.array(z.string().min(1)).optional(),
+    users: z.optional(z.array(z.string().check(z.minLength(1)))),
     /** group names; a caller in any of them matches */
-    groups: z.array(z.string().min(1)).optional(),
+    groups: z.optional(z.array(z.string().check(z.minLength(1)))),
     /** `NAMESPACE/NAME`: the user `system:serviceaccount:NAMESPACE:NAME` */
-    serviceAccounts: z.array(serviceAccountRefSchema).optional(),
+    serviceAccounts: z.optional(z.array(serviceAccountRefSchema)),
   })
-  .refine(
-    (s) => (s.users?.length ?? 0) + (s.groups?.length ?? 0) + (s.serviceAccounts?.length ?? 0) > 0,
-    "list at least one user, group or service account (omit subjects to apply the policy to every caller)",
+  .check(
+    z.refine(
+      (s) => (s.users?.length ?? 0) + (s.groups?.length ?? 0) + (s.serviceAccounts?.length ?? 0) > 0,
+      "list at least one user, group or service account (omit subjects to apply the policy to every caller)",
+    ),
   );
 
 /** One rule: a metric pattern and either the selector it allows or `deny: true`. */
 export const policyRuleSchema = z
   .strictObject({
     /** RE2 pattern matched against the whole lowercased metric name */
-    metric: z.string().min(1).max(MAX_PATTERN_LENGTH),
+    metric: z.string().check(z.minLength(1), z.maxLength(MAX_PATTERN_LENGTH)),
     /** the request's selector must be a subset of this one */
-    selector: selectorInputSchema.optional(),
-    deny: z.literal(true).optional(),
-    description: z.string().max(1024).optional(),
+    selector: z.optional(selectorInputSchema),
+    deny: z.optional(z.literal(true)),
+    description: z.optional(z.string().check(z.maxLength(1024))),
   })
-  .superRefine((rule, ctx) => {
-    if ((rule.selector === undefined) === (rule.deny === undefined)) {
-      ctx.addIssue({
-        code: "custom",
-        message: "a rule has exactly one of selector (what it allows; {} allows every series) or deny: true",
-      });
-    }
-  });
+  .check(
+    z.superRefine((rule, ctx) => {
+      if ((rule.selector === undefined) === (rule.deny === undefined)) {
+        ctx.addIssue({
+          code: "custom",
+          message: "a rule has exactly one of selector (what it allows; {} allows every series) or deny: true",
+        });
+      }
+    }),
+  );
 
 /** An ExternalMetricPolicy object. */
 export const policySchema = z.strictObject({
   apiVersion: z.literal(POLICY_API_VERSION),
   kind: z.literal(POLICY_KIND),
   metadata: z.looseObject({
-    name: z.string().max(253).regex(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain"),
+    name: z.string().check(z.maxLength(253), z.regex(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain")),
     /** omitted → the policy is cluster-scoped and applies in every namespace */
-    namespace: namespaceSchema.optional(),
+    namespace: z.optional(namespaceSchema),
   }),
   spec: z.strictObject({
-    subjects: subjectsSchema.optional(),
+    subjects: z.optional(subjectsSchema),
     /** top to bottom; the first rule whose metric matches decides */
-    rules: z.array(policyRuleSchema).default([]),
+    rules: z._default(z.array(policyRuleSchema), []),
     /** when no rule's metric matches (default Deny) */
-    defaultAction: actionSchema.default("Deny"),
+    defaultAction: z._default(actionSchema, "Deny"),
   }),
 });
 /** A validated ExternalMetricPolicy object. */
@@ -142,10 +150,10 @@ export type PolicyObject = z.infer<typeof policySchema>;
 
 /** A Kubernetes user (see `shared/identity.ts` `Caller`). */
 export const callerSchema = z.strictObject({
-  user: z.string().min(1),
-  uid: z.string().optional(),
-  groups: z.array(z.string().min(1)).default([]),
-  extra: z.record(z.string(), z.array(z.string())).default({}),
+  user: z.string().check(z.minLength(1)),
+  uid: z.optional(z.string()),
+  groups: z._default(z.array(z.string().check(z.minLength(1))), []),
+  extra: z._default(z.record(z.string(), z.array(z.string())), {}),
 });
 
 /**
@@ -163,8 +171,8 @@ export const callerSchema = z.strictObject({
 export const policySettingsSchema = z.strictObject({
   defaultAction: actionSchema,
   /** default: the anonymous user (`system:anonymous`, group `system:unauthenticated`) */
-  localIdentity: callerSchema.optional(),
-  files: z.array(z.string().min(1)).default([]),
+  localIdentity: z.optional(callerSchema),
+  files: z._default(z.array(z.string().check(z.minLength(1))), []),
 });
 /** The validated `policy:` section. */
 export type PolicySettings = z.infer<typeof policySettingsSchema>;

@@ -25,7 +25,7 @@
  *
  * ExternalMetricPolicy documents in the same file are used too.
  */
-import * as z from "zod";
+import * as z from "../config/zod.ts";
 import { issueAt, locate, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import type { Caller } from "../identity.ts";
 import { SelectorError, type Selector } from "../k8s/selector.ts";
@@ -38,32 +38,34 @@ import { actionSchema, namespaceSchema, POLICY_API_VERSION, selectorInputSchema,
 export const TEST_KIND = "ExternalMetricPolicyTest";
 
 const caseSchema = z.strictObject({
-  name: z.string().min(1),
-  caller: z
-    .strictObject({
-      user: z.string().min(1).optional(),
-      groups: z.array(z.string().min(1)).optional(),
-      serviceAccount: serviceAccountRefSchema.optional(),
-    })
-    .optional(),
+  name: z.string().check(z.minLength(1)),
+  caller: z.optional(
+    z.strictObject({
+      user: z.optional(z.string().check(z.minLength(1))),
+      groups: z.optional(z.array(z.string().check(z.minLength(1)))),
+      serviceAccount: z.optional(serviceAccountRefSchema),
+    }),
+  ),
   namespace: namespaceSchema,
-  metric: z.string().min(1).max(512),
-  selector: selectorInputSchema.default(""),
+  metric: z.string().check(z.minLength(1), z.maxLength(512)),
+  selector: z._default(selectorInputSchema, ""),
   expect: actionSchema,
-  deniedBy: z.strictObject({ policy: z.string().min(1), rule: z.number().int().min(0).optional() }).optional(),
+  deniedBy: z.optional(
+    z.strictObject({ policy: z.string().check(z.minLength(1)), rule: z.optional(z.number().check(z.int(), z.minimum(0))) }),
+  ),
 });
 
 /** Schema of an ExternalMetricPolicyTest document. */
 export const testTableSchema = z.strictObject({
   apiVersion: z.literal(POLICY_API_VERSION),
   kind: z.literal(TEST_KIND),
-  metadata: z.looseObject({ name: z.string().optional() }).optional(),
+  metadata: z.optional(z.looseObject({ name: z.optional(z.string()) })),
   /** a BridgeConfig file (relative to this file) whose policies and default apply */
-  config: z.string().min(1).optional(),
+  config: z.optional(z.string().check(z.minLength(1))),
   /** policy files, relative to this file */
-  policies: z.array(z.string().min(1)).default([]),
-  defaultAction: actionSchema.optional(),
-  cases: z.array(caseSchema).min(1),
+  policies: z._default(z.array(z.string().check(z.minLength(1))), []),
+  defaultAction: z.optional(actionSchema),
+  cases: z.array(caseSchema).check(z.minLength(1)),
 });
 /** A validated test table. */
 export type TestTable = z.infer<typeof testTableSchema>;

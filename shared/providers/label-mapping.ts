@@ -10,21 +10,25 @@
  * `exists`, `!key`, `>` and `<` then narrow that set through apimachinery's
  * own matcher.
  */
-import * as z from "zod";
+import * as z from "../config/zod.ts";
 import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound } from "../k8s/status.ts";
 
 /** Config schema of a selector label key a rule maps (apimachinery label-key syntax). */
-export const labelKeySchema = z.string().superRefine((key, ctx) => {
-  const problem = validateLabelKey(key);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
-});
+export const labelKeySchema = z.string().check(
+  z.superRefine((key, ctx) => {
+    const problem = validateLabelKey(key);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label key: ${problem}` });
+  }),
+);
 
 /** Config schema of a selector label value a rule lists (apimachinery label-value syntax). */
-export const labelValueSchema = z.string().superRefine((value, ctx) => {
-  const problem = validateLabelValue(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
-});
+export const labelValueSchema = z.string().check(
+  z.superRefine((value, ctx) => {
+    const problem = validateLabelValue(value);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: `invalid label value: ${problem}` });
+  }),
+);
 
 /** One selector label a rule understands. */
 export interface MappedLabel {

@@ -18,7 +18,7 @@
  * Adding a provider: its `schema.ts` and `index.ts`, one entry in
  * `./provider-loaders.ts` and its type in {@link PROVIDER_TYPES}.
  */
-import type { z } from "zod";
+import type { ZodMiniType } from "zod/mini";
 import { PROVIDERS } from "./provider-loaders.ts";
 import type { Provider, ProviderModule, RuntimeEnv } from "./types.ts";
 
@@ -28,9 +28,9 @@ export const PROVIDER_TYPES: readonly string[] = ["aws-sqs", "aws-cloudwatch", "
 /** One provider of a build: its schemas (synchronous) and its implementation (loaded on demand). */
 export interface ProviderEntry {
   /** schema of a provider instance (without `type`) */
-  readonly providerSchema: z.ZodType<any>;
+  readonly providerSchema: ZodMiniType<any>;
   /** schema of a rule's `query:` section */
-  readonly querySchema: z.ZodType<any>;
+  readonly querySchema: ZodMiniType<any>;
   /** import the implementation; rejects when the module cannot be loaded */
   load(): Promise<ProviderModule<any, any>>;
 }

@@ -8,7 +8,7 @@
  * with a list of series. New providers are added to `registry.ts` without
  * touching the others.
  */
-import type { z } from "zod";
+import type { ZodMiniType } from "zod/mini";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import type { MonitoringTransportFactory } from "./gcp-monitoring/transport.ts";
@@ -130,9 +130,9 @@ export interface ProviderModule<P = unknown, Q = unknown> {
   /** the `type:` value that selects this module in `providers:` */
   readonly type: string;
   /** schema of a provider instance (without `type`) */
-  readonly providerSchema: z.ZodType<P>;
+  readonly providerSchema: ZodMiniType<P>;
   /** schema of a rule's `query:` section for this provider type */
-  readonly querySchema: z.ZodType<Q>;
+  readonly querySchema: ZodMiniType<Q>;
   /** build an instance; must not do network I/O */
   create(name: string, config: P, runtime: RuntimeEnv): Provider<Q>;
 }

@@ -5,7 +5,7 @@
  * `GetMetricData`, `MetricDataQuery`, `MetricStat`, `Dimension`;
  * "CloudWatch statistics definitions"; "Using metric math").
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { awsProviderSchema } from "../aws/common.ts";
 import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 
@@ -44,27 +44,29 @@ const REQUEST_WIDE_FUNCTIONS = new Set(["METRICS", "SEARCH", "SELECT"]);
 
 
 /** `Dimension.Name`: 1–255 characters. */
-const dimensionName = z.string().min(1).max(255);
+const dimensionName = z.string().check(z.minLength(1), z.maxLength(255));
 /** `Dimension.Value`: 1–1024 characters. */
-const dimensionValue = z.string().min(1).max(1024);
+const dimensionValue = z.string().check(z.minLength(1), z.maxLength(1024));
 
 /** `MetricStat.Period`: 1, 5, 10, 20, 30 (high resolution) or a multiple of 60 seconds. */
 const period = z
   .number()
-  .int()
-  .positive()
-  .max(MAX_LOOKBACK_SECONDS)
-  .refine((p) => [1, 5, 10, 20, 30].includes(p) || p % 60 === 0, "must be 1, 5, 10, 20, 30 or a multiple of 60 (seconds)");
+  .check(
+    z.int(),
+    z.positive(),
+    z.maximum(MAX_LOOKBACK_SECONDS),
+    z.refine((p) => [1, 5, 10, 20, 30].includes(p) || p % 60 === 0, "must be 1, 5, 10, 20, 30 or a multiple of 60 (seconds)"),
+  );
 
-const stat = z.string().regex(STAT_PATTERN, "must be a CloudWatch statistic: SampleCount, Average, Sum, Minimum, Maximum, IQM, pNN, tmNN, PR(a:b), …");
+const stat = z.string().check(z.regex(STAT_PATTERN, "must be a CloudWatch statistic: SampleCount, Average, Sum, Minimum, Maximum, IQM, pNN, tmNN, PR(a:b), …"));
 
 /** One metric as `MetricStat` names it (namespace, name, statistic, unit, static dimensions). */
 const metricSchema = z.strictObject({
-  namespace: z.string().min(1).max(255),
-  metricName: z.string().min(1).max(255),
+  namespace: z.string().check(z.minLength(1), z.maxLength(255)),
+  metricName: z.string().check(z.minLength(1), z.maxLength(255)),
   stat,
-  unit: z.enum(STANDARD_UNITS).optional(),
-  dimensions: z.record(dimensionName, dimensionValue).default({}),
+  unit: z.optional(z.enum(STANDARD_UNITS)),
+  dimensions: z._default(z.record(dimensionName, dimensionValue), {}),
 });
 
 /** A metric read by a metric-math rule. */
@@ -81,7 +83,7 @@ const dimensionLabel = z.union([
   dimensionName,
   z.strictObject({
     dimension: dimensionName,
-    values: z.record(labelValueSchema, dimensionValue).optional(),
+    values: z.optional(z.record(labelValueSchema, dimensionValue)),
   }),
 ]);
 
@@ -91,12 +93,13 @@ const dimensionLabel = z.union([
  * explicit value the rule's author chose (e.g. `"0"` for an idle SQS queue,
  * which CloudWatch stops reporting). Never 0 unless written here.
  */
-const onEmpty = z
-  .union([
+const onEmpty = z._default(
+  z.union([
     z.enum(["unavailable", "notFound"]),
-    z.strictObject({ value: z.string().regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5") }),
-  ])
-  .default("unavailable");
+    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
+  ]),
+  "unavailable",
+);
 
 /**
  * A rule's `query:` section for `aws-cloudwatch`. Either one metric
@@ -112,20 +115,22 @@ const onEmpty = z
  */
 export const cloudWatchQuerySchema = z
   .strictObject({
-    namespace: z.string().min(1).max(255).optional(),
-    metricName: z.string().min(1).max(255).optional(),
-    stat: stat.optional(),
-    unit: z.enum(STANDARD_UNITS).optional(),
-    dimensions: z.record(dimensionName, dimensionValue).optional(),
-    expression: z.string().min(1).max(2048).optional(),
-    metrics: z.record(z.string().regex(MATH_ID, "metric ids start with a lowercase letter, then letters, digits or _"), metricSchema).optional(),
-    dimensionLabels: z.record(labelKeySchema, dimensionLabel).default({}),
+    namespace: z.optional(z.string().check(z.minLength(1), z.maxLength(255))),
+    metricName: z.optional(z.string().check(z.minLength(1), z.maxLength(255))),
+    stat: z.optional(stat),
+    unit: z.optional(z.enum(STANDARD_UNITS)),
+    dimensions: z.optional(z.record(dimensionName, dimensionValue)),
+    expression: z.optional(z.string().check(z.minLength(1), z.maxLength(2048))),
+    metrics: z.optional(
+      z.record(z.string().check(z.regex(MATH_ID, "metric ids start with a lowercase letter, then letters, digits or _")), metricSchema),
+    ),
+    dimensionLabels: z._default(z.record(labelKeySchema, dimensionLabel), {}),
     period,
-    lookbackSeconds: z.number().int().positive().max(MAX_LOOKBACK_SECONDS).optional(),
-    accountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),
+    lookbackSeconds: z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS))),
+    accountId: z.optional(z.string().check(z.regex(/^\d{12}$/, "must be a 12-digit AWS account id"))),
     onEmpty,
   })
-  .superRefine((q, ctx) => {
+  .check(z.superRefine((q, ctx) => {
     const single = q.namespace !== undefined || q.metricName !== undefined || q.stat !== undefined;
     const math = q.expression !== undefined || q.metrics !== undefined;
     if (single === math) {
@@ -168,17 +173,17 @@ export const cloudWatchQuerySchema = z
       const problem = checkExpression(q.expression, new Set(ids));
       if (problem !== undefined) ctx.addIssue({ code: "custom", path: ["expression"], message: problem });
     }
-  });
+  }));
 
 /** Validated `query:` section of a CloudWatch rule. */
 export type CloudWatchQuery = z.infer<typeof cloudWatchQuerySchema>;
 
 /** Config of one `aws-cloudwatch` provider instance: the AWS fields plus batching. */
-export const cloudWatchProviderSchema = awsProviderSchema.extend({
+export const cloudWatchProviderSchema = z.extend(awsProviderSchema, {
   /** how long a read waits for others to share its GetMetricData call, seconds (default 0.01) */
-  batchWindowSeconds: z.number().min(0).max(1).default(0.01),
+  batchWindowSeconds: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0.01),
   /** most queries per GetMetricData call (default and maximum 500) */
-  maxQueriesPerCall: z.number().int().min(1).max(MAX_QUERIES_PER_CALL).default(MAX_QUERIES_PER_CALL),
+  maxQueriesPerCall: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_QUERIES_PER_CALL)), MAX_QUERIES_PER_CALL),
   /**
    * Refresh-ahead (`./refresh.ts`): reload every series read since its last
    * load shortly before its cached value expires, in ⌈series/500⌉ calls per
@@ -186,7 +191,7 @@ export const cloudWatchProviderSchema = awsProviderSchema.extend({
    * a long-lived process (the Node server), off on Cloudflare Workers and
    * AWS Lambda, which cancel or freeze work between requests.
    */
-  refreshAhead: z.boolean().optional(),
+  refreshAhead: z.optional(z.boolean()),
 });
 
 /** Validated `aws-cloudwatch` provider instance config. */

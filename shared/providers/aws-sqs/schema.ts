@@ -4,7 +4,7 @@
  * `../registry.ts`) reads them without loading the SQS client, so a build or
  * process that never reads SQS never loads `@aws-sdk/client-sqs`.
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
 
 /** The queue attributes a rule may read (and sum). */
@@ -25,16 +25,17 @@ export const SQS_ATTRIBUTES = [
  * - `attribute`: one attribute, or a list whose values are summed.
  */
 export const sqsQuerySchema = z.strictObject({
-  queueLabel: labelKeySchema.default("queue"),
-  queues: z.array(labelValueSchema).min(1).optional(),
-  queueNameTemplate: z
-    .string()
-    .refine((t) => t.includes("{queue}"), "must contain {queue}")
-    .default("{queue}"),
-  queueOwnerAWSAccountId: z.string().regex(/^\d{12}$/, "must be a 12-digit AWS account id").optional(),
-  attribute: z
-    .union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).min(1)])
-    .default("ApproximateNumberOfMessages"),
+  queueLabel: z._default(labelKeySchema, "queue"),
+  queues: z.optional(z.array(labelValueSchema).check(z.minLength(1))),
+  queueNameTemplate: z._default(
+    z.string().check(z.refine((t) => t.includes("{queue}"), "must contain {queue}")),
+    "{queue}",
+  ),
+  queueOwnerAWSAccountId: z.optional(z.string().check(z.regex(/^\d{12}$/, "must be a 12-digit AWS account id"))),
+  attribute: z._default(
+    z.union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).check(z.minLength(1))]),
+    "ApproximateNumberOfMessages",
+  ),
 });
 
 /** Validated `query:` section of an SQS rule. */

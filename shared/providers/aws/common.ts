@@ -7,7 +7,7 @@
  * in Node.js", "Abort requests", "Retry strategy"); AWS common errors
  * (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/CommonErrors.html).
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsRetryAfterSeconds, THROTTLED_RETRY_AFTER_SECONDS } from "../backoff.ts";
 import type { RuntimeEnv } from "../types.ts";
@@ -33,23 +33,23 @@ export const awsCredentialsSchema = z.discriminatedUnion("source", [
   z.strictObject({ source: z.literal("environment") }),
   z.strictObject({
     source: z.literal("static"),
-    accessKeyId: z.string().min(1),
-    secretAccessKey: z.string().min(1),
-    sessionToken: z.string().min(1).optional(),
+    accessKeyId: z.string().check(z.minLength(1)),
+    secretAccessKey: z.string().check(z.minLength(1)),
+    sessionToken: z.optional(z.string().check(z.minLength(1))),
   }),
 ]);
 
 /** Config of one AWS provider instance (the fields besides `type`). */
 export const awsProviderSchema = z.strictObject({
   /** AWS region, e.g. `us-east-1` */
-  region: z.string().regex(/^[a-z]{2}(-[a-z0-9]+)+-\d+$/, "must be an AWS region such as us-east-1"),
+  region: z.string().check(z.regex(/^[a-z]{2}(-[a-z0-9]+)+-\d+$/, "must be an AWS region such as us-east-1")),
   /** endpoint override, e.g. `http://127.0.0.1:4566` for an emulator */
-  endpoint: z.url({ protocol: /^https?$/ }).optional(),
-  credentials: awsCredentialsSchema.default({ source: "default" }),
+  endpoint: z.optional(z.url({ protocol: /^https?$/ })),
+  credentials: z._default(awsCredentialsSchema, { source: "default" }),
   /** per-call timeout, seconds (default 2, at most 4; never past the bridge's 3 s request deadline) */
-  timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(2),
+  timeoutSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_BACKEND_TIMEOUT_SECONDS)), 2),
   /** SDK attempts per call, including the first (default 2) */
-  maxAttempts: z.number().int().min(1).max(5).default(2),
+  maxAttempts: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(5)), 2),
 });
 
 /** Validated AWS provider instance config. */

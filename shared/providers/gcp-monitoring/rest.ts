@@ -9,9 +9,9 @@
  * `ListTimeSeriesResponse`.
  *
  * Runs on every runtime (Workers included) and imports nothing but `jose`
- * and `zod`.
+ * and `zod` (`zod/mini`, through `shared/config/zod.ts`).
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { internalError } from "../../k8s/status.ts";
 import { readServiceAccountKey } from "../gcp/credentials.ts";
 import { parseRetryAfter } from "../backoff.ts";
@@ -32,23 +32,28 @@ import {
 /** The public Cloud Monitoring endpoint. */
 export const MONITORING_REST_ENDPOINT = "https://monitoring.googleapis.com";
 
-const labels = z.record(z.string(), z.string()).default({});
+const labels = z._default(z.record(z.string(), z.string()), {});
 const pointSchema = z.looseObject({
-  interval: z.looseObject({ startTime: z.string().optional(), endTime: z.string() }),
+  interval: z.looseObject({ startTime: z.optional(z.string()), endTime: z.string() }),
   value: z.record(z.string(), z.unknown()),
 });
 const timeSeriesSchema = z.looseObject({
   metric: z.looseObject({ type: z.string(), labels }),
-  resource: z.looseObject({ type: z.string(), labels }).default({ type: "", labels: {} }),
-  points: z.array(pointSchema).default([]),
+  resource: z._default(z.looseObject({ type: z.string(), labels }), { type: "", labels: {} }),
+  points: z._default(z.array(pointSchema), []),
 });
 /** `ListTimeSeriesResponse` in proto3 JSON (fields the bridge reads). */
 const responseSchema = z.looseObject({
-  timeSeries: z.array(timeSeriesSchema).default([]),
-  nextPageToken: z.string().default(""),
+  timeSeries: z._default(z.array(timeSeriesSchema), []),
+  nextPageToken: z._default(z.string(), ""),
 });
 const errorSchema = z.looseObject({
-  error: z.looseObject({ code: z.number().optional(), message: z.string().default(""), status: z.string().optional(), details: z.array(z.unknown()).optional() }),
+  error: z.looseObject({
+    code: z.optional(z.number()),
+    message: z._default(z.string(), ""),
+    status: z.optional(z.string()),
+    details: z.optional(z.array(z.unknown())),
+  }),
 });
 
 /** The REST query string of a request. */

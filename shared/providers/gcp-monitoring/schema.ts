@@ -4,7 +4,7 @@
  * `projects.timeSeries.list` (API reference, `Aggregation`, `Aligner`,
  * `Reducer`; "Monitoring filters").
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { gcpCredentialsSchema } from "../gcp/credentials.ts";
 import { FILTER_FIELD, filterValueProblem } from "../gcp/filter.ts";
@@ -32,17 +32,19 @@ export const MAX_LOOKBACK_SECONDS = 86_400;
 export const MAX_SERIES_PER_CALL = 100;
 
 /** Any string a filter can quote. */
-const filterValue = z.string().superRefine((value, ctx) => {
-  const problem = filterValueProblem(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: `cannot be used in a filter: it ${problem}` });
-});
+const filterValue = z.string().check(
+  z.superRefine((value, ctx) => {
+    const problem = filterValueProblem(value);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: `cannot be used in a filter: it ${problem}` });
+  }),
+);
 /** A Cloud Monitoring label key (metric or resource label). */
-const monitoringLabelKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,99}$/, "must be a Cloud Monitoring label key (letters, digits, _)");
+const monitoringLabelKey = z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]{0,99}$/, "must be a Cloud Monitoring label key (letters, digits, _)"));
 /** `metric.labels.K` or `resource.labels.K`. */
-const labelField = z
-  .string()
-  .regex(FILTER_FIELD, "must be metric.labels.KEY or resource.labels.KEY")
-  .refine((f) => f.includes(".labels."), "must be metric.labels.KEY or resource.labels.KEY");
+const labelField = z.string().check(
+  z.regex(FILTER_FIELD, "must be metric.labels.KEY or resource.labels.KEY"),
+  z.refine((f) => f.includes(".labels."), "must be metric.labels.KEY or resource.labels.KEY"),
+);
 
 /**
  * How one selector label maps to a Cloud Monitoring label: the field
@@ -51,7 +53,7 @@ const labelField = z
  */
 const selectorLabel = z.union([
   labelField,
-  z.strictObject({ field: labelField, values: z.record(labelValueSchema, filterValue).optional() }),
+  z.strictObject({ field: labelField, values: z.optional(z.record(labelValueSchema, filterValue)) }),
 ]);
 
 /**
@@ -59,15 +61,16 @@ const selectorLabel = z.union([
  * `unavailable` (503, default), `notFound` (404), or `{value}` written by
  * the rule's author. Never 0 unless written here.
  */
-const onEmpty = z
-  .union([
+const onEmpty = z._default(
+  z.union([
     z.enum(["unavailable", "notFound"]),
-    z.strictObject({ value: z.string().regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5") }),
-  ])
-  .default("unavailable");
+    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
+  ]),
+  "unavailable",
+);
 
 /** A Google Cloud project id or number. */
-const projectId = z.string().regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number");
+const projectId = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number"));
 
 /**
  * A rule's `query:` section for `gcp-monitoring`:
@@ -83,20 +86,22 @@ const projectId = z.string().regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/
  */
 export const monitoringQuerySchema = z
   .strictObject({
-    project: projectId.optional(),
-    metricType: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,511}$/, "must be a metric type such as pubsub.googleapis.com/subscription/num_undelivered_messages"),
-    resourceType: z.string().regex(/^[a-z0-9_]{1,128}$/, "must be a monitored resource type such as pubsub_subscription").optional(),
-    metricLabels: z.record(monitoringLabelKey, filterValue).default({}),
-    resourceLabels: z.record(monitoringLabelKey, filterValue).default({}),
-    selectorLabels: z.record(labelKeySchema, selectorLabel).default({}),
-    aligner: z.enum(ALIGNERS).optional(),
-    alignmentPeriod: z.number().int().min(1).max(MAX_LOOKBACK_SECONDS).optional(),
-    reducer: z.enum(REDUCERS).optional(),
-    groupByFields: z.array(labelField).optional(),
-    lookbackSeconds: z.number().int().positive().max(MAX_LOOKBACK_SECONDS).default(300),
+    project: z.optional(projectId),
+    metricType: z
+      .string()
+      .check(z.regex(/^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,511}$/, "must be a metric type such as pubsub.googleapis.com/subscription/num_undelivered_messages")),
+    resourceType: z.optional(z.string().check(z.regex(/^[a-z0-9_]{1,128}$/, "must be a monitored resource type such as pubsub_subscription"))),
+    metricLabels: z._default(z.record(monitoringLabelKey, filterValue), {}),
+    resourceLabels: z._default(z.record(monitoringLabelKey, filterValue), {}),
+    selectorLabels: z._default(z.record(labelKeySchema, selectorLabel), {}),
+    aligner: z.optional(z.enum(ALIGNERS)),
+    alignmentPeriod: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_LOOKBACK_SECONDS))),
+    reducer: z.optional(z.enum(REDUCERS)),
+    groupByFields: z.optional(z.array(labelField)),
+    lookbackSeconds: z._default(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS)), 300),
     onEmpty,
   })
-  .superRefine((q, ctx) => {
+  .check(z.superRefine((q, ctx) => {
     const fields = Object.values(q.selectorLabels).map((s) => (typeof s === "string" ? s : s.field));
     const seen = new Set<string>();
     for (const f of fields) {
@@ -122,7 +127,7 @@ export const monitoringQuerySchema = z
     if (aligned && (q.alignmentPeriod ?? 60) > q.lookbackSeconds) {
       ctx.addIssue({ code: "custom", path: ["lookbackSeconds"], message: "must be at least the alignment period" });
     }
-  });
+  }));
 
 /** Validated `query:` section of a Cloud Monitoring rule. */
 export type MonitoringQuery = z.infer<typeof monitoringQuerySchema>;
@@ -131,17 +136,17 @@ export type MonitoringQuery = z.infer<typeof monitoringQuerySchema>;
 export const monitoringProviderSchema = z.strictObject({
   /** default project of the rules */
   project: projectId,
-  credentials: gcpCredentialsSchema.default({ source: "default" }),
+  credentials: z._default(gcpCredentialsSchema, { source: "default" }),
   /** API endpoint override, e.g. `http://127.0.0.1:8085` (REST) or `https://127.0.0.1:8443` (gRPC) */
-  endpoint: z.url({ protocol: /^https?$/ }).optional(),
+  endpoint: z.optional(z.url({ protocol: /^https?$/ })),
   /** per-call timeout, seconds (default 2, at most 4) */
-  timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(2),
+  timeoutSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_BACKEND_TIMEOUT_SECONDS)), 2),
   /** how long a read waits for others to share its ListTimeSeries call, seconds (default 0.01) */
-  batchWindowSeconds: z.number().min(0).max(1).default(0.01),
+  batchWindowSeconds: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0.01),
   /** most series one ListTimeSeries call selects (default 50, at most 100) */
-  maxSeriesPerCall: z.number().int().min(1).max(MAX_SERIES_PER_CALL).default(50),
+  maxSeriesPerCall: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SERIES_PER_CALL)), 50),
   /** `pageSize` of ListTimeSeries (default: the API's) */
-  pageSize: z.number().int().min(1).max(100_000).optional(),
+  pageSize: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(100_000))),
 });
 
 /** Validated `gcp-monitoring` provider instance config. */

@@ -15,7 +15,7 @@
  * A missing or malformed key is a 500 naming the provider and the variable,
  * never a value and never the key's content.
  */
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { internalError } from "../../k8s/status.ts";
 import type { RuntimeEnv } from "../types.ts";
 
@@ -30,10 +30,7 @@ export const gcpCredentialsSchema = z.discriminatedUnion("source", [
   z.strictObject({ source: z.literal("default") }),
   z.strictObject({
     source: z.literal("environment"),
-    variable: z
-      .string()
-      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")
-      .default(DEFAULT_KEY_VARIABLE),
+    variable: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")), DEFAULT_KEY_VARIABLE),
   }),
 ]);
 
@@ -43,11 +40,11 @@ export type GcpCredentials = z.infer<typeof gcpCredentialsSchema>;
 /** The fields of a service-account key JSON the bridge uses. */
 export const serviceAccountKeySchema = z.looseObject({
   type: z.literal("service_account"),
-  project_id: z.string().optional(),
-  private_key_id: z.string().optional(),
-  private_key: z.string().includes("PRIVATE KEY", { message: "must be a PEM private key" }),
+  project_id: z.optional(z.string()),
+  private_key_id: z.optional(z.string()),
+  private_key: z.string().check(z.includes("PRIVATE KEY", { message: "must be a PEM private key" })),
   client_email: z.email(),
-  token_uri: z.url({ protocol: /^https?$/ }).default(GOOGLE_TOKEN_URI),
+  token_uri: z._default(z.url({ protocol: /^https?$/ }), GOOGLE_TOKEN_URI),
 });
 
 /** A parsed service-account key. */

@@ -14,7 +14,7 @@
  * requests for a token share one exchange.
  */
 import { importPKCS8, SignJWT } from "jose";
-import * as z from "zod";
+import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
 import type { ServiceAccountKey } from "./credentials.ts";
 import { parseRetryAfter } from "../backoff.ts";
@@ -30,12 +30,12 @@ const ASSERTION_LIFETIME_SECONDS = 3600;
 const RENEW_BEFORE_MS = 60_000;
 
 const tokenResponseSchema = z.looseObject({
-  access_token: z.string().min(1),
-  expires_in: z.coerce.number().positive().default(3600),
-  token_type: z.string().optional(),
+  access_token: z.string().check(z.minLength(1)),
+  expires_in: z._default(z.coerce.number().check(z.positive()), 3600),
+  token_type: z.optional(z.string()),
 });
 
-const tokenErrorSchema = z.looseObject({ error: z.string(), error_description: z.string().optional() });
+const tokenErrorSchema = z.looseObject({ error: z.string(), error_description: z.optional(z.string()) });
 
 /** Options of a {@link ServiceAccountTokenSource}. */
 export interface TokenSourceOptions {
