@@ -12,10 +12,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../shared/config/yaml.ts";
+import { createBackend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
-import { createPki, eventually, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { createPki, eventually, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 
 const NS = `${V1}/namespaces/team-a`;
 const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\n";
@@ -125,6 +126,21 @@ describe("inProcess backend", () => {
     expect(res.status, res.text).toBe(200);
     expect(res.json().resources.map((r: { name: string }) => r.name)).toContain("queue_messages_ready");
     expect(h.proxy.forwarder.backendHealth.get("local")).toBe(true);
+  });
+});
+
+describe("inProcess backend beside signed bridge backends", () => {
+  it("takes the caller from the proxy even when BRIDGE_SIGNING_KEYS is in the environment (no signature is asked for)", async () => {
+    const backend = await createBackend(
+      { name: "local", type: "inProcess", bridgeConfig: join(dir, "bridge.yaml"), timeoutSeconds: 4, insecureSkipTLSVerify: false },
+      { signingKeys: () => undefined, env: { ...process.env, BRIDGE_SIGNING_KEYS: KEYS } },
+    );
+    const read = (user: string) =>
+      backend.get({ pathAndQuery: `${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, caller: { user, groups: ["system:authenticated"], extra: {} }, requestId: "r-1" });
+    const allowed = await read("jane");
+    expect(allowed.status, allowed.body.toString()).toBe(200);
+    expect(JSON.parse(allowed.body.toString()).items[0].value).toBe("3");
+    expect((await read("bob")).status).toBe(403);
   });
 });
 
