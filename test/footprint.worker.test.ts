@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, PROVIDER_IMPLEMENTATIONS, providersOfConfig, providerTable, TABLE_SPECIFIER } from "../infra/worker/build.ts";
 import { NOT_JSON } from "../infra/worker/json-yaml.ts";
+import { EventStreamSerde, eventStreamSerdeProvider, NO_EVENT_STREAMS } from "../infra/worker/no-event-streams.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
 import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
 import { PROVIDER_TYPES } from "../shared/providers/registry.ts";
@@ -88,6 +89,18 @@ describe("Worker built for the providers its config uses", () => {
     expect(allInputs.some((i) => OTHER_PROVIDERS.test(i))).toBe(true);
     console.log(`Worker gzip (wrangler): every provider ${gzipKiB(all)} KiB, aws-sqs only ${gzipKiB(sqsOnly)} KiB`);
     expect(gzipKiB(sqsOnly)).toBeLessThan(gzipKiB(all));
+  });
+
+  it("no Worker script holds the AWS SDK's event-stream codec (wrangler [alias] to infra/worker/no-event-streams.ts); the stand-in fails loudly", () => {
+    const eventStreams = (inputs: string[]) => inputs.filter((i) => i.includes("@smithy/core/dist-es/submodules/event-streams/"));
+    for (const build of [all, sqsOnly, sqsJson]) {
+      expect(eventStreams(inputsOf(build))).toEqual([]);
+      expect(inputsOf(build).some((i) => i.endsWith("infra/worker/no-event-streams.ts"))).toBe(true);
+    }
+    // the SDK still loads it by this specifier (else the alias would no longer apply)
+    expect(readFileSync(join(ROOT, "node_modules/@smithy/core/dist-es/submodules/protocols/HttpProtocol.js"), "utf8")).toContain('import("@smithy/core/event-streams")');
+    expect(() => new EventStreamSerde()).toThrow(NO_EVENT_STREAMS);
+    expect(() => eventStreamSerdeProvider()).toThrow(NO_EVENT_STREAMS);
   });
 
   it("the SQS-only Worker serves SQS reads in workerd", async () => {
