@@ -140,6 +140,8 @@ describe("inProcess backend beside signed bridge backends", () => {
     const allowed = await read("jane");
     expect(allowed.status, allowed.body.toString()).toBe(200);
     expect(JSON.parse(allowed.body.toString()).items[0].value).toBe("3");
+    // the bridge's freshness reaches the proxy's cache (forward.ts freshnessMs), with the request id it was given
+    expect(allowed.headers).toMatchObject({ "cache-control": expect.stringMatching(/^private, max-age=\d+$/), "x-request-id": "r-1", "content-type": "application/json" });
     expect((await read("bob")).status).toBe(403);
   });
 });
