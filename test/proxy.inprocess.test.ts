@@ -10,10 +10,11 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { createBackend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
+import type { InProcessBackend } from "../shared/proxy/in-process.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
 import { createPki, eventually, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
@@ -143,6 +144,19 @@ describe("inProcess backend beside signed bridge backends", () => {
     // the bridge's freshness reaches the proxy's cache (forward.ts freshnessMs), with the request id it was given
     expect(allowed.headers).toMatchObject({ "cache-control": expect.stringMatching(/^private, max-age=\d+$/), "x-request-id": "r-1", "content-type": "application/json" });
     expect((await read("bob")).status).toBe(403);
+  });
+});
+
+describe("inProcess backend shutdown", () => {
+  it("closes the bridge's providers when the proxy closes its backends (refresh-ahead timers stop, as the Node server's close)", async () => {
+    const backend = (await createBackend(
+      { name: "local", type: "inProcess", bridgeConfig: join(dir, "bridge.yaml"), timeoutSeconds: 4, insecureSkipTLSVerify: false },
+      { signingKeys: () => undefined },
+    )) as InProcessBackend;
+    expect(backend.providers.length).toBe(1);
+    const closes = backend.providers.map((p) => vi.spyOn(p as { close(): void }, "close"));
+    backend.close();
+    for (const close of closes) expect(close).toHaveBeenCalledTimes(1);
   });
 });
 

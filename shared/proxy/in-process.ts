@@ -44,12 +44,19 @@ export class InProcessBackend implements Backend {
   readonly #fetch: (request: Request) => Response | Promise<Response>;
   /** the caller of each request handed to the bridge (read by its authenticate hook) */
   readonly #callers: WeakMap<Request, Caller>;
+  readonly #providers: readonly unknown[];
 
-  private constructor(config: BackendConfig, fetch: (request: Request) => Response | Promise<Response>, callers: WeakMap<Request, Caller>) {
+  private constructor(
+    config: BackendConfig,
+    fetch: (request: Request) => Response | Promise<Response>,
+    callers: WeakMap<Request, Caller>,
+    providers: readonly unknown[],
+  ) {
     this.name = config.name;
     this.config = config;
     this.#fetch = fetch;
     this.#callers = callers;
+    this.#providers = providers;
   }
 
   /**
@@ -82,7 +89,7 @@ export class InProcessBackend implements Backend {
         if (record.level !== "info") log({ ...record, backend: config.name });
       },
     });
-    return new InProcessBackend(config, bridge.app.fetch, callers);
+    return new InProcessBackend(config, bridge.app.fetch, callers, [...bridge.providers.values()]);
   }
 
   /** The deadline of one call, ms (`timeoutSeconds`, default 4 s: longer than the bridge's own 3 s). */
@@ -150,8 +157,15 @@ export class InProcessBackend implements Backend {
     return new BackendError(this.name, "aborted", `the call to backend ${this.name} was cancelled: nobody waits for it`);
   }
 
-  /** Nothing to release: no connections. */
-  close(): void {}
+  /** The bridge's provider instances (for tests and tools). */
+  get providers(): readonly unknown[] {
+    return this.#providers;
+  }
+
+  /** Close the bridge's providers (their refresh-ahead timers and refreshes in flight), as the Node server's close() does. */
+  close(): void {
+    for (const provider of this.#providers) (provider as { close?: () => void }).close?.();
+  }
 }
 
 /**
