@@ -4,14 +4,18 @@
  * cache key per caller, method and target) holds no decision — an allowed
  * answer still expires after its TTL and a new SubjectAccessReview is sent —
  * and is bounded by entries and bytes; the Forwarder's route memo answers
- * as the routes do and is bounded.
+ * as the routes do and is bounded; every kind of answer the app builds
+ * (values, discovery, Status errors of intake, authentication,
+ * authorization and routing, probes, /metrics) carries X-Request-Id, from
+ * one plain header object.
  */
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Authorizer, REQUEST_MEMO_BOUNDS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
 import type { Backend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";
+import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 const caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
 const url = (i: number | string) => new URL(`https://proxy/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dq${i}`);
@@ -95,5 +99,49 @@ cache: { ttlSeconds: 0 }
     expect(f.routeMemo.entries).toBeLessThanOrEqual(ROUTE_MEMO_BOUNDS.maxEntries);
     expect(f.routeMemo.bytes).toBeLessThanOrEqual(ROUTE_MEMO_BOUNDS.maxBytes);
     expect(seen.at(-1)).toBe(`a /m/queue_${ROUTE_MEMO_BOUNDS.maxEntries + 9}`);
+  });
+});
+
+describe("X-Request-Id on every answer (real proxy over TLS)", () => {
+  let pki: Pki;
+  let backend: EchoBackend;
+  let h: Harness;
+  beforeAll(async () => {
+    [pki, backend] = await Promise.all([createPki(), startEchoBackend(["queue_messages_ready"])]);
+    h = await startHarness({ pki, proxyConfig: proxyConfigText({ echo: backend.url }, [["queue_.*", "echo"]]) });
+    h.fake.authorize = (spec) => ({ allowed: spec.user !== "mallory" });
+  }, 60_000);
+  afterAll(async () => {
+    await h?.close();
+    await backend?.close();
+  });
+
+  const as = (user: string, extra: Record<string, string> = {}) => ({ cert: pki.frontProxy, headers: { "X-Remote-User": user, ...extra } });
+  const NS = `${V1}/namespaces/default`;
+
+  it("echoes an offered id (X-Request-Id, else Audit-Id) and makes one otherwise, on each kind of answer", async () => {
+    const cases: [string, Parameters<Harness["get"]>[1], number][] = [
+      [`${NS}/queue_messages_ready?labelSelector=queue%3Da`, as("jane"), 200],
+      [V1, as("jane"), 200],
+      ["/apis", as("jane"), 200],
+      [`${NS}/queue_messages_ready?labelSelector=a&labelSelector=b`, as("jane"), 400],
+      [`${NS}/queue_messages_ready`, { headers: { Authorization: "Bearer nope" } }, 401],
+      [`${NS}/queue_messages_ready`, as("mallory"), 403],
+      [`${NS}/unrouted_metric`, as("jane"), 404],
+      ["/healthz", {}, 200],
+      ["/readyz", {}, 200],
+      ["/metrics", as("jane"), 200],
+    ];
+    for (const [path, options, code] of cases) {
+      const offered = `rid-${code}-${path.length}`;
+      const withId = await h.get(path, { ...options, headers: { ...options?.headers, "X-Request-Id": offered } });
+      expect(withId.status, `${path}: ${withId.text}`).toBe(code);
+      expect(withId.headers["x-request-id"], path).toBe(offered);
+      const audit = await h.get(path, { ...options, headers: { ...options?.headers, "Audit-Id": `${offered}-audit` } });
+      expect(audit.headers["x-request-id"], path).toBe(`${offered}-audit`);
+      const none = await h.get(path, options);
+      expect(none.headers["x-request-id"], path).toMatch(/^[0-9a-f-]{36}$/);
+      expect(none.headers["content-type"], path).toBeDefined();
+    }
   });
 });
