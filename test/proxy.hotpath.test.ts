@@ -10,6 +10,7 @@
  * one plain header object.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkRequestSize, MAX_REQUEST_TARGET_BYTES, MAX_SELECTOR_LENGTH } from "../shared/proxy/app.ts";
 import { Authorizer, REQUEST_MEMO_BOUNDS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
 import type { Backend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
@@ -143,5 +144,46 @@ describe("X-Request-Id on every answer (real proxy over TLS)", () => {
       expect(none.headers["x-request-id"], path).toMatch(/^[0-9a-f-]{36}$/);
       expect(none.headers["content-type"], path).toBeDefined();
     }
+  });
+});
+
+describe("checkRequestSize's shortcut for the HPA's one-selector query", () => {
+  /** The rule without the shortcut: every selector parsed. */
+  const reference = (target: string): string | undefined => {
+    if (Buffer.byteLength(target) > MAX_REQUEST_TARGET_BYTES) return "too long";
+    const q = target.indexOf("?");
+    if (q < 0) return undefined;
+    const selectors = new URLSearchParams(target.slice(q + 1)).getAll("labelSelector");
+    if (selectors.length > 1) return "more than one";
+    return (selectors[0]?.length ?? 0) > MAX_SELECTOR_LENGTH ? "too long" : undefined;
+  };
+  const outcome = (target: string) => {
+    try {
+      checkRequestSize(target);
+      return undefined;
+    } catch (err) {
+      return (err as Error).message.includes("only once") ? "more than one" : "too long";
+    }
+  };
+
+  it("decides as the full parse does, at and around the length limit and for other query shapes", () => {
+    const p = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m";
+    const targets = [
+      `${p}?labelSelector=${"a".repeat(MAX_SELECTOR_LENGTH)}`,
+      `${p}?labelSelector=${"a".repeat(MAX_SELECTOR_LENGTH + 1)}`,
+      `${p}?labelSelector=${"%41".repeat(MAX_SELECTOR_LENGTH)}`,
+      `${p}?labelSelector=${"%41".repeat(MAX_SELECTOR_LENGTH + 1)}`,
+      `${p}?labelSelector=${"%C3%A9".repeat(MAX_SELECTOR_LENGTH)}`,
+      `${p}?labelSelector=${"%C3%A9".repeat(2000)}`,
+      `${p}?labelSelector=a&labelSelector=b`,
+      `${p}?label%53elector=a&labelSelector=b`,
+      `${p}?labelSelector=a&x=1`,
+      `${p}?x=1&labelSelector=${"a".repeat(MAX_SELECTOR_LENGTH + 1)}`,
+      `${p}?labelSelector`,
+      `${p}?labelSelector=`,
+      `${p}?`,
+      p,
+    ];
+    for (const t of targets) expect(outcome(t), t.slice(0, 120)).toBe(reference(t));
   });
 });

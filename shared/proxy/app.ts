@@ -92,6 +92,9 @@ export function checkRequestSize(target: string): void {
   }
   const q = target.indexOf("?");
   if (q < 0) return;
+  // The HPA's shape, `?labelSelector=<at most MAX_SELECTOR_LENGTH characters as sent>`:
+  // one parameter, the key spelled out (not percent-encoded), and decoding only shortens.
+  if (target.startsWith("labelSelector=", q + 1) && !target.includes("&", q) && target.length - q - 15 <= MAX_SELECTOR_LENGTH) return;
   const selectors = new URLSearchParams(target.slice(q + 1)).getAll("labelSelector");
   if (selectors.length > 1) throw badRequest("labelSelector may be given only once");
   const length = selectors[0]?.length ?? 0;
