@@ -206,9 +206,15 @@ const GOAL_KIB = 150;
 const rows: BenchRow[] = [
   {
     id: "P3-worker-bundle",
-    title: "Worker bundle, wrangler's gzip figure",
+    // The row is the Worker as deployed for an SQS config known at build time (the issue's "build
+    // only the providers a config uses"): infra/worker/build.ts --config demo.yaml --json. The
+    // aws-sqs build that reads a YAML BRIDGE_CONFIG secret keeps the YAML parser (≈ 30 KiB gzip)
+    // and the default build every provider; both are reported beside it.
+    title: "Worker bundle, wrangler's gzip figure: built for an SQS config (build.ts --config … --json)",
     goal: `≤ ${GOAL_KIB} KiB gzip`,
-    measured: `aws-sqs + JSON config ${kib(workerJson.gzipBytes).toFixed(1)} KiB; aws-sqs ${kib(workerSqs.gzipBytes).toFixed(1)} KiB; every provider ${kib(workerAll.gzipBytes).toFixed(1)} KiB`,
+    measured:
+      `SQS config bundled as JSON ${kib(workerJson.gzipBytes).toFixed(1)} KiB; ` +
+      `aws-sqs reading a YAML secret ${kib(workerSqs.gzipBytes).toFixed(1)} KiB; every provider ${kib(workerAll.gzipBytes).toFixed(1)} KiB`,
     baseline: "every provider (npm run build:worker)",
     met: kib(workerJson.gzipBytes) <= GOAL_KIB,
     ratios: {
