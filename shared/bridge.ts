@@ -3,7 +3,9 @@
  * The single place every entry point (Node, Worker, Lambda, demo) starts from.
  */
 import type { Hono } from "hono";
-import { createApp, type BridgeOptions } from "./app.ts";
+import { createApp, type AuthorizationRequest, type BridgeOptions } from "./app.ts";
+import type { Caller } from "./identity.ts";
+import type { Selector } from "./k8s/selector.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
 import { buildProviders } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
@@ -51,6 +53,48 @@ export function fromConfig(
   // (unsigned, tampered or stale → 401); otherwise the policy's local identity.
   const hooks = policyHooks(config);
   const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
-  const app = createApp({ config, providers, runtime, ...hooks, authenticate, ...options });
+  const authorize = hooks.authorize !== undefined ? rememberAllowed(hooks.authorize) : undefined;
+  const app = createApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
   return { app, config, providers };
+}
+
+/** Most remembered Allow decisions per selector (then that selector's are forgotten at once). */
+export const MAX_REMEMBERED_ALLOWS = 256;
+
+/**
+ * A policy authorizer (`policyAuthorizer`, `./policy/authorize.ts`) whose
+ * Allow decisions are remembered: the HPA controller asks the same (caller,
+ * namespace, metric, selector) every 15 s, and the policies — loaded once
+ * with the config — decide the same each time (issue 11 P1: evaluation was
+ * about a tenth of a cached read's CPU). Only an Allow is remembered; a
+ * Deny (403) is decided again every time, so nothing is ever allowed that
+ * the policies would not allow now. Keyed by the selector object (the app
+ * re-uses one frozen object per selector text; a WeakMap, so an entry dies
+ * with it), then by namespace, metric and the caller's whole identity
+ * (user, uid, groups, extra). Bounded: at most {@link MAX_REMEMBERED_ALLOWS}
+ * per selector. An authorizer that answers asynchronously is not remembered.
+ *
+ * @param authorize a pure function of (caller, namespace, metric, selector)
+ */
+export function rememberAllowed(
+  authorize: (request: AuthorizationRequest) => void | Promise<void>,
+): (request: AuthorizationRequest) => void | Promise<void> {
+  const allowed = new WeakMap<Selector, Set<string>>();
+  return (request) => {
+    const key = `${request.namespace}\u0000${request.metric}\u0000${callerKey(request.caller)}`;
+    const known = allowed.get(request.selector);
+    if (known?.has(key) === true) return;
+    const result = authorize(request); // throws StatusError 403 on Deny
+    if (result !== undefined) return result;
+    if (known === undefined) allowed.set(request.selector, new Set([key]));
+    else {
+      if (known.size >= MAX_REMEMBERED_ALLOWS) known.clear();
+      known.add(key);
+    }
+  };
+}
+
+/** Everything a policy may match on in a caller, as one string. */
+function callerKey(caller: Caller): string {
+  return JSON.stringify([caller.user, caller.uid ?? null, caller.groups, caller.extra]);
 }
