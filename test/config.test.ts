@@ -103,6 +103,32 @@ metrics:
     expect(issues.every((i) => i.source === "bridge.yaml")).toBe(true);
   });
 
+  it("zod's English messages name each problem (zod/mini with its locale loaded, shared/config/zod.ts)", () => {
+    const issues = issuesOf(`${HEAD}providers:
+  sqs: { type: aws-sqs, region: us-east-1, endpoint: "not a url", timeoutSeconds: 30, maxAttempts: 1.5, credentials: { source: static, accessKeyId: "" } }
+metrics:
+  - { name: depth, provider: sqs, cacheTTLSeconds: -1, query: { queues: [] } }
+policy: { defaultAction: Maybe }
+`);
+    expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      "metrics[0].cacheTTLSeconds: Too small: expected number to be >=0",
+      'policy.defaultAction: Invalid option: expected one of "Allow"|"Deny"',
+    ]);
+    const providerIssues = issuesOf(`${HEAD}providers:
+  sqs: { type: aws-sqs, region: us-east-1, endpoint: "not a url", timeoutSeconds: 30, maxAttempts: 1.5, credentials: { source: static, accessKeyId: "" } }
+metrics:
+  - { name: depth, provider: sqs, query: { queues: [] } }
+`);
+    expect(providerIssues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      "providers.sqs.endpoint: Invalid URL",
+      "providers.sqs.credentials.accessKeyId: Too small: expected string to have >=1 characters",
+      "providers.sqs.credentials.secretAccessKey: Invalid input: expected string, received undefined",
+      "providers.sqs.timeoutSeconds: Too big: expected number to be <=4",
+      "providers.sqs.maxAttempts: Invalid input: expected int, received number",
+      "metrics[0].query.queues: Too small: expected array to have >=1 items",
+    ]);
+  });
+
   it("refuses unknown providers, unknown types, duplicate names and TTL above maxAge", () => {
     const issues = issuesOf(`${HEAD}providers:
   sqs: { type: aws-sqs, region: us-east-1 }

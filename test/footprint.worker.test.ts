@@ -91,12 +91,14 @@ describe("Worker built for the providers its config uses", () => {
     expect(gzipKiB(sqsOnly)).toBeLessThan(gzipKiB(all));
   });
 
-  it("no Worker script holds the AWS SDK's event-stream codec (wrangler [alias] to infra/worker/no-event-streams.ts); the stand-in fails loudly", () => {
+  it("no Worker script holds zod's classic API or the AWS SDK's event-stream codec (wrangler [alias] to infra/worker/no-event-streams.ts, which fails loudly)", () => {
     const eventStreams = (inputs: string[]) => inputs.filter((i) => i.includes("@smithy/core/dist-es/submodules/event-streams/"));
     for (const build of [all, sqsOnly, sqsJson]) {
       expect(eventStreams(inputsOf(build))).toEqual([]);
       expect(inputsOf(build).some((i) => i.endsWith("infra/worker/no-event-streams.ts"))).toBe(true);
     }
+    // the schemas are zod/mini's: zod's classic API (methods on every schema, not tree-shaken) is in no script
+    for (const build of [all, sqsOnly, sqsJson]) expect(inputsOf(build).filter((i) => i.includes("node_modules/zod/v4/classic/"))).toEqual([]);
     // the SDK still loads it by this specifier (else the alias would no longer apply)
     expect(readFileSync(join(ROOT, "node_modules/@smithy/core/dist-es/submodules/protocols/HttpProtocol.js"), "utf8")).toContain('import("@smithy/core/event-streams")');
     expect(() => new EventStreamSerde()).toThrow(NO_EVENT_STREAMS);
@@ -154,7 +156,10 @@ describe("Worker built for the providers its config uses", () => {
       try {
         const r = await bad.request(read);
         expect(r.status).toBe(500);
-        expect(((await r.json()) as any).message).toMatch(/<binding:BRIDGE_CONFIG>:1:1: metrics\[0\]\.query\.queueLabel: /);
+        // zod's English message (shared/config/zod.ts loads it for zod/mini), not a bare "Invalid input"
+        expect(((await r.json()) as any).message).toMatch(
+          /<binding:BRIDGE_CONFIG>:1:1: metrics\[0\]\.query\.queueLabel: Invalid input: expected string, received number/,
+        );
       } finally {
         await bad.close();
       }
