@@ -24,7 +24,7 @@
  * ```
  */
 import { readFileSync } from "node:fs";
-import * as z from "zod";
+import * as z from "../config/zod.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
 
@@ -62,12 +62,15 @@ export const DEFAULT_CACHE_MAX_BYTES = 16 * 1024 * 1024;
 
 const backendSchema = z.strictObject({
   /** base URL; the request path is appended (`https://host[:port][/prefix]`); required except for `inProcess` */
-  url: z
-    .string()
-    .url()
-    .refine((u) => /^https?:\/\//.test(u), "must be an http:// or https:// URL")
-    .refine((u) => !/[?#]/.test(u), "must not contain a query or fragment")
-    .optional(),
+  url: z.optional(
+    z
+      .string()
+      .check(
+        z.url(),
+        z.refine((u) => /^https?:\/\//.test(u), "must be an http:// or https:// URL"),
+        z.refine((u) => !/[?#]/.test(u), "must not contain a query or fragment"),
+      ),
+  ),
   /**
    * `bridge`: an external-metrics-bridge function; requests are signed with
    * BRIDGE_SIGNING_KEYS and carry the caller's identity.
@@ -76,64 +79,61 @@ const backendSchema = z.strictObject({
    * `inProcess`: the bridge itself, built from `bridgeConfig` and called in
    * the proxy's process with the authenticated caller (no URL, no signing).
    */
-  type: z.enum(["bridge", "passthrough", "inProcess"]).default("bridge"),
+  type: z._default(z.enum(["bridge", "passthrough", "inProcess"]), "bridge"),
   /** inProcess: path of the bridge's config file (`kind: BridgeConfig` YAML, as `functions/node.ts --config`) */
-  bridgeConfig: z.string().min(1).optional(),
-  timeoutSeconds: z.number().positive().max(MAX_BACKEND_TIMEOUT_SECONDS).default(DEFAULT_BACKEND_TIMEOUT_SECONDS),
+  bridgeConfig: z.optional(z.string().check(z.minLength(1))),
+  timeoutSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_BACKEND_TIMEOUT_SECONDS)), DEFAULT_BACKEND_TIMEOUT_SECONDS),
   /** PEM CA bundle trusted for this backend's HTTPS certificate (default: the system roots) */
-  caFile: z.string().min(1).optional(),
+  caFile: z.optional(z.string().check(z.minLength(1))),
   /** skip HTTPS certificate verification (only for a backend reached over a trusted network) */
-  insecureSkipTLSVerify: z.boolean().default(false),
+  insecureSkipTLSVerify: z._default(z.boolean(), false),
   /** TLS server name to verify instead of the URL's host */
-  serverName: z.string().min(1).optional(),
+  serverName: z.optional(z.string().check(z.minLength(1))),
   /** passthrough: file holding a bearer token (re-read on change, e.g. a projected ServiceAccount token) */
-  bearerTokenFile: z.string().min(1).optional(),
+  bearerTokenFile: z.optional(z.string().check(z.minLength(1))),
   /** client certificate and key (PEM files) presented to the backend */
-  clientCertFile: z.string().min(1).optional(),
-  clientKeyFile: z.string().min(1).optional(),
+  clientCertFile: z.optional(z.string().check(z.minLength(1))),
+  clientKeyFile: z.optional(z.string().check(z.minLength(1))),
 });
 
 const routeSchema = z.strictObject({
   /** RE2 pattern matched against the whole metric name (lowercased, `|` as `/`), case-insensitive */
-  metric: z.string().min(1),
-  backend: z.string().min(1),
+  metric: z.string().check(z.minLength(1)),
+  backend: z.string().check(z.minLength(1)),
 });
 
 /** Schema of the ProxyConfig document. */
 export const proxyConfigSchema = z.strictObject({
   apiVersion: z.literal(PROXY_API_VERSION),
   kind: z.literal("ProxyConfig"),
-  metadata: z.looseObject({ name: z.string().optional() }).optional(),
+  metadata: z.optional(z.looseObject({ name: z.optional(z.string()) })),
   backends: z
-    .record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "backend names are DNS labels"), backendSchema)
-    .refine((b) => Object.keys(b).length > 0, "at least one backend is required"),
-  routes: z.array(routeSchema).default([]),
-  passthrough: z.string().min(1).optional(),
-  cache: z
-    .strictObject({
+    .record(z.string().check(z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "backend names are DNS labels")), backendSchema)
+    .check(z.refine((b) => Object.keys(b).length > 0, "at least one backend is required")),
+  routes: z._default(z.array(routeSchema), []),
+  passthrough: z.optional(z.string().check(z.minLength(1))),
+  cache: z._default(
+    z.strictObject({
       /**
        * longest a successful values answer is re-used for the same caller,
        * seconds (0 = only coalesce in-flight reads); a backend's
        * `Cache-Control: max-age=N` shortens it, `no-store`/`max-age=0` turns it off
        */
-      ttlSeconds: z.number().min(0).max(30).default(2),
+      ttlSeconds: z._default(z.number().check(z.minimum(0), z.maximum(30)), 2),
       /** most cached answers (and most distinct reads in flight) */
-      maxEntries: z.number().int().positive().max(1_000_000).default(10_000),
+      maxEntries: z._default(z.number().check(z.int(), z.positive(), z.maximum(1_000_000)), 10_000),
       /** most bytes of cached keys + answers (UTF-16 estimate); a single answer over maxBytes/8 is not cached */
-      maxBytes: z
-        .number()
-        .int()
-        .min(64 * 1024)
-        .max(1024 * 1024 * 1024)
-        .default(DEFAULT_CACHE_MAX_BYTES),
-    })
-    .default({ ttlSeconds: 2, maxEntries: 10_000, maxBytes: DEFAULT_CACHE_MAX_BYTES }),
-  discovery: z
-    .strictObject({
+      maxBytes: z._default(z.number().check(z.int(), z.minimum(64 * 1024), z.maximum(1024 * 1024 * 1024)), DEFAULT_CACHE_MAX_BYTES),
+    }),
+    { ttlSeconds: 2, maxEntries: 10_000, maxBytes: DEFAULT_CACHE_MAX_BYTES },
+  ),
+  discovery: z._default(
+    z.strictObject({
       /** how long merged discovery is re-used, seconds */
-      ttlSeconds: z.number().min(0).max(300).default(10),
-    })
-    .default({ ttlSeconds: 10 }),
+      ttlSeconds: z._default(z.number().check(z.minimum(0), z.maximum(300)), 10),
+    }),
+    { ttlSeconds: 10 },
+  ),
 });
 
 /** Fields that only a network backend (`bridge`, `passthrough`) takes; an `inProcess` backend refuses them. */
