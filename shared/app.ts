@@ -158,7 +158,7 @@ export function createApp(options: BridgeOptions): Hono {
   });
 
   for (const path of ["/healthz", "/livez", "/readyz"]) {
-    app.get(path, (c) => c.text("ok"));
+    app.get(path, (c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" }));
   }
   const authenticate = options.authenticate ?? (() => ANONYMOUS);
   const callers = new WeakMap<Request, Caller>();
@@ -196,7 +196,8 @@ export function createApp(options: BridgeOptions): Hono {
     }
     if (options.authorize !== undefined) {
       const caller = callers.get(c.req.raw) ?? ANONYMOUS;
-      await options.authorize({ caller, namespace, metric: key, rule, selector });
+      const decided = options.authorize({ caller, namespace, metric: key, rule, selector });
+      if (decided !== undefined) await decided; // (no microtask turn for a synchronous decision)
     }
     const provider = providers.get(rule.provider)!;
     const read = { rule, selector, namespace };
@@ -276,10 +277,19 @@ const stamped = new WeakSet<Response>();
  */
 function json(c: Context, body: unknown, code = 200, cacheControl = "no-store", extra?: Record<string, string>): Response {
   const headers: Record<string, string> = { "Content-Type": "application/json", "Cache-Control": cacheControl };
+  if (extra !== undefined) Object.assign(headers, extra);
+  return respond(c, JSON.stringify(body), code, headers);
+}
+
+/**
+ * A response with `headers` (a plain object) plus `X-Request-Id`, marked as
+ * carrying it. @hono/node-server writes such a response without building a
+ * `Headers` or a WHATWG `Response` (a header added after the fact would).
+ */
+function respond(c: Context, body: string, code: number, headers: Record<string, string>): Response {
   const requestId = c.get(REQUEST_ID) as string | undefined;
   if (requestId !== undefined) headers["X-Request-Id"] = requestId;
-  if (extra !== undefined) Object.assign(headers, extra);
-  const response = new Response(JSON.stringify(body), { status: code, headers });
+  const response = new Response(body, { status: code, headers });
   stamped.add(response);
   return response;
 }
