@@ -129,54 +129,80 @@ export function createApp(options: BridgeOptions): Hono {
   const discovery = apiResourceList(config.metrics.map((r) => discoveryName(r.name)));
 
   const app = new Hono();
+  const authenticate = options.authenticate ?? (() => ANONYMOUS);
 
-  app.use("*", async (c, next) => {
-    const started = runtime.now();
-    const requestId = requestIdFrom(offeredRequestId(c));
-    c.set(REQUEST_ID, requestId as never);
-    await next();
-    // Answers made by `json` carry the id in their plain header object (no
-    // `Headers` instance per request); any other answer gets it here.
-    if (!stamped.has(c.res)) c.header("X-Request-Id", requestId);
-    const status = c.res.status;
-    log({
-      level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
-      msg: "request",
-      requestId,
-      method: c.req.method,
-      path: c.req.path,
-      code: status,
-      durationMs: runtime.now() - started,
-      ...(c.get("metricName" as never) ? { metric: c.get("metricName" as never) } : {}),
-    });
-  });
-
-  app.onError((err, c) => {
+  /** The Status answer for anything a handler threw (logging what is not a StatusError). */
+  const errorResponse = (err: unknown, c: Context): Response => {
     const status = toStatusError(err);
     if (!(err instanceof StatusError)) log({ level: "error", msg: "unhandled error", error: String(err) });
     return statusResponse(c, status);
-  });
+  };
+
+  /**
+   * Every answer goes through here, as one handler per route rather than
+   * middleware (Hono then dispatches a request with a single matching
+   * handler without composing a chain, issue 11 P1): the request id, the
+   * caller of an `/apis` path (`/apis` itself and below, as `/apis/*`
+   * middleware matched; `authenticate` may refuse with 401), errors as
+   * Status answers, `X-Request-Id` on every answer, and one request log line.
+   */
+  const serve =
+    (handler: (c: Context, caller: Caller) => Response | Promise<Response>) =>
+    async (c: Context): Promise<Response> => {
+      const started = runtime.now();
+      const requestId = requestIdFrom(offeredRequestId(c));
+      c.set(REQUEST_ID, requestId as never);
+      const path = c.req.path;
+      let res: Response;
+      try {
+        let caller = ANONYMOUS;
+        if (path === "/apis" || path.startsWith("/apis/")) {
+          const authenticated = authenticate(c.req.raw);
+          caller = authenticated instanceof Promise ? await authenticated : authenticated;
+        }
+        res = await handler(c, caller);
+      } catch (err) {
+        res = errorResponse(err, c);
+      }
+      // Answers made by `respond` carry the id in their plain header object
+      // (no `Headers` instance per request); any other answer gets it here.
+      if (!stamped.has(res)) {
+        res = new Response(res.body, res);
+        res.headers.set("X-Request-Id", requestId);
+      }
+      const status = res.status;
+      const metric = c.get("metricName" as never) as string | undefined;
+      log({
+        level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
+        msg: "request",
+        requestId,
+        method: c.req.method,
+        path,
+        code: status,
+        durationMs: runtime.now() - started,
+        ...(metric ? { metric } : {}),
+      });
+      return res;
+    };
+
+  app.onError(errorResponse); // (a safety net: `serve` answers every error itself)
 
   for (const path of ["/healthz", "/livez", "/readyz"]) {
-    app.get(path, (c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" }));
+    app.get(path, serve((c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" })));
   }
-  const authenticate = options.authenticate ?? (() => ANONYMOUS);
-  const callers = new WeakMap<Request, Caller>();
-  // `/apis/*` also matches `/apis` itself (Hono wildcard semantics).
-  app.use("/apis/*", async (c, next) => {
-    callers.set(c.req.raw, await authenticate(c.req.raw));
-    await next();
-  });
 
-  app.get("/apis", (c) => json(c, apiGroupList()));
-  app.get(`/apis/${GROUP}`, (c) => {
-    const gv = { groupVersion: GROUP_VERSION, version: VERSION };
-    return json(c, { kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv });
-  });
-  app.get(PREFIX, (c) => json(c, discovery));
-  app.get(`${PREFIX}/`, (c) => json(c, discovery));
+  app.get("/apis", serve((c) => json(c, apiGroupList())));
+  app.get(
+    `/apis/${GROUP}`,
+    serve((c) => {
+      const gv = { groupVersion: GROUP_VERSION, version: VERSION };
+      return json(c, { kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv });
+    }),
+  );
+  app.get(PREFIX, serve((c) => json(c, discovery)));
+  app.get(`${PREFIX}/`, serve((c) => json(c, discovery)));
 
-  app.get(`${PREFIX}/*`, async (c) => {
+  app.get(`${PREFIX}/*`, serve(async (c, caller) => {
     const url = new URL(c.req.url); // parsed once: path segments and query
     const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
@@ -195,7 +221,6 @@ export function createApp(options: BridgeOptions): Hono {
       });
     }
     if (options.authorize !== undefined) {
-      const caller = callers.get(c.req.raw) ?? ANONYMOUS;
       const decided = options.authorize({ caller, namespace, metric: key, rule, selector });
       if (decided !== undefined) await decided; // (no microtask turn for a synchronous decision)
     }
@@ -234,14 +259,17 @@ export function createApp(options: BridgeOptions): Hono {
       return item;
     });
     return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
-  });
+  }));
 
-  app.all("*", (c) =>
-    statusResponse(
-      c,
-      c.req.method === "GET" || c.req.method === "HEAD"
-        ? notFound(`the server could not find the requested resource (${c.req.method} ${c.req.path})`)
-        : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`),
+  // No route matched (or another method than GET/HEAD): 404 or 405, authenticated like any `/apis` path.
+  app.notFound(
+    serve((c) =>
+      statusResponse(
+        c,
+        c.req.method === "GET" || c.req.method === "HEAD"
+          ? notFound(`the server could not find the requested resource (${c.req.method} ${c.req.path})`)
+          : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`),
+      ),
     ),
   );
 
