@@ -252,7 +252,7 @@ export function createApp(options: BridgeOptions): Hono {
       const item: ExternalMetricValue = {
         metricName: requested,
         metricLabels: { ...s.labels },
-        timestamp: formatTimestamp(s.timestamp),
+        timestamp: timestampText(s.timestamp),
         value: quantity,
       };
       if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
@@ -283,6 +283,19 @@ export function createApp(options: BridgeOptions): Hono {
  * bigint work is done once per reading; entries live as long as their value.
  */
 const quantities = new WeakMap<Decimal, string | null>();
+
+/** {@link formatTimestamp} of the last few series timestamps (a cached reading's is the same on every hit); at most 1,024. */
+const timestamps = new Map<number, string>();
+
+function timestampText(ms: number): string {
+  let text = timestamps.get(ms);
+  if (text === undefined) {
+    text = formatTimestamp(ms);
+    if (timestamps.size >= 1024) timestamps.clear();
+    timestamps.set(ms, text);
+  }
+  return text;
+}
 
 function quantityOf(value: Decimal): string | null {
   let quantity = quantities.get(value);

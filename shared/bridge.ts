@@ -94,7 +94,14 @@ export function rememberAllowed(
   };
 }
 
-/** Everything a policy may match on in a caller, as one string. */
+const callerKeys = new WeakMap<Caller, string>();
+
+/** Everything a policy may match on in a caller, as one string (made once per caller object). */
 function callerKey(caller: Caller): string {
-  return JSON.stringify([caller.user, caller.uid ?? null, caller.groups, caller.extra]);
+  let key = callerKeys.get(caller);
+  if (key === undefined) {
+    key = JSON.stringify([caller.user, caller.uid ?? null, caller.groups, caller.extra]);
+    callerKeys.set(caller, key);
+  }
+  return key;
 }
