@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkRequestSize, MAX_REQUEST_TARGET_BYTES, MAX_SELECTOR_LENGTH } from "../shared/proxy/app.ts";
-import { Authorizer, REQUEST_MEMO_BOUNDS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import { Authorizer, REQUEST_MEMO_BOUNDS, REQUEST_MEMO_ENTRY_BYTES, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
 import type { Backend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward.ts";
@@ -52,13 +52,19 @@ describe("Authorizer.authorizeRequest", () => {
     expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
   });
 
-  it("keeps the memo within its byte bound with long targets", async () => {
+  it("keeps the memo within its byte bound with long targets: an entry costs the same whatever the target (its key is a digest)", async () => {
+    const short = new Authorizer({ review: async () => ({ allowed: true }) });
     const az = new Authorizer({ review: async () => ({ allowed: true }) });
     const long = "x".repeat(4000);
-    for (let i = 0; i < 2_000; i++) await az.authorizeRequest(caller, "GET", url(`${i}${long}`));
+    for (let i = 0; i < 2_000; i++) {
+      await short.authorizeRequest(caller, "GET", url(i));
+      await az.authorizeRequest(caller, "GET", url(`${i}${long}`));
+    }
     const stats = az.requestMemoStats();
-    expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
-    expect(stats.entries).toBeLessThan(2_000);
+    expect(stats.entries).toBe(2_000);
+    expect(stats.bytes).toBe(short.requestMemoStats().bytes);
+    expect(stats.bytes).toBe(2_000 * REQUEST_MEMO_ENTRY_BYTES);
+    expect(REQUEST_MEMO_BOUNDS.maxEntries * REQUEST_MEMO_ENTRY_BYTES).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
   });
 });
 

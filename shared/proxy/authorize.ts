@@ -145,11 +145,20 @@ interface CachedDecision {
 
 /**
  * Bounds of the memo of prepared requests ({@link Authorizer.authorizeRequest}):
- * entries, bytes (estimated: the memo key as UTF-16 plus 256 bytes for the
- * entry and its 64-character cache key; a request target is at most 16 KiB,
- * app.ts). 10,000 HPA series fit (~0.7 KB an entry).
+ * entries, bytes (each entry counted as {@link REQUEST_MEMO_ENTRY_BYTES}).
+ * 10,000 HPA series fit (~2.5 MB).
  */
-export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
+export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 4 * 1024 * 1024 } as const;
+/**
+ * Estimated bytes of one memo entry, whatever the request's length: its key
+ * is the sha256 (base64, 44 characters: ~64 bytes as a V8 one-byte string)
+ * of method, target and caller, so nothing of the request's URL or the
+ * caller's identity is retained (issue 11 P5: a key built by concatenation
+ * kept the whole URL and the caller's JSON alive, ~0.5 KB an HPA series);
+ * plus the map slot (~32), the {@link PreparedRequest} (~48) and its 64-hex
+ * decision-cache key (~80, shared with the decision cache's entry).
+ */
+export const REQUEST_MEMO_ENTRY_BYTES = 256;
 
 /**
  * What is remembered of one (caller, method, URL): whether its path is
@@ -197,7 +206,7 @@ export class Authorizer {
   readonly #timeoutMs: number;
   /** counters for /metrics and tests */
   readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
-  /** (method, path + query, caller) → the request's attributes, review spec and cache key (see {@link authorizeRequest}) */
+  /** sha256 of (method, path + query, caller) → what is remembered of the request (see {@link authorizeRequest}) */
   readonly #memo = new Map<string, PreparedRequest>();
   #memoBytes = 0;
 
@@ -277,21 +286,22 @@ export class Authorizer {
    * attributes (request-info.ts `requestInfo`, which parses the label
    * selector), the review spec and its cache key are computed once per
    * distinct (caller, method, path + query) — the key and two flags are
-   * remembered in a memo bounded by
+   * remembered, under the sha256 of the three, in a memo bounded by
    * {@link REQUEST_MEMO_BOUNDS} (least recently used dropped first); a
-   * remembered request costs one map lookup instead. The memo holds only
+   * remembered request costs one digest and one map lookup instead. The memo holds only
    * what is derived from the request, never a decision: every call still
    * goes through the decision cache and its TTLs.
    *
    * @throws StatusError 400 when the path is not valid percent-encoding; 403; 500 (as {@link authorize})
    */
   async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    const memoKey = `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`;
+    // A digest, not the text: a fixed 44-character flat string that keeps no part of the URL or caller alive.
+    const memoKey = hash("sha256", `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`, "base64");
     let prepared = this.#memo.get(memoKey);
     let info: RequestInfo | undefined;
     if (prepared === undefined) {
       info = requestInfo(method, url);
-      prepared = prepare(info, memoKey.length * 2 + 256);
+      prepared = prepare(info, REQUEST_MEMO_ENTRY_BYTES);
       this.#remember(memoKey, prepared);
     } else {
       // least recently used first: move to the end
