@@ -69,7 +69,10 @@ export function compileMetricPattern(source: string): MetricPattern {
   try {
     re = RE2JS.compile(source, RE2JS.CASE_INSENSITIVE);
   } catch (err) {
-    const reason = (err as Error).message;
+    // RE2JS compiles CASE_INSENSITIVE as the pattern prefixed with "(?i)" and
+    // quotes that text in some errors ("missing closing ): `(?i)(a`"); the
+    // admin wrote no "(?i)", so it is taken out of the message.
+    const reason = (err as Error).message.replace(/`\(\?i\)/g, "`");
     const unsupported = UNSUPPORTED.find((u) => u.test.test(source));
     if (unsupported !== undefined) {
       throw new PatternError(
