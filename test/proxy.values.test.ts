@@ -22,6 +22,10 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+import type { Backend } from "../shared/proxy/backends.ts";
+import { loadProxyConfig } from "../shared/proxy/config.ts";
+import { answerBytes, Forwarder } from "../shared/proxy/forward.ts";
+import { createMetrics } from "../shared/proxy/metrics.ts";
 import { createPki, eventually, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 
 const NS = `${V1}/namespaces/default`;
@@ -344,6 +348,46 @@ describe("the values cache", () => {
     expect(bytes).toBeLessThanOrEqual(65536);
     // A 3 KB selector does not make a 6 KB key: each entry is the answer plus a 64-character hash.
     expect(bytes / size).toBeLessThan(2 * 1024);
+  });
+
+  it("counts an answer's bytes as V8 holds it: one a character for Latin-1 text, two otherwise", async () => {
+    const config = loadProxyConfig(
+      `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: ProxyConfig
+backends:
+  a: { url: "http://127.0.0.1:1" }
+routes:
+  - { metric: ".*", backend: a }
+cache: { ttlSeconds: 30, maxEntries: 100, maxBytes: 1048576 }
+`,
+      "proxy.yaml",
+    );
+    let body = "";
+    const a: Backend = {
+      name: "a",
+      config: config.backends[0]!,
+      timeoutMs: 1000,
+      get: async () => ({ status: 200, headers: {}, body: Buffer.from(body, "utf8") }),
+      close: () => {},
+    };
+    const f = new Forwarder({ config, clients: new Map([["a", a]]), metrics: createMetrics(false), log: () => {} });
+    const caller = { user: "u", groups: [], extra: {} };
+    let n = 0;
+    const bytesOf = async (label: string) => {
+      body = valueList("m", "1", { metricLabels: { queue: label } });
+      const before = f.valuesCache.bytes;
+      await f.values({ caller, requestId: "r", pathAndQuery: `/m?${n++}` }, { key: "m", requested: "m" });
+      expect(f.valuesCache.size).toBe(n);
+      return { bytes: f.valuesCache.bytes - before, length: body.length };
+    };
+    const base = await bytesOf("");
+    expect(base.bytes).toBe(64 * 2 + 64 + base.length + 128); // key (64 hex, counted twice), entry, body, answer
+    expect((await bytesOf("a".repeat(2000))).bytes - base.bytes).toBe(2000);
+    expect((await bytesOf("\u00e9".repeat(2000))).bytes - base.bytes).toBe(2000);
+    // One character outside Latin-1 makes the whole body two bytes a character.
+    const wide = await bytesOf("\u20ac".repeat(2000));
+    expect(wide.bytes).toBe(64 * 2 + 64 + wide.length * 2 + 128);
+    expect(answerBytes("x".repeat(10))).toBe(10 + 128);
   });
 
   it("cancels the backend call when the caller goes away", async () => {
