@@ -41,6 +41,7 @@ const hpaSchema = z.looseObject({
           external: z.optional(
             z.looseObject({
               metric: z.looseObject({ name: z.string().check(z.minLength(1)), selector: z.nullish(labelSelectorObjectSchema) }),
+              target: z.optional(z.looseObject({ type: z.optional(z.string()) })),
             }),
           ),
         }),
@@ -104,40 +105,99 @@ export function checkHpaDocuments(
       return;
     }
     if (kind !== "HorizontalPodAutoscaler") return;
-    const parsed = hpaSchema.safeParse(value);
-    if (!parsed.success) {
-      for (const issue of parsed.error.issues) {
-        issues.push(issueAt(sd, [...prefix, ...(issue.path as PropertyKey[])], issue.message));
-      }
+    const one = checkHpaObject(value, { rules, providers: bridge.providers, policies: bridge.policies }, namespace);
+    if ("issues" in one) {
+      for (const issue of one.issues) issues.push(issueAt(sd, [...prefix, ...issue.path], issue.message));
       return;
     }
-    const hpa = parsed.data;
-    const ns = namespace ?? hpa.metadata.namespace ?? "default";
-    hpa.spec.metrics.forEach((m, i) => {
-      if (m.type !== "External" || m.external === undefined) return;
-      const path = [...prefix, "spec", "metrics", i];
-      checks.push(checkOne(bridge, rules, {
-        hpa: `${ns}/${hpa.metadata.name}`,
-        source: sd.source,
-        line: locate(sd, path).line,
-        path: formatPath(path),
-        namespace: ns,
-        metric: m.external.metric.name,
-        selectorInput: m.external.metric.selector,
-      }));
-    });
+    for (const m of one.metrics) {
+      const path = [...prefix, "spec", "metrics", m.index];
+      checks.push({ hpa: one.hpa, source: sd.source, line: locate(sd, path).line, path: formatPath(path), ...m.check });
+    }
   };
   for (const sd of docs) visit(sd, sd.value, []);
   return { checks, issues };
 }
 
+/**
+ * What {@link checkHpaObject} checks against. Every part is optional, so a
+ * component without the bridge's config (the in-cluster proxy's admission
+ * webhook) runs the checks that need none:
+ *
+ * | check | needs |
+ * |---|---|
+ * | `metric.selector` parses (LabelSelectorAsSelector) | nothing |
+ * | `target.type: Utilization` on an External metric | nothing |
+ * | the policy decision for the HPA controller | `policies` |
+ * | a metric no metric rule defines (the bridge's 404) | `rules` (bridge config) |
+ * | a selector the rule's provider cannot map (`plan()`'s 400) | `rules` + `providers` (bridge config) |
+ */
+export interface HpaCheckView {
+  /** the bridge's metric rules by lookup key */
+  rules?: ReadonlyMap<string, BridgeConfig["metrics"][number]>;
+  providers?: ReadonlyMap<string, Provider>;
+  policies?: PolicySet | undefined;
+}
+
+/** One External metric of one HPA, checked ({@link checkHpaObject}). */
+export interface HpaObjectMetric {
+  /** position in `spec.metrics` */
+  index: number;
+  check: Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path">;
+}
+
+/**
+ * Check one `autoscaling/v2` HorizontalPodAutoscaler object (no file, no
+ * network): each External metric's selector, target type, and — as far as
+ * `view` allows (see {@link HpaCheckView}) — metric rule, backend query and
+ * the policy decision for the HPA controller's identity.
+ *
+ * @param namespace overrides `metadata.namespace` (default `default`, as kubectl)
+ * @returns the HPA's `namespace/name` and one check per External metric, or
+ *   the schema problems (field paths relative to the object) when `value` is
+ *   not a well-formed `autoscaling/v2` HPA
+ */
+export function checkHpaObject(
+  value: unknown,
+  view: HpaCheckView,
+  namespace?: string,
+): { hpa: string; namespace: string; metrics: HpaObjectMetric[] } | { issues: { path: PropertyKey[]; message: string }[] } {
+  const parsed = hpaSchema.safeParse(value);
+  if (!parsed.success) return { issues: parsed.error.issues.map((i) => ({ path: i.path as PropertyKey[], message: i.message })) };
+  const hpa = parsed.data;
+  const ns = namespace ?? hpa.metadata.namespace ?? "default";
+  const metrics: HpaObjectMetric[] = [];
+  hpa.spec.metrics.forEach((m, index) => {
+    if (m.type !== "External" || m.external === undefined) return;
+    const check = checkOne(view, {
+      namespace: ns,
+      metric: m.external.metric.name,
+      selectorInput: m.external.metric.selector,
+      targetType: m.external.target?.type,
+    });
+    metrics.push({ index, check });
+  });
+  return { hpa: `${ns}/${hpa.metadata.name}`, namespace: ns, metrics };
+}
+
+/**
+ * Why `Utilization` is refused on an External metric: the HPA controller
+ * computes External metrics only from `Value` or `AverageValue`
+ * (kubernetes `pkg/apis/autoscaling/validation/validation.go`
+ * `validateExternalSource`: "must set either a target value or a target
+ * average value"; `pkg/controller/podautoscaler/horizontal.go` `computeStatusForExternalMetric`).
+ */
+export const UTILIZATION_ON_EXTERNAL =
+  "target.type Utilization does not apply to an External metric (the HPA controller uses only Value or AverageValue): set target.type Value or AverageValue";
+
 function checkOne(
-  bridge: BridgeView,
-  rules: Map<string, BridgeConfig["metrics"][number]>,
-  at: Omit<HpaMetricCheck, "selector" | "problems" | "ok"> & { selectorInput: unknown },
-): HpaMetricCheck {
-  const { selectorInput, ...base } = at;
+  bridge: HpaCheckView,
+  at: { namespace: string; metric: string; selectorInput: unknown; targetType: string | undefined },
+): Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path"> {
+  const { selectorInput, targetType, ...base } = at;
+  const rules = bridge.rules;
   const problems: string[] = [];
+  if (targetType === "Utilization") problems.push(UTILIZATION_ON_EXTERNAL);
   let selector: Selector | undefined;
   try {
     selector = requestSelector(selectorInput as Parameters<typeof requestSelector>[0]);
@@ -145,24 +205,20 @@ function checkOne(
     if (!(err instanceof SelectorError)) throw err;
     problems.push(`invalid metric.selector: ${err.message}`);
   }
-  const out: HpaMetricCheck = { ...base, selector: selector !== undefined ? selectorToString(selector) : "", problems, ok: false };
+  const out: Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path"> = { ...base, selector: selector !== undefined ? selectorToString(selector) : "", problems, ok: false };
   const key = metricKey(at.metric);
-  const rule = rules.get(key);
-  if (rule === undefined) {
+  const rule = rules?.get(key);
+  if (rules === undefined) {
+    // No bridge config: only the policy decision.
+    if (selector !== undefined && bridge.policies !== undefined) policyProblem(out, bridge.policies, at.namespace, key, selector);
+  } else if (rule === undefined) {
     problems.push(`404: external metric "${at.metric}" is not defined by this bridge`);
   } else {
     out.rule = { name: rule.name, provider: rule.provider };
-    const provider = bridge.providers.get(rule.provider);
+    const provider = bridge.providers?.get(rule.provider);
     if (selector !== undefined && provider !== undefined) {
       // The app authorizes before it queries; plan() only maps the selector.
-      if (bridge.policies !== undefined) {
-        out.decision = bridge.policies.evaluate({ caller: HPA_CONTROLLER, namespace: at.namespace, metric: key, selector });
-        const d = out.decision;
-        if (d.decision === "Deny") {
-          const by = d.deniedBy === undefined ? "the bridge's policy.defaultAction" : `${d.deniedBy.policy}${d.deniedBy.rule !== undefined ? ` rules[${d.deniedBy.rule}]` : " (defaultAction)"}`;
-          problems.push(`403 Forbidden: denied by ${by}`);
-        }
-      }
+      if (bridge.policies !== undefined) policyProblem(out, bridge.policies, at.namespace, key, selector);
       try {
         out.query = provider.plan({ rule, selector, namespace: at.namespace });
       } catch (err) {
@@ -173,4 +229,17 @@ function checkOne(
   }
   out.ok = problems.length === 0;
   return out;
+}
+
+/** How a problem made by the policy decision begins (the rest names the policy and rule; `decision` holds the details). */
+export const POLICY_DENIED = "403 Forbidden: denied by ";
+
+/** The policy decision for the HPA controller's read; a Deny becomes a problem naming the policy and rule. */
+function policyProblem(out: { decision?: Decision; problems: string[] }, policies: PolicySet, namespace: string, metric: string, selector: Selector): void {
+  out.decision = policies.evaluate({ caller: HPA_CONTROLLER, namespace, metric, selector });
+  const d = out.decision;
+  if (d.decision === "Deny") {
+    const by = d.deniedBy === undefined ? "the bridge's policy.defaultAction" : `${d.deniedBy.policy}${d.deniedBy.rule !== undefined ? ` rules[${d.deniedBy.rule}]` : " (defaultAction)"}`;
+    out.problems.push(`${POLICY_DENIED}${by}`);
+  }
 }
