@@ -125,6 +125,32 @@ describe("a cache hit arms no deadline", () => {
   });
 });
 
+describe("one wrapper per route (request id, /apis authentication, errors, log line)", () => {
+  it("authenticates every /apis path before routing (401 before 404 or 405), never /healthz; HEAD keeps the headers", async () => {
+    const logs: LogRecord[] = [];
+    const keys = `k:${Buffer.alloc(32, 9).toString("base64url")}`;
+    const { app } = buildBridge(text, "bridge.yaml", { env: { BRIDGE_SIGNING_KEYS: keys }, now: Date.now }, { log: (r) => logs.push(r) });
+    const cases: [string, RequestInit, number][] = [
+      ["/apis", {}, 401],
+      [`${V1}/namespaces/default/nope/extra`, {}, 401],
+      [path("queue=a"), { method: "POST", body: "{}" }, 401],
+      ["/apisx", {}, 404],
+      ["/healthz", {}, 200],
+      ["/healthz", { method: "HEAD" }, 200],
+      ["/healthz", { method: "POST" }, 405],
+    ];
+    for (const [p, init, code] of cases) {
+      const res = await app.request(p, { ...init, headers: { "x-request-id": `id-${code}` } });
+      expect(res.status, `${init.method ?? "GET"} ${p}`).toBe(code);
+      expect(res.headers.get("x-request-id")).toBe(`id-${code}`);
+      if (code !== 200) expect(res.headers.get("cache-control")).toBe("no-store");
+    }
+    expect(logs.filter((r) => r.msg === "request").map((r) => [r.method, r.path, r.code])).toEqual(
+      cases.map(([p, init, code]) => [init.method ?? "GET", p.split("?")[0], code]),
+    );
+  });
+});
+
 describe("the Node server", () => {
   let server: NodeServer;
   let logs: LogRecord[];
