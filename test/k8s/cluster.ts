@@ -96,6 +96,12 @@ export interface ControlPlaneOptions {
   downscaleStabilizationSeconds?: number;
   /** how long to wait for each component to become ready, ms (default 90 000) */
   readyTimeoutMs?: number;
+  /**
+   * kube-controller-manager controllers to run besides the default few, e.g.
+   * `clusterrole-aggregation-controller` (fills the `admin`/`edit`/`view`
+   * ClusterRoles from ClusterRoles labelled `aggregate-to-*`)
+   */
+  extraControllers?: string[];
   /** progress lines */
   log?: (line: string) => void;
 }
@@ -400,7 +406,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       // each controller uses its own service account, as in kubeadm clusters:
       // the HPA reads external metrics as system:serviceaccount:kube-system:horizontal-pod-autoscaler
       "--use-service-account-credentials=true",
-      "--controllers=serviceaccount-controller,deployment-controller,replicaset-controller,horizontal-pod-autoscaler-controller,namespace-controller",
+      `--controllers=${["serviceaccount-controller", "deployment-controller", "replicaset-controller", "horizontal-pod-autoscaler-controller", "namespace-controller", ...(options.extraControllers ?? [])].join(",")}`,
       `--horizontal-pod-autoscaler-sync-period=${options.hpaSyncPeriodSeconds ?? 2}s`,
       `--horizontal-pod-autoscaler-downscale-stabilization=${options.downscaleStabilizationSeconds ?? 4}s`,
       "--v=2",

@@ -53,6 +53,18 @@ export function shippedManifests(): { install: object[]; proxyArgs: string[] } {
 }
 
 /**
+ * Every object of the shipped plain manifests whose `kind` is one of
+ * `kinds` (e.g. `CustomResourceDefinition`, `ValidatingWebhookConfiguration`),
+ * as parsed from {@link MANIFESTS}, in file order; for suites that install
+ * more of the manifests than {@link shippedManifests} does.
+ */
+export function shippedObjects(kinds: readonly string[]): (Record<string, unknown> & ManifestObject)[] {
+  return parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
+    .map((d) => d.toJS() as (Record<string, unknown> & ManifestObject) | null)
+    .filter((d): d is Record<string, unknown> & ManifestObject => d !== null && kinds.includes(d.kind));
+}
+
+/**
  * `--flag=value` / `--flag value` arguments with `overrides` replacing
  * (or adding, at the end as `--flag=value`) flags.
  */
