@@ -1,17 +1,20 @@
 /**
- * Loading ExternalMetricPolicy objects: validate (zod), compile patterns and
- * selectors once, and report every problem with its file, line and field.
+ * Loading ExternalMetricPolicy and ClusterExternalMetricPolicy objects:
+ * validate (zod), compile patterns and selectors once, and report every
+ * problem with its file, line and field.
  *
- * Sources: the documents of kind `ExternalMetricPolicy` in the config
- * source (`loadConfig(...).others`), plus the files the BridgeConfig lists in
- * `policy.files` (read only where the entry point grants file access).
+ * Sources: the documents of either kind in the config source
+ * (`loadConfig(...).others`), plus the files the BridgeConfig lists in
+ * `policy.files` (read only where the entry point grants file access). API
+ * objects read from a cluster go through the same {@link compilePolicy}
+ * (`objects.ts`).
  */
 import { ConfigError, issueAt, locate, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { fromLabelSelector, parseSelector, SelectorError, selectorToString, type Selector } from "../k8s/selector.ts";
 import { PolicySet, serviceAccountUser, type CompiledPolicy, type CompiledRule } from "./evaluate.ts";
 import { compileMetricPattern, PatternError } from "./regex.ts";
-import { POLICY_KIND, policySchema, policySettingsSchema, type Action, type SelectorInput } from "./schema.ts";
+import { CLUSTER_POLICY_KIND, clusterPolicySchema, POLICY_KIND, policySchema, policySettingsSchema, type Action, type SelectorInput } from "./schema.ts";
 
 /** The bridge's compiled policy configuration (`BridgeConfig.policy`). */
 export interface PolicyConfig {
@@ -45,17 +48,22 @@ export interface PolicyLoadOptions {
   readFile?: (path: string) => string;
 }
 
-/** Whether a document's kind is ExternalMetricPolicy. */
+/** Whether `kind` is ExternalMetricPolicy or ClusterExternalMetricPolicy. */
+export function isPolicyKind(kind: unknown): kind is typeof POLICY_KIND | typeof CLUSTER_POLICY_KIND {
+  return kind === POLICY_KIND || kind === CLUSTER_POLICY_KIND;
+}
+
+/** Whether a document's kind is ExternalMetricPolicy or ClusterExternalMetricPolicy. */
 export function isPolicyDocument(sd: SourceDocument): boolean {
-  return kindOf(sd) === POLICY_KIND;
+  return isPolicyKind(kindOf(sd));
 }
 
 function kindOf(sd: SourceDocument): unknown {
   return (sd.value as { kind?: unknown } | null)?.kind;
 }
 
-/** Kinds that look like a misspelt ExternalMetricPolicy (silently ignoring one would drop a policy). */
-const NEAR_MISS = /^external[-_]?metrics?[-_]?polic(y|ies)$/i;
+/** Kinds that look like a misspelt policy kind (silently ignoring one would drop a policy); group 1: the cluster prefix. */
+const NEAR_MISS = /^(cluster[-_]?)?external[-_]?metrics?[-_]?polic(y|ies)$/i;
 
 /**
  * Turn a rule's selector as written into a Selector.
@@ -68,12 +76,18 @@ export function compileSelectorInput(input: SelectorInput): Selector {
 }
 
 /**
- * Validate and compile one ExternalMetricPolicy document.
+ * Validate and compile one ExternalMetricPolicy or ClusterExternalMetricPolicy
+ * document (chosen by its `kind`; any other kind is validated as an
+ * ExternalMetricPolicy, so the message names the expected kind). A
+ * ClusterExternalMetricPolicy, and in files an ExternalMetricPolicy without
+ * `metadata.namespace`, is cluster-scoped (`namespace` undefined, id = name).
  *
  * @returns the policy, or undefined with the problems appended to `issues`
+ *   (paths like `spec.rules[1].metric`; pattern problems are RE2's messages
+ *   from `regex.ts`, selector problems apimachinery's from `shared/k8s/selector.ts`)
  */
 export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): CompiledPolicy | undefined {
-  const parsed = policySchema.safeParse(sd.value);
+  const parsed = kindOf(sd) === CLUSTER_POLICY_KIND ? clusterPolicySchema.safeParse(sd.value) : policySchema.safeParse(sd.value);
   if (!parsed.success) {
     issues.push(...zodIssues(sd, parsed.error));
     // Still report the patterns that do not compile, so one run shows all.
@@ -93,6 +107,7 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
     return undefined;
   }
   const { metadata, spec } = parsed.data;
+  const namespace = parsed.data.kind === CLUSTER_POLICY_KIND || metadata.namespace === "" ? undefined : metadata.namespace;
   const before = issues.length;
   const rules: CompiledRule[] = [];
   spec.rules.forEach((rule, index) => {
@@ -135,8 +150,8 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
         };
   return {
     name: metadata.name,
-    namespace: metadata.namespace,
-    id: metadata.namespace === undefined ? metadata.name : `${metadata.namespace}/${metadata.name}`,
+    namespace,
+    id: namespace === undefined ? metadata.name : `${namespace}/${metadata.name}`,
     subjects,
     rules,
     defaultAction: spec.defaultAction,
@@ -146,7 +161,7 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
 }
 
 /**
- * Compile the ExternalMetricPolicy documents among `docs`.
+ * Compile the ExternalMetricPolicy and ClusterExternalMetricPolicy documents among `docs`.
  *
  * @param options.policiesOnly every document must be a policy (a policy
  *   file); otherwise other kinds are left alone (the config source), except
@@ -163,9 +178,11 @@ export function compilePolicies(
   const seen = new Map<string, CompiledPolicy>();
   for (const sd of docs) {
     const kind = kindOf(sd);
-    if (kind !== POLICY_KIND) {
-      if (options.policiesOnly === true || (typeof kind === "string" && NEAR_MISS.test(kind))) {
-        issues.push(issueAt(sd, ["kind"], `expected kind ${POLICY_KIND}, found ${JSON.stringify(kind ?? null)}`));
+    if (!isPolicyKind(kind)) {
+      const near = typeof kind === "string" ? NEAR_MISS.exec(kind) : null;
+      if (options.policiesOnly === true || near !== null) {
+        const expected = near === null ? `${POLICY_KIND} or ${CLUSTER_POLICY_KIND}` : near[1] === undefined ? POLICY_KIND : CLUSTER_POLICY_KIND;
+        issues.push(issueAt(sd, ["kind"], `expected kind ${expected}, found ${JSON.stringify(kind ?? null)}`));
       }
       continue;
     }

@@ -32,8 +32,31 @@ import { MAX_PATTERN_LENGTH } from "./regex.ts";
  */
 export const POLICY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
 
-/** The kind of policy objects. */
+/** The kind of policy objects (namespaced in a cluster; in files, no namespace means cluster scope). */
 export const POLICY_KIND = "ExternalMetricPolicy";
+
+/** The kind of cluster-scoped policy objects (never has `metadata.namespace`). */
+export const CLUSTER_POLICY_KIND = "ClusterExternalMetricPolicy";
+
+/**
+ * Bounds shared with the CRDs (infra/helm/external-metrics-bridge/crds/,
+ * `maxItems`/`maxLength`/`maxProperties`; test/policy.objects.test.ts checks
+ * both refuse the same objects).
+ */
+export const POLICY_LIMITS = {
+  /** rules per policy */
+  rules: 256,
+  /** entries of each subjects list */
+  subjects: 256,
+  /** characters of a user or group name */
+  name: 1024,
+  /** matchLabels entries and matchExpressions of one selector */
+  selectorTerms: 64,
+  /** values of one matchExpression */
+  values: 256,
+  /** characters of a rule's description */
+  description: 1024,
+} as const;
 
 /** A decision. */
 export const actionSchema = z.enum(["Allow", "Deny"]);
@@ -57,15 +80,21 @@ export const serviceAccountRefSchema = z.string().check(
 
 /** `metav1.LabelSelector` as written in YAML. */
 export const labelSelectorObjectSchema = z.strictObject({
-  matchLabels: z.optional(z.record(z.string(), z.string())),
-  matchExpressions: z.optional(
-    z.array(
-      z.strictObject({
-        key: z.string(),
-        operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
-        values: z.optional(z.array(z.string())),
-      }),
+  matchLabels: z.optional(
+    z.record(z.string(), z.string()).check(
+      z.refine((m) => Object.keys(m).length <= POLICY_LIMITS.selectorTerms, `at most ${POLICY_LIMITS.selectorTerms} labels`),
     ),
+  ),
+  matchExpressions: z.optional(
+    z
+      .array(
+        z.strictObject({
+          key: z.string(),
+          operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+          values: z.optional(z.array(z.string()).check(z.maxLength(POLICY_LIMITS.values))),
+        }),
+      )
+      .check(z.maxLength(POLICY_LIMITS.selectorTerms)),
   ),
 });
 
@@ -90,15 +119,19 @@ export const selectorInputSchema: z.ZodMiniType<SelectorInput> = z.pipe(
   }),
 );
 
+function subjectList<T extends z.ZodMiniType>(item: T) {
+  return z.array(item).check(z.maxLength(POLICY_LIMITS.subjects));
+}
+
 /** `spec.subjects`: omitted → the policy applies to every caller. */
 export const subjectsSchema = z
   .strictObject({
     /** user names as Kubernetes authentication reports them */
-    users: z.optional(z.array(z.string().check(z.minLength(1)))),
+    users: z.optional(subjectList(z.string().check(z.minLength(1), z.maxLength(POLICY_LIMITS.name)))),
     /** group names; a caller in any of them matches */
-    groups: z.optional(z.array(z.string().check(z.minLength(1)))),
+    groups: z.optional(subjectList(z.string().check(z.minLength(1), z.maxLength(POLICY_LIMITS.name)))),
     /** `NAMESPACE/NAME`: the user `system:serviceaccount:NAMESPACE:NAME` */
-    serviceAccounts: z.optional(z.array(serviceAccountRefSchema)),
+    serviceAccounts: z.optional(subjectList(serviceAccountRefSchema)),
   })
   .check(
     z.refine(
@@ -115,7 +148,7 @@ export const policyRuleSchema = z
     /** the request's selector must be a subset of this one */
     selector: z.optional(selectorInputSchema),
     deny: z.optional(z.literal(true)),
-    description: z.optional(z.string().check(z.maxLength(1024))),
+    description: z.optional(z.string().check(z.maxLength(POLICY_LIMITS.description))),
   })
   .check(
     z.superRefine((rule, ctx) => {
@@ -128,25 +161,52 @@ export const policyRuleSchema = z
     }),
   );
 
-/** An ExternalMetricPolicy object. */
+const policyNameSchema = z.string().check(z.maxLength(253), z.regex(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain"));
+
+/** `spec` of both kinds (the CRDs' `spec` schema). */
+export const policySpecSchema = z.strictObject({
+  subjects: z.optional(subjectsSchema),
+  /** top to bottom; the first rule whose metric matches decides */
+  rules: z._default(z.array(policyRuleSchema).check(z.maxLength(POLICY_LIMITS.rules)), []),
+  /** when no rule's metric matches (default Deny) */
+  defaultAction: z._default(actionSchema, "Deny"),
+});
+
+/**
+ * An ExternalMetricPolicy object. `status` (what a cluster's proxy wrote
+ * back, e.g. in `kubectl get -o yaml` output) is allowed and ignored.
+ */
 export const policySchema = z.strictObject({
   apiVersion: z.literal(POLICY_API_VERSION),
   kind: z.literal(POLICY_KIND),
   metadata: z.looseObject({
-    name: z.string().check(z.maxLength(253), z.regex(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain")),
-    /** omitted → the policy is cluster-scoped and applies in every namespace */
+    name: policyNameSchema,
+    /** omitted → (files only) the policy is cluster-scoped and applies in every namespace */
     namespace: z.optional(namespaceSchema),
   }),
-  spec: z.strictObject({
-    subjects: z.optional(subjectsSchema),
-    /** top to bottom; the first rule whose metric matches decides */
-    rules: z._default(z.array(policyRuleSchema), []),
-    /** when no rule's metric matches (default Deny) */
-    defaultAction: z._default(actionSchema, "Deny"),
-  }),
+  spec: policySpecSchema,
+  status: z.optional(z.unknown()),
 });
 /** A validated ExternalMetricPolicy object. */
 export type PolicyObject = z.infer<typeof policySchema>;
+
+/** A ClusterExternalMetricPolicy object: as {@link policySchema}, never with a namespace. */
+export const clusterPolicySchema = z.strictObject({
+  apiVersion: z.literal(POLICY_API_VERSION),
+  kind: z.literal(CLUSTER_POLICY_KIND),
+  metadata: z.looseObject({
+    name: policyNameSchema,
+    namespace: z.optional(
+      z.string().check(
+        z.refine((ns) => ns === "", `a ${CLUSTER_POLICY_KIND} is cluster-scoped: remove metadata.namespace (or use kind ${POLICY_KIND})`),
+      ),
+    ),
+  }),
+  spec: policySpecSchema,
+  status: z.optional(z.unknown()),
+});
+/** A validated ClusterExternalMetricPolicy object. */
+export type ClusterPolicyObject = z.infer<typeof clusterPolicySchema>;
 
 /** A Kubernetes user (see `shared/identity.ts` `Caller`). */
 export const callerSchema = z.strictObject({
