@@ -160,13 +160,14 @@ export function createApp(options: BridgeOptions): Hono {
           const authenticated = authenticate(c.req.raw);
           caller = authenticated instanceof Promise ? await authenticated : authenticated;
         }
-        res = await handler(c, caller);
+        const answered = handler(c, caller);
+        res = answered instanceof Promise ? await answered : answered;
       } catch (err) {
         res = errorResponse(err, c);
       }
       // Answers made by `respond` carry the id in their plain header object
       // (no `Headers` instance per request); any other answer gets it here.
-      if (!stamped.has(res)) {
+      if ((res as { [STAMPED]?: true })[STAMPED] !== true) {
         res = new Response(res.body, res);
         res.headers.set("X-Request-Id", requestId);
       }
@@ -202,7 +203,7 @@ export function createApp(options: BridgeOptions): Hono {
   app.get(PREFIX, serve((c) => json(c, discovery)));
   app.get(`${PREFIX}/`, serve((c) => json(c, discovery)));
 
-  app.get(`${PREFIX}/*`, serve(async (c, caller) => {
+  app.get(`${PREFIX}/*`, serve((c, caller) => {
     const url = new URL(c.req.url); // parsed once: path segments and query
     const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
@@ -220,45 +221,51 @@ export function createApp(options: BridgeOptions): Hono {
         kind: "externalmetrics",
       });
     }
-    if (options.authorize !== undefined) {
-      const decided = options.authorize({ caller, namespace, metric: key, rule, selector });
-      if (decided !== undefined) await decided; // (no microtask turn for a synchronous decision)
-    }
     const provider = providers.get(rule.provider)!;
     const read = { rule, selector, namespace };
-    // A cache hit is answered synchronously: no deadline to arm, nothing to cancel.
-    const series =
-      (provider as Partial<CachedReads>).peek?.(read) ?? (await queryWithDeadline(provider, read, c.req.raw.signal, deadlineMs));
-    if (series.length === 0) {
-      throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
+    // A cache hit is answered synchronously: no deadline to arm, nothing to cancel, no promise.
+    const readSeries = (): Response | Promise<Response> => {
+      const cached = (provider as Partial<CachedReads>).peek?.(read);
+      if (cached !== undefined) return answer(cached);
+      return queryWithDeadline(provider, read, c.req.raw.signal, deadlineMs).then(answer);
+    };
+    const answer = (series: Series[]): Response => {
+      if (series.length === 0) {
+        throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
+      }
+      const now = runtime.now();
+      const items: ExternalMetricValue[] = series.map((s) => {
+        const ageMs = now - s.timestamp;
+        if (ageMs > rule.maxAgeSeconds * 1000) {
+          throw serviceUnavailable(
+            `metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
+              `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
+          );
+        }
+        const quantity = quantityOf(s.value);
+        if (quantity === null) {
+          throw internalError(
+            `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} cannot be read back ` +
+              `exactly by the HPA (its Quantity ${formatQuantity(s.value)} has more than 18 digits, or its MilliValue overflows ` +
+              `int64 past about 9.22e15); scale or round it in the metric rule`,
+          );
+        }
+        const item: ExternalMetricValue = {
+          metricName: requested,
+          metricLabels: { ...s.labels },
+          timestamp: timestampText(s.timestamp),
+          value: quantity,
+        };
+        if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
+        return item;
+      });
+      return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
+    };
+    if (options.authorize !== undefined) {
+      const decided = options.authorize({ caller, namespace, metric: key, rule, selector });
+      if (decided !== undefined) return decided.then(readSeries);
     }
-    const now = runtime.now();
-    const items: ExternalMetricValue[] = series.map((s) => {
-      const ageMs = now - s.timestamp;
-      if (ageMs > rule.maxAgeSeconds * 1000) {
-        throw serviceUnavailable(
-          `metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
-            `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
-        );
-      }
-      const quantity = quantityOf(s.value);
-      if (quantity === null) {
-        throw internalError(
-          `metric ${rule.name}: value ${formatDecimal(s.value)} of series ${JSON.stringify(s.labels)} cannot be read back ` +
-            `exactly by the HPA (its Quantity ${formatQuantity(s.value)} has more than 18 digits, or its MilliValue overflows ` +
-            `int64 past about 9.22e15); scale or round it in the metric rule`,
-        );
-      }
-      const item: ExternalMetricValue = {
-        metricName: requested,
-        metricLabels: { ...s.labels },
-        timestamp: timestampText(s.timestamp),
-        value: quantity,
-      };
-      if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
-      return item;
-    });
-    return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
+    return readSeries();
   }));
 
   // No route matched (or another method than GET/HEAD): 404 or 405, authenticated like any `/apis` path.
@@ -306,8 +313,8 @@ function quantityOf(value: Decimal): string | null {
   return quantity;
 }
 
-/** Responses made by {@link json}: they already carry `X-Request-Id`. */
-const stamped = new WeakSet<Response>();
+/** Marks a response made by {@link respond}: it already carries `X-Request-Id` (a property, cheaper than a WeakSet entry per answer). */
+const STAMPED = Symbol("X-Request-Id set");
 
 /**
  * A JSON response with the headers every answer carries: `Content-Type`,
@@ -331,7 +338,7 @@ function respond(c: Context, body: string, code: number, headers: Record<string,
   const requestId = c.get(REQUEST_ID) as string | undefined;
   if (requestId !== undefined) headers["X-Request-Id"] = requestId;
   const response = new Response(body, { status: code, headers });
-  stamped.add(response);
+  (response as { [STAMPED]?: true })[STAMPED] = true;
   return response;
 }
 

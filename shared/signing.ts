@@ -488,17 +488,19 @@ function decodeIdentity(h: Headers): Caller {
  * secret changes switches without a rebuild. Whether a bridge without keys
  * may serve at all is the entry point's decision ({@link signingMode}).
  *
- * @throws StatusError 401 from {@link verifyRequest}; 500 when the key text,
+ * @returns the caller: `fallback`'s answer as it gives it (without keys), else a promise
+ * @throws StatusError (as a rejected promise) 401 from {@link verifyRequest}; 500 when the key text,
  *   the skew or the audience in the environment is malformed (a deployment
  *   fault, named without the secret)
  */
 export function signatureAuthenticator(
   runtime: { env: Readonly<Record<string, string | undefined>>; now: () => number },
   fallback: (request: Request) => Caller | Promise<Caller>,
-): (request: Request) => Promise<Caller> {
+): (request: Request) => Caller | Promise<Caller> {
   let parsedFrom: string | undefined;
   let parsed: { keys: SigningKey[]; maxSkewSeconds: number; audience: string[] | undefined } | StatusError | undefined;
-  return async (request) => {
+  // Without keys the fallback answers as it does (synchronously for the configured identity); with keys, a promise.
+  return (request) => {
     const text = runtime.env[SIGNING_KEYS_ENV];
     if (text === undefined || text.trim() === "") return fallback(request);
     const skewText = runtime.env[SIGNING_SKEW_ENV] ?? "";
@@ -512,7 +514,7 @@ export function signatureAuthenticator(
         parsed = internalError(`request signing is misconfigured: ${(err as Error).message}`, undefined, err);
       }
     }
-    if (parsed instanceof StatusError) throw parsed;
+    if (parsed instanceof StatusError) return Promise.reject(parsed);
     const { keys, maxSkewSeconds, audience } = parsed!;
     return verifyRequest(request, keys, { nowMs: runtime.now(), maxSkewSeconds, ...(audience !== undefined ? { audience } : {}) });
   };
