@@ -305,7 +305,7 @@ describe("the container image", () => {
     const final = stages.at(-1)!;
     expect(final).toMatch(/^USER 65532:65532$/m);
     const deployment = find(manifests, "Deployment");
-    expect(final).toMatch(/^ENTRYPOINT \["\/nodejs\/bin\/node", "--max-old-space-size=\d+", "\/app\/main\.mjs"\]$/m);
+    expect(final).toMatch(/^ENTRYPOINT \["\/nodejs\/bin\/node", "--max-old-space-size=\d+", "--max-semi-space-size=\d+", "\/app\/main\.mjs"\]$/m);
     // The chart passes the proxy's flags as args (they follow the ENTRYPOINT); it never replaces the command.
     expect(deployment.spec.template.spec.containers[0].command).toBeUndefined();
     expect(deployment.spec.template.spec.containers[0].args[0]).toMatch(/^--config=/);

@@ -12,7 +12,7 @@ import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildProxy, FORBIDDEN, type ProxyBuild } from "../infra/proxy/build.ts";
+import { buildProxy, FORBIDDEN, imageEnv, imageNodeFlags, type ProxyBuild } from "../infra/proxy/build.ts";
 
 describe("proxy bundle", () => {
   let out: ProxyBuild;
@@ -35,6 +35,25 @@ describe("proxy bundle", () => {
     const help = execFileSync(process.execPath, [join(dir, "main.mjs"), "--help"], { cwd: dir, encoding: "utf8" });
     expect(help).toContain("--secure-port");
     expect(help).toContain("--readiness-interval-seconds");
+  });
+
+  it("runs with the image's Node flags and environment, read from infra/Dockerfile: the V8 young generation stays within the semi-space cap", () => {
+    const flags = imageNodeFlags();
+    const env = imageEnv();
+    expect(env["NODE_ENV"]).toBe("production");
+    expect(env["MALLOC_ARENA_MAX"]).toMatch(/^[1-9]\d*$/);
+    const semiMiB = Number(/^--max-semi-space-size=(\d+)$/.exec(flags.find((f) => f.startsWith("--max-semi-space-size=")) ?? "")?.[1]);
+    expect(semiMiB).toBeGreaterThan(0);
+    expect(flags.some((f) => /^--max-old-space-size=\d+$/.test(f))).toBe(true);
+    const help = execFileSync(process.execPath, [...flags, join(out.outdir, "main.mjs"), "--help"], { cwd: out.outdir, encoding: "utf8", env: { ...process.env, ...env } });
+    expect(help).toContain("--secure-port");
+    // Allocate 64 MiB of short-lived objects: without the cap V8 grows the young generation far past 2 × the semi-space.
+    const probe = `let keep = 0; for (let i = 0; i < 1_000_000; i++) keep += [i, String(i), { i }].length;
+      const s = require("node:v8").getHeapSpaceStatistics().find((x) => x.space_name === "new_space");
+      console.log(JSON.stringify({ size: s.space_size, arenas: process.env.MALLOC_ARENA_MAX, keep }));`;
+    const seen = JSON.parse(execFileSync(process.execPath, [...flags, "-e", probe], { encoding: "utf8", env: { ...process.env, ...env } })) as { size: number; arenas: string };
+    expect(seen.size).toBeLessThanOrEqual(2 * semiMiB * 1024 * 1024);
+    expect(seen.arenas).toBe(env["MALLOC_ARENA_MAX"]);
   });
 
   it("keeps the in-process bridge (its providers, cloud SDKs, the bridge app) out of what the plain proxy loads", () => {

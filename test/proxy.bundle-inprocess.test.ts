@@ -17,7 +17,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProxy, imageNodeFlags, type ProxyBuild } from "../infra/proxy/build.ts";
+import { buildProxy, imageEnv, imageNodeFlags, type ProxyBuild } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
@@ -71,7 +71,7 @@ async function startBundled(name: string, appDir: string, configText: string, en
   const child = spawn(
     process.execPath,
     [...imageNodeFlags(), join(appDir, "main.mjs"), "--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
-    { cwd: appDir, env: { ...process.env, BRIDGE_SIGNING_KEYS: undefined, ...env, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
+    { cwd: appDir, env: { ...process.env, ...imageEnv(), BRIDGE_SIGNING_KEYS: undefined, ...env, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
   );
   running.push({ child, fake });
   for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => lines.push(...chunk.toString("utf8").split("\n").filter(Boolean)));

@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProxy, imageNodeFlags } from "../infra/proxy/build.ts";
+import { buildProxy, imageEnv, imageNodeFlags } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
 
@@ -55,9 +55,9 @@ beforeAll(async () => {
   const { file: main } = await buildProxy(join(dir, "dist"));
   child = spawn(
     process.execPath,
-    // …with the image's Node flags (V8 old space capped), as its ENTRYPOINT runs it.
+    // …with the image's Node flags (V8 old space capped) and environment, as its ENTRYPOINT runs it.
     [...imageNodeFlags(), main, "--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
-    { env: { ...process.env, BRIDGE_SIGNING_KEYS: KEYS, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
+    { env: { ...process.env, ...imageEnv(), BRIDGE_SIGNING_KEYS: KEYS, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
   );
   for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => lines.push(...chunk.toString("utf8").split("\n").filter(Boolean)));
   await eventually(() => fake.apiServices.has("v1beta1.external.metrics.k8s.io"), 30_000, "APIService registered");

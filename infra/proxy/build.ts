@@ -61,6 +61,30 @@ export function imageNodeFlags(): string[] {
   return argv.slice(1, -1);
 }
 
+/**
+ * The environment the container sets for the bundle: the `ENV KEY=VALUE …`
+ * lines of infra/Dockerfile's final stage (e.g. `NODE_ENV=production`,
+ * `MALLOC_ARENA_MAX=2`), read from the Dockerfile itself so tests and
+ * benchmarks start the bundle as the image does (with {@link imageNodeFlags}).
+ *
+ * @returns variable → value, in the Dockerfile's order
+ * @throws Error when an ENV line of the final stage is not `KEY=VALUE` pairs
+ *   without quotes (the only form this reader understands)
+ */
+export function imageEnv(): Record<string, string> {
+  const dockerfile = readFileSync(join(ROOT, "infra/Dockerfile"), "utf8");
+  const finalStage = dockerfile.split(/^FROM /m).at(-1)!;
+  const env: Record<string, string> = {};
+  for (const m of finalStage.matchAll(/^ENV (.*)$/gm)) {
+    for (const pair of m[1]!.trim().split(/\s+/)) {
+      const kv = /^([A-Za-z_][A-Za-z0-9_]*)=([^"'\s]*)$/.exec(pair);
+      if (kv === null) throw new Error(`infra/Dockerfile: expected ENV KEY=VALUE pairs without quotes, got "ENV ${m[1]}"`);
+      env[kv[1]!] = kv[2]!;
+    }
+  }
+  return env;
+}
+
 /** What {@link buildProxy} produced. */
 export interface ProxyBuild {
   /** the entry module's path (`outdir/main.mjs`) */

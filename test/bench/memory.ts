@@ -32,7 +32,7 @@ import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildProxy, imageNodeFlags } from "../../infra/proxy/build.ts";
+import { buildProxy, imageEnv, imageNodeFlags } from "../../infra/proxy/build.ts";
 import { closedLoop, type ClosedLoopResult } from "./openloop.ts";
 import { writeReport } from "./report.ts";
 import { expectValue, frontProxyClient, HPA_USER, reportTiming, runBenchmark, NAMESPACE, procMemory, servingPems, spawnChild, V1, type FrontProxyClient } from "./servers.ts";
@@ -114,7 +114,7 @@ async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: num
   });
   const pems = await servingPems();
   const child = spawn(process.execPath, [...flags, file], {
-    env: { ...process.env, TRIVIAL_CERT_PEM: pems.certPem, TRIVIAL_KEY_PEM: pems.keyPem },
+    env: { ...process.env, ...imageEnv(), TRIVIAL_CERT_PEM: pems.certPem, TRIVIAL_KEY_PEM: pems.keyPem },
     stdio: ["ignore", "pipe", "inherit"],
   });
   try {
@@ -190,7 +190,7 @@ cache: { ttlSeconds: 30, maxEntries: 10000 }
     proxyProc = spawn(
       process.execPath,
       [...flags, bundle.file, "--config", config, "--kubeconfig", writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake), "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
-      { env: { ...process.env, BRIDGE_SIGNING_KEYS: client.keys, POD_NAMESPACE: "emb" }, stdio: ["ignore", "ignore", "pipe"] },
+      { env: { ...process.env, ...imageEnv(), BRIDGE_SIGNING_KEYS: client.keys, POD_NAMESPACE: "emb" }, stdio: ["ignore", "ignore", "pipe"] },
     );
     proxyProc.stderr!.on("data", (chunk: Buffer) => void (stderr = (stderr + chunk.toString("utf8")).slice(-4000)));
     await eventually(() => fake.apiServices.has("v1beta1.external.metrics.k8s.io") || proxyProc!.exitCode !== null, 60_000, "the proxy registering its APIService");
