@@ -24,6 +24,8 @@ export const StatusReasons = {
   404: "NotFound",
   405: "MethodNotAllowed",
   406: "NotAcceptable",
+  413: "RequestEntityTooLarge",
+  422: "Invalid",
   429: "TooManyRequests",
   500: "InternalError",
   503: "ServiceUnavailable",
@@ -172,6 +174,16 @@ export function forbidden(message: string, details?: StatusDetails): StatusError
  */
 export function notFound(message: string, details?: StatusDetails): StatusError {
   return new StatusError(404, message, details);
+}
+
+/** 413 RequestEntityTooLarge: a request body over the accepted size (apimachinery `NewRequestEntityTooLargeError`). */
+export function requestEntityTooLarge(message: string): StatusError {
+  return new StatusError(413, message);
+}
+
+/** 422 Invalid: an object that fails validation (apimachinery `NewInvalid`); `details.causes` name the fields. */
+export function invalid(message: string, details?: StatusDetails): StatusError {
+  return new StatusError(422, message, details);
 }
 
 /** 429 TooManyRequests with `Retry-After` (clamped by {@link clampRetryAfter}). */

@@ -21,6 +21,7 @@
  *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
  * passthrough: keda             # metrics no route claims (optional)
  * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 16777216 }   # seconds, entries, bytes
+ * admission: { mode: Warn }    # serve the admission webhook (Warn | Deny; default: not served)
  * ```
  */
 import { readFileSync } from "node:fs";
@@ -134,6 +135,13 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { ttlSeconds: 10 },
   ),
+  /** the validating admission webhook (shared/proxy/admission.ts): served only when this section is present */
+  admission: z.optional(
+    z.strictObject({
+      /** `Warn`: a metric a cluster policy would deny is an admission warning; `Deny`: the HPA is refused */
+      mode: z._default(z.enum(["Warn", "Deny"]), "Warn"),
+    }),
+  ),
 });
 
 /** Fields that only a network backend (`bridge`, `passthrough`) takes; an `inProcess` backend refuses them. */
@@ -164,6 +172,8 @@ export interface ProxyConfig {
    */
   cache: { ttlSeconds: number; maxEntries: number; maxBytes: number };
   discovery: { ttlSeconds: number };
+  /** the admission webhook's settings; undefined: its paths are not served (shared/proxy/admission.ts) */
+  admission?: { mode: "Warn" | "Deny" };
 }
 
 /**
@@ -251,6 +261,7 @@ function validate(sd: SourceDocument): ProxyConfig {
     ...(raw.passthrough !== undefined ? { passthrough: raw.passthrough } : {}),
     cache: raw.cache,
     discovery: raw.discovery,
+    ...(raw.admission !== undefined ? { admission: raw.admission } : {}),
   };
 }
 

@@ -25,7 +25,9 @@ import type { AuthenticationConfigSource } from "./authn-config.ts";
 import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authenticate.ts";
 import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authorize.ts";
 import { createBackend } from "./backends.ts";
-import type { ProxyConfig } from "./config.ts";
+import { routeFor, type ProxyConfig } from "./config.ts";
+import { AdmissionWebhook } from "./admission.ts";
+import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
@@ -66,6 +68,11 @@ export interface ProxyOptions {
   drainTimeoutMs?: number;
   /** add Node process metrics to /metrics (default true) */
   processMetrics?: boolean;
+  /**
+   * the cluster policies the admission webhook evaluates (ClusterPolicies.current);
+   * the webhook is served when `config.admission` is set (without this, it checks no policy)
+   */
+  admissionPolicies?: () => PolicySet | undefined;
 }
 
 /** A running proxy. */
@@ -129,7 +136,15 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     return reasons;
   };
 
-  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady });
+  const admission =
+    config.admission !== undefined
+      ? new AdmissionWebhook({
+          policies: options.admissionPolicies ?? (() => undefined),
+          mode: config.admission.mode,
+          serves: (key) => routeFor(config, key) !== undefined,
+        })
+      : undefined;
+  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(admission ? { admission } : {}) });
   const listener = getRequestListener(app.fetch);
   const server = https.createServer(
     {
