@@ -2,19 +2,32 @@
 /**
  * The admin CLI, `external-metrics-bridge` (`npm run cli -- …`):
  *
- *   policy lint [FILE…] [--config FILE]         problems in policies
+ *   policy lint [FILE…] [--config FILE] [--strict]  problems in policies
  *   policy explain [FILE…] --namespace NS --metric NAME [--selector SEL] [caller]
  *                                               one decision, with the policy and rule that made it
  *   policy test FILE…                           table-driven expectations (ExternalMetricPolicyTest)
  *   check-hpa FILE… --config FILE               what the bridge does with each External metric of HPAs
+ *   config validate FILE…                       BridgeConfig / ProxyConfig files, as the loaders read them
+ *
+ * FILEs hold the config form or the API form of policies
+ * (ExternalMetricPolicy, ClusterExternalMetricPolicy; a `kind: List` as
+ * `kubectl get emp,cemp -A -o yaml` prints it; several documents); `-` is
+ * standard input. `--kubeconfig FILE [--context NAME]` adds the policy
+ * objects of a live cluster (`functions/cli/cluster.ts`).
  *
  * Human output by default, `--output json` for machines. Exit codes: 0 yes
- * (clean, Allow, all pass), 1 no (findings, Deny, a failure), 2 the command
- * could not run (arguments, unreadable or invalid input). Argument parsing
- * is commander's; the commands live in `functions/cli/`. Guide: docs/policy.md.
+ * (clean or warnings only, Allow, all pass, valid), 1 no (lint errors — or
+ * warnings with `--strict` —, Deny, a failure), 2 the command could not run
+ * (arguments, unreadable or invalid input, the cluster unreachable). Argument
+ * parsing is commander's; the commands live in `functions/cli/`. Guide:
+ * docs/policy.md.
  */
+import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { checkHpa } from "./cli/check-hpa.ts";
+import { ClusterReadError, readClusterPolicies } from "./cli/cluster.ts";
+import { configValidate } from "./cli/config-validate.ts";
+import type { ExtraPolicies } from "./cli/workspace.ts";
 import { builtProviderTypes, loadProviderModules } from "../shared/providers/registry.ts";
 import { EXIT, processIo } from "./cli/io.ts";
 import { policyExplain } from "./cli/policy-explain.ts";
@@ -23,9 +36,43 @@ import { policyTest } from "./cli/policy-test.ts";
 
 const EXIT_CODES_HELP = `
 Exit codes:
-  0  yes: lint clean, decision Allow, every test case / HPA check passed
-  1  no: lint findings, decision Deny, a test case or HPA check failed
-  2  the command could not run: bad arguments, unreadable or invalid input`;
+  0  yes: lint found no errors (warnings alone too, unless --strict), decision Allow,
+     every test case / HPA check passed, config valid
+  1  no: lint errors (or warnings with --strict), decision Deny, a test case or HPA check failed
+  2  the command could not run: bad arguments, unreadable or invalid input, cluster unreachable
+
+FILE "-" reads standard input. Policy files may hold ExternalMetricPolicy and
+ClusterExternalMetricPolicy objects, or a kind: List of them (kubectl get emp,cemp -A -o yaml).`;
+
+/** The package's version (package.json), for `--version`. */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
+
+/** `--kubeconfig FILE` and `--context NAME`: policies of the live cluster. */
+function addClusterOptions(cmd: Command): Command {
+  return cmd
+    .option("--kubeconfig <file>", "also read ExternalMetricPolicy and ClusterExternalMetricPolicy objects from this cluster (read-only)")
+    .option("--context <name>", "the kubeconfig context (default: its current-context)");
+}
+
+/** The live cluster's policies when `--kubeconfig` is given; a number is the exit code of a failed read. */
+async function clusterPolicies(opts: { kubeconfig?: string; context?: string }, command: string): Promise<ExtraPolicies | undefined | number> {
+  if (opts.kubeconfig === undefined) {
+    if (opts.context !== undefined) {
+      process.stderr.write(`${command}: --context needs --kubeconfig FILE\n`);
+      return EXIT.USAGE;
+    }
+    return undefined;
+  }
+  try {
+    return await readClusterPolicies(opts.kubeconfig, opts.context);
+  } catch (err) {
+    if (!(err instanceof ClusterReadError)) throw err;
+    process.stderr.write(`${command}: ${err.message}\n`);
+    return EXIT.USAGE;
+  }
+}
 
 function outputOption(): Option {
   return new Option("-o, --output <format>", "output format").choices(["human", "json"]).default("human");
@@ -39,22 +86,32 @@ function collect(value: string, previous: string[]): string[] {
 function buildProgram(result: { code: number }): Command {
   const program = new Command("external-metrics-bridge")
     .description("Admin tools for external-metrics-bridge: ExternalMetricPolicy lint, explain and test; HPA checks")
+    .version(packageVersion(), "-V, --version", "print the version (package.json)")
     .exitOverride()
     .showHelpAfterError()
     .addHelpText("after", EXIT_CODES_HELP);
 
   const policy = program.command("policy").description("write, explain and test ExternalMetricPolicy objects").addHelpText("after", EXIT_CODES_HELP);
 
-  policy
-    .command("lint")
-    .description("report schema errors, bad patterns, shadowed rules and metric names no metric rule defines")
-    .argument("[files...]", "policy files (YAML, several documents allowed)")
-    .option("-c, --config <file>", "the bridge config: its policies, and metric names for the checks")
-    .option("--allow-warnings", "exit 0 when there are warnings but no errors")
+  addClusterOptions(
+    policy
+      .command("lint")
+      .description(
+        "report schema errors, bad patterns (errors); shadowed rules, metric names no metric rule defines, " +
+          "selectors on labels the metric rule cannot map, selectors that only exclude values (warnings)",
+      )
+      .argument("[files...]", "policy files (YAML, several documents allowed; - for stdin)")
+      .option("-c, --config <file>", "the bridge config: its policies, and metric names and label mappings for the checks"),
+  )
+    .option("--strict", "exit 1 on warnings too (default: warnings alone exit 0)")
+    .addOption(new Option("--allow-warnings", "the default now; kept for old scripts").hideHelp())
     .addOption(outputOption())
     .addHelpText("after", EXIT_CODES_HELP)
-    .action((files: string[], opts) => {
-      result.code = policyLint(files, opts, processIo);
+    .action(async (files: string[], opts) => {
+      const extra = await clusterPolicies(opts, "policy lint");
+      if (typeof extra === "number") return void (result.code = extra);
+      await loadProviderModules(builtProviderTypes()); // the label-mapping check plans with the providers
+      result.code = policyLint(files, { ...opts, extra }, processIo);
     });
 
   policy
@@ -70,10 +127,12 @@ function buildProgram(result: { code: number }): Command {
     .option("--service-account <namespace/name>", "caller service account")
     .addOption(new Option("--default-action <action>", "when no policy applies (default: the config's, else Deny)").choices(["Allow", "Deny"]))
     .addOption(outputOption())
-    .addHelpText("after", EXIT_CODES_HELP)
-    .action((files: string[], opts) => {
-      result.code = policyExplain(files, opts, processIo);
-    });
+    .addHelpText("after", EXIT_CODES_HELP);
+  addClusterOptions(policy.commands.at(-1)!).action(async (files: string[], opts) => {
+    const extra = await clusterPolicies(opts, "policy explain");
+    if (typeof extra === "number") return void (result.code = extra);
+    result.code = policyExplain(files, { ...opts, extra }, processIo);
+  });
 
   policy
     .command("test")
@@ -83,10 +142,12 @@ function buildProgram(result: { code: number }): Command {
     .option("-p, --policy <file>", "policy file added to every table (repeatable)", collect, [] as string[])
     .addOption(new Option("--default-action <action>", "when no policy applies (overrides tables and config)").choices(["Allow", "Deny"]))
     .addOption(outputOption())
-    .addHelpText("after", EXIT_CODES_HELP)
-    .action((files: string[], opts) => {
-      result.code = policyTest(files, { ...opts, policies: opts.policy }, processIo);
-    });
+    .addHelpText("after", EXIT_CODES_HELP);
+  addClusterOptions(policy.commands.at(-1)!).action(async (files: string[], opts) => {
+    const extra = await clusterPolicies(opts, "policy test");
+    if (typeof extra === "number") return void (result.code = extra);
+    result.code = policyTest(files, { ...opts, policies: opts.policy, extra }, processIo);
+  });
 
   program
     .command("check-hpa")
@@ -95,10 +156,24 @@ function buildProgram(result: { code: number }): Command {
     .option("-c, --config <file>", "the bridge config (required unless a FILE holds it)")
     .option("-n, --namespace <namespace>", "use this namespace instead of the HPAs' metadata.namespace")
     .addOption(outputOption())
+    .addHelpText("after", EXIT_CODES_HELP);
+  addClusterOptions(program.commands.at(-1)!).action(async (files: string[], opts) => {
+    const extra = await clusterPolicies(opts, "check-hpa");
+    if (typeof extra === "number") return void (result.code = extra);
+    await loadProviderModules(builtProviderTypes()); // plan() needs the implementations
+    result.code = checkHpa(files, { ...opts, extra }, processIo);
+  });
+
+  const config = program.command("config").description("check configuration files").addHelpText("after", EXIT_CODES_HELP);
+  config
+    .command("validate")
+    .description("validate BridgeConfig and ProxyConfig files (the kind decides) with the loaders the bridge and the proxy use; exit 2 when invalid")
+    .argument("<files...>", "config files (- for stdin)")
+    .addOption(outputOption())
     .addHelpText("after", EXIT_CODES_HELP)
     .action(async (files: string[], opts) => {
-      await loadProviderModules(builtProviderTypes()); // plan() needs the implementations
-      result.code = checkHpa(files, opts, processIo);
+      await loadProviderModules(builtProviderTypes());
+      result.code = configValidate(files, opts, processIo);
     });
 
   return program;

@@ -8,8 +8,8 @@ import { HPA_CONTROLLER } from "../../shared/identity.ts";
 import { showSelector } from "../../shared/policy/evaluate.ts";
 import { checkHpaDocuments } from "../../shared/policy/check-hpa.ts";
 import { buildProviders } from "../../shared/providers/registry.ts";
-import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf } from "./workspace.ts";
+import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
+import { loadWorkspace, policySetOf, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link checkHpa}. */
 export interface CheckHpaOptions {
@@ -17,11 +17,13 @@ export interface CheckHpaOptions {
   /** overrides the HPAs' namespace */
   namespace?: string | undefined;
   output: OutputFormat;
+  /** policies read from the live cluster (`--kubeconfig`) */
+  extra?: ExtraPolicies | undefined;
 }
 
 /** Run `check-hpa`; returns the exit code. */
 export function checkHpa(files: readonly string[], options: CheckHpaOptions, io: Io): number {
-  const ws = loadWorkspace(files, { config: options.config, kinds: ["HorizontalPodAutoscaler", "List"] });
+  const ws = loadWorkspace(files, { config: options.config, kinds: ["HorizontalPodAutoscaler", "List"], extra: options.extra });
   if (ws.issues.length === 0 && ws.config === undefined) {
     ws.issues.push({ source: files[0] ?? "", line: 1, column: 1, path: "", message: "check-hpa needs the bridge config: --config FILE" });
   }
@@ -30,12 +32,13 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
   const providers = buildProviders(config.providers, { env: {}, now: Date.now });
   const { policies, note } = policySetOf(ws);
   const docs = [...(ws.documents.get("HorizontalPodAutoscaler") ?? []), ...(ws.documents.get("List") ?? [])];
-  const { checks, issues } = checkHpaDocuments(docs, { config, providers, policies }, options.namespace);
+  const { checks, issues, skipped } = checkHpaDocuments(docs, { config, providers, policies }, options.namespace);
   if (issues.length > 0) return failOnIssues(io, options.output, issues);
   const failed = checks.filter((c) => !c.ok).length;
   if (options.output === "json") {
-    printJson(io, { caller: HPA_CONTROLLER.user, checks, failed, ...(note !== undefined ? { note } : {}) });
+    printJson(io, { caller: HPA_CONTROLLER.user, checks, failed, skipped, ...(note !== undefined ? { note } : {}) });
   } else {
+    for (const s of skipped) io.out(`note: ${s.hpa} (${s.source}:${s.line}): ${s.note}`);
     if (checks.length === 0) io.out("no External metrics in autoscaling/v2 HorizontalPodAutoscalers");
     for (const c of checks) {
       io.out(`${c.hpa} ${c.path} (${c.source}:${c.line})`);
@@ -47,7 +50,7 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
       for (const p of c.problems) io.out(`  problem: ${p}`);
       io.out(`  ${c.ok ? "OK" : "FAIL"}`);
     }
-    io.out(`${checks.length} external metrics, ${checks.length - failed} ok, ${failed} failing (caller ${HPA_CONTROLLER.user})`);
+    io.out(`${plural(checks.length, "external metric")}, ${checks.length - failed} ok, ${failed} failing (caller ${HPA_CONTROLLER.user})`);
   }
   return failed > 0 ? EXIT.FINDINGS : EXIT.OK;
 }

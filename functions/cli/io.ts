@@ -27,6 +27,11 @@ export const processIo: Io = {
   err: (text) => process.stderr.write(`${text}\n`),
 };
 
+/** `1 error`, `2 errors` (`plural(1, "policy", "policies")`). */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 /** Print JSON on stdout. */
 export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));

@@ -9,7 +9,7 @@ import { metricKey } from "../../shared/metric-name.ts";
 import { callerFrom, decisionJson, describeDecision } from "../../shared/policy/explain.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf } from "./workspace.ts";
+import { loadWorkspace, policySetOf, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyExplain}. */
 export interface ExplainOptions {
@@ -22,6 +22,8 @@ export interface ExplainOptions {
   serviceAccount?: string | undefined;
   defaultAction?: Action | undefined;
   output: OutputFormat;
+  /** policies read from the live cluster (`--kubeconfig`) */
+  extra?: ExtraPolicies | undefined;
 }
 
 /** Run `policy explain`; returns the exit code (0 Allow, 1 Deny or a metric the config does not define). */
@@ -36,7 +38,7 @@ export function policyExplain(files: readonly string[], options: ExplainOptions,
     io.err(`policy explain: ${what}`);
     return EXIT.USAGE;
   }
-  const ws = loadWorkspace(files, { config: options.config });
+  const ws = loadWorkspace(files, { config: options.config, extra: options.extra });
   if (ws.issues.length > 0) return failOnIssues(io, options.output, ws.issues);
   const request = { caller, namespace: options.namespace, metric: options.metric, selector };
   const key = metricKey(options.metric);

@@ -1,38 +1,72 @@
 /**
- * `policy lint [FILE…] [--config FILE]`: schema errors, bad patterns and
- * selectors (errors), shadowed rules, patterns that match no configured
- * metric, selectors that match nothing, cluster-wide Allow defaults
- * (warnings). See `shared/policy/lint.ts`.
+ * `policy lint [FILE…] [--config FILE] [--kubeconfig FILE]`: schema errors,
+ * bad patterns and selectors (errors), shadowed rules, patterns that match
+ * no configured metric, selectors that match nothing, selectors that only
+ * exclude values, selectors on labels the metric rule cannot map,
+ * cluster-wide Allow defaults (warnings). See `shared/policy/lint.ts`.
+ *
+ * Exit codes (as `helm lint` and `promtool check`): 0 no errors (warnings
+ * alone too, unless `--strict`), 1 errors (or warnings with `--strict`), 2
+ * an input could not be read.
  */
 import { formatIssue } from "../../shared/config/yaml.ts";
-import { lintPolicies, type Finding } from "../../shared/policy/lint.ts";
-import { EXIT, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace } from "./workspace.ts";
+import { StatusError } from "../../shared/k8s/status.ts";
+import { lintPolicies, type Finding, type LabelMappingCheck } from "../../shared/policy/lint.ts";
+import { buildProviders } from "../../shared/providers/registry.ts";
+import { EXIT, plural, printJson, type Io, type OutputFormat } from "./io.ts";
+import { loadWorkspace, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyLint}. */
 export interface LintOptions {
   config?: string | undefined;
   output: OutputFormat;
-  /** exit 0 when there are warnings but no errors */
-  allowWarnings?: boolean | undefined;
+  /** exit 1 when there are warnings but no errors */
+  strict?: boolean | undefined;
+  /** policies read from the live cluster (`--kubeconfig`) */
+  extra?: ExtraPolicies | undefined;
+  /** a name for `extra` in the "nothing to lint" check */
+  extraSource?: string | undefined;
 }
+
+/** The message of a provider's 400 for a requirement on a label the rule cannot map (`shared/providers/label-mapping.ts`). */
+const CANNOT_MAP = /cannot be mapped/;
 
 /** Run `policy lint`; returns the exit code. */
 export function policyLint(files: readonly string[], options: LintOptions, io: Io): number {
-  if (files.length === 0 && options.config === undefined) {
-    io.err("policy lint: give policy files, or --config FILE");
+  if (files.length === 0 && options.config === undefined && options.extra === undefined) {
+    io.err("policy lint: give policy files, --config FILE or --kubeconfig FILE");
     return EXIT.USAGE;
   }
-  const ws = loadWorkspace(files, { config: options.config });
+  const ws = loadWorkspace(files, { config: options.config, extra: options.extra });
+  if (ws.unreadable.length > 0) {
+    if (options.output === "json") printJson(io, { error: "unreadable input", issues: ws.unreadable });
+    else for (const issue of ws.unreadable) io.err(`${formatIssue(issue)}`);
+    return EXIT.USAGE;
+  }
   const unique = new Map<string, Finding>();
   for (const issue of ws.issues) unique.set(formatIssue(issue), { ...issue, severity: "error" });
   const findings = [...unique.values()];
-  findings.push(...lintPolicies(ws.policies, ws.config?.metrics, ws.config?.policy?.defaultAction));
+  let unmappable: LabelMappingCheck | undefined;
+  if (ws.config !== undefined) {
+    const providers = buildProviders(ws.config.providers, { env: {}, now: Date.now });
+    unmappable = (rule, selector) => {
+      const provider = providers.get(rule.provider);
+      if (provider === undefined) return undefined;
+      try {
+        provider.plan({ rule, selector, namespace: "default" });
+        return undefined;
+      } catch (err) {
+        if (err instanceof StatusError && err.code === 400 && CANNOT_MAP.test(err.message)) return err.message;
+        return undefined;
+      }
+    };
+  }
+  findings.push(...lintPolicies(ws.policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable));
   findings.sort((a, b) => a.source.localeCompare(b.source) || a.line - b.line || a.column - b.column);
   const errors = findings.filter((f) => f.severity === "error").length;
   const warnings = findings.length - errors;
-  const notes: string[] = ws.skipped.map((s) => `${s.source}:${s.line}: skipped: kind ${s.kind} is not ExternalMetricPolicy`);
-  if (ws.config === undefined) notes.push("no bridge config (--config FILE): metric names and shadowing over them were not checked");
+  const notes: string[] = ws.skipped.map((s) => `${s.source}:${s.line}: skipped: kind ${s.kind} is not a policy`);
+  if (ws.config === undefined) notes.push("no bridge config (--config FILE): metric names, label mapping and shadowing over them were not checked");
   if (options.output === "json") {
     printJson(io, { policies: ws.policies.map((p) => p.id), findings, errors, warnings, notes });
   } else {
@@ -40,9 +74,9 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
       io.out(`${f.source}:${f.line}:${f.column}: ${f.severity}: ${f.path ? `${f.path}: ` : ""}${f.message}`);
     }
     for (const n of notes) io.out(`note: ${n}`);
-    io.out(`${ws.policies.length} policies, ${errors} errors, ${warnings} warnings`);
+    io.out(`${plural(ws.policies.length, "policy", "policies")}, ${plural(errors, "error")}, ${plural(warnings, "warning")}`);
   }
   if (errors > 0) return EXIT.FINDINGS;
-  if (warnings > 0 && options.allowWarnings !== true) return EXIT.FINDINGS;
+  if (warnings > 0 && options.strict === true) return EXIT.FINDINGS;
   return EXIT.OK;
 }

@@ -7,8 +7,8 @@ import { ConfigError, parseYamlDocuments, type ConfigIssue } from "../../shared/
 import { resolveBeside } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 import { compileTestTable, runTestCases, TEST_KIND, type CaseResult } from "../../shared/policy/table.ts";
-import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf, readText } from "./workspace.ts";
+import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
+import { loadWorkspace, policySetOf, readText, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyTest}. */
 export interface TestOptions {
@@ -18,6 +18,8 @@ export interface TestOptions {
   policies: string[];
   defaultAction?: Action | undefined;
   output: OutputFormat;
+  /** policies read from the live cluster (`--kubeconfig`), added to every table */
+  extra?: ExtraPolicies | undefined;
 }
 
 interface TableRun {
@@ -50,6 +52,7 @@ export function policyTest(files: readonly string[], options: TestOptions, io: I
       const { table, cases } = compiled;
       const ws = loadWorkspace([file, ...table.policies.map((p) => resolveBeside(file, p)), ...options.policies], {
         config: table.config !== undefined ? resolveBeside(file, table.config) : options.config,
+        extra: options.extra,
       });
       if (ws.issues.length > 0) {
         issues.push(...ws.issues);
@@ -92,7 +95,7 @@ export function policyTest(files: readonly string[], options: TestOptions, io: I
         if (x.mismatch !== undefined) io.out(`        ${x.mismatch}`);
       }
     }
-    io.out(`${all.length} cases, ${all.length - failed} passed, ${failed} failed`);
+    io.out(`${plural(all.length, "case")}, ${all.length - failed} passed, ${failed} failed`);
   }
   return failed > 0 ? EXIT.FINDINGS : EXIT.OK;
 }

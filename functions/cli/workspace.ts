@@ -9,11 +9,31 @@ import { resolve } from "node:path";
 import { loadConfig, type BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError, parseYamlDocuments, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
 import { PolicySet, type CompiledPolicy } from "../../shared/policy/evaluate.ts";
-import { compilePolicies, IMPLICIT_DENY_NOTE, isPolicyDocument } from "../../shared/policy/load.ts";
+import { compilePolicies, IMPLICIT_DENY_NOTE, isPolicyDocument, isPolicyKind } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 
-/** Read a file as UTF-8 (the `readFile` every loader gets). */
-export const readText = (path: string): string => readFileSync(path, "utf8");
+/** The FILE argument that means standard input. */
+export const STDIN = "-";
+
+let stdinText: string | undefined;
+
+/**
+ * Read a file as UTF-8 (the `readFile` every loader gets); `-` is standard
+ * input, read once (a second `-` gets the same text).
+ *
+ * @throws Error (ENOENT, EISDIR, …) when the file cannot be read
+ */
+export const readText = (path: string): string => {
+  if (path !== STDIN) return readFileSync(path, "utf8");
+  stdinText ??= readFileSync(0, "utf8");
+  return stdinText;
+};
+
+/** Policies read from somewhere else than files (the live cluster, `--kubeconfig`), already compiled. */
+export interface ExtraPolicies {
+  policies: readonly CompiledPolicy[];
+  issues: readonly ConfigIssue[];
+}
 
 /** A document the command does not use. */
 export interface Skipped {
@@ -30,6 +50,8 @@ export interface Workspace {
   policies: CompiledPolicy[];
   /** problems in the inputs (schema, YAML, unreadable files, duplicates) */
   issues: ConfigIssue[];
+  /** the subset of `issues` that are files that could not be read at all (exit 2 even for `policy lint`) */
+  unreadable: ConfigIssue[];
   /** documents of the kinds the command asked for, by kind */
   documents: Map<string, SourceDocument[]>;
   skipped: Skipped[];
@@ -41,6 +63,8 @@ export interface WorkspaceOptions {
   config?: string | undefined;
   /** document kinds the command consumes besides policies (e.g. `HorizontalPodAutoscaler`) */
   kinds?: readonly string[];
+  /** policies from the live cluster (`--kubeconfig`), added after the files' */
+  extra?: ExtraPolicies | undefined;
 }
 
 function issueOf(source: string, message: string): ConfigIssue {
@@ -52,22 +76,63 @@ function kindOf(sd: SourceDocument): string {
   return typeof kind === "string" ? kind : String(kind ?? "(none)");
 }
 
+/** The name of a FILE in messages: `<stdin>` for `-`. */
+function sourceName(path: string): string {
+  return path === STDIN ? "<stdin>" : path;
+}
+
 /** Parse a file's documents, or record why not. */
-function readDocuments(path: string, issues: ConfigIssue[]): { text: string; docs: SourceDocument[] } | undefined {
+function readDocuments(path: string, ws: Pick<Workspace, "issues" | "unreadable">): { text: string; docs: SourceDocument[] } | undefined {
   let text: string;
   try {
     text = readText(path);
   } catch (err) {
-    issues.push(issueOf(path, `cannot read: ${(err as Error).message}`));
+    const issue = issueOf(sourceName(path), `cannot read: ${(err as Error).message}`);
+    ws.issues.push(issue);
+    ws.unreadable.push(issue);
     return undefined;
   }
   try {
-    return { text, docs: parseYamlDocuments(text, path) };
+    return { text, docs: parseYamlDocuments(text, sourceName(path)) };
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    issues.push(...err.issues);
+    ws.issues.push(...err.issues);
     return undefined;
   }
+}
+
+/**
+ * The policy objects of a file's documents as the loader compiles them:
+ * documents of a policy kind, and the policy items of a `kind: List`
+ * (`kubectl get emp,cemp -A -o yaml`), each item as a document of its own
+ * (located in the same file, so messages keep their lines; paths are the
+ * item's own, `spec.rules[0]`). An API object's `status` and server-set
+ * metadata are accepted by the loader's schema.
+ */
+export function policyDocuments(docs: readonly SourceDocument[]): SourceDocument[] {
+  const out: SourceDocument[] = [];
+  for (const sd of docs) {
+    const kind = kindOf(sd);
+    if (kind === "List") {
+      const items = (sd.value as { items?: unknown }).items;
+      const seq = (sd.doc.contents as { get?: (k: string) => unknown } | null)?.get?.("items") as { items?: unknown[] } | undefined;
+      if (!Array.isArray(items)) continue;
+      items.forEach((item, i) => {
+        const ik = (item as { kind?: unknown } | null)?.kind;
+        if (!isPolicyKind(ik)) return;
+        const node = seq?.items?.[i];
+        const doc = node !== undefined ? ({ contents: node } as unknown as SourceDocument["doc"]) : sd.doc;
+        out.push({ ...sd, doc, value: item });
+      });
+    } else out.push(sd); // policies; other kinds: compilePolicies reports near-misses
+  }
+  return out;
+}
+
+/** Whether a `kind: List` document holds only policy objects (then it is not "skipped"). */
+function isPolicyList(sd: SourceDocument): boolean {
+  const items = (sd.value as { items?: unknown } | null)?.items;
+  return Array.isArray(items) && items.length > 0 && items.every((i) => isPolicyKind((i as { kind?: unknown } | null)?.kind));
 }
 
 /**
@@ -76,13 +141,13 @@ function readDocuments(path: string, issues: ConfigIssue[]): { text: string; doc
  * itself, is not read twice. Policy ids must be unique across everything.
  */
 export function loadWorkspace(files: readonly string[], options: WorkspaceOptions = {}): Workspace {
-  const ws: Workspace = { policies: [], issues: [], documents: new Map(), skipped: [] };
+  const ws: Workspace = { policies: [], issues: [], unreadable: [], documents: new Map(), skipped: [] };
   const kinds = new Set(options.kinds ?? []);
   const parsed = new Map<string, SourceDocument[]>();
   let configPath = options.config;
   if (configPath === undefined) {
     for (const file of files) {
-      const read = readDocuments(file, ws.issues);
+      const read = readDocuments(file, ws);
       if (read === undefined) continue;
       parsed.set(file, read.docs);
       if (read.docs.some((d) => kindOf(d) === "BridgeConfig")) {
@@ -95,8 +160,16 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
   if (configPath !== undefined) {
     ws.configPath = configPath;
     seen.add(resolve(configPath));
+    let text: string | undefined;
     try {
-      const { config, others } = loadConfig(readText(configPath), configPath, { readFile: readText });
+      text = readText(configPath);
+    } catch (err) {
+      const issue = issueOf(sourceName(configPath), `cannot read: ${(err as Error).message}`);
+      ws.issues.push(issue);
+      ws.unreadable.push(issue);
+    }
+    if (text !== undefined) try {
+      const { config, others } = loadConfig(text, sourceName(configPath), { readFile: readText });
       ws.config = config;
       for (const f of config.policy?.files ?? []) seen.add(resolve(f));
       ws.policies.push(...(config.policy?.policies.policies ?? []));
@@ -110,14 +183,18 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
     const abs = resolve(file);
     if (seen.has(abs)) continue;
     seen.add(abs);
-    const docs = parsed.get(file) ?? readDocuments(file, ws.issues)?.docs;
+    const docs = parsed.get(file) ?? readDocuments(file, ws)?.docs;
     if (docs === undefined) continue;
     const bridge = docs.find((d) => kindOf(d) === "BridgeConfig");
     if (bridge !== undefined) ws.issues.push(issueOf(file, `a second BridgeConfig (the config is ${configPath}); give one with --config`));
-    const compiled = compilePolicies(docs);
+    const compiled = compilePolicies(policyDocuments(docs));
     ws.issues.push(...compiled.issues);
     addPolicies(ws, compiled.policies);
     collect(ws, docs, kinds, true);
+  }
+  if (options.extra !== undefined) {
+    ws.issues.push(...options.extra.issues);
+    addPolicies(ws, options.extra.policies);
   }
   return ws;
 }
@@ -144,7 +221,7 @@ function collect(ws: Workspace, docs: readonly SourceDocument[], kinds: Readonly
       const list = ws.documents.get(kind) ?? [];
       list.push(sd);
       ws.documents.set(kind, list);
-    } else if (noteSkipped && !isPolicyDocument(sd) && kind !== "BridgeConfig") {
+    } else if (noteSkipped && !isPolicyDocument(sd) && !(kind === "List" && isPolicyList(sd)) && kind !== "BridgeConfig") {
       ws.skipped.push({ source: sd.source, line: sd.doc.contents?.range?.[0] !== undefined ? sd.lineCounter.linePos(sd.doc.contents.range[0]).line : 1, kind });
     }
   }

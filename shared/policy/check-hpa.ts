@@ -87,15 +87,19 @@ export interface BridgeView {
  * Check every External metric of every HPA in `docs`.
  *
  * @param namespace overrides the HPAs' `metadata.namespace` (default `default`, as kubectl)
- * @returns checks, plus issues for HPA documents that are malformed or not `autoscaling/v2`
+ * @returns checks; `skipped`: `autoscaling/v1` HPAs (that version has no
+ *   External metrics, only `targetCPUUtilizationPercentage`:
+ *   k8s.io/api `autoscaling/v1/types.go`), each with a note; issues for HPA
+ *   documents that are malformed or of another version
  */
 export function checkHpaDocuments(
   docs: readonly SourceDocument[],
   bridge: BridgeView,
   namespace?: string,
-): { checks: HpaMetricCheck[]; issues: ConfigIssue[] } {
+): { checks: HpaMetricCheck[]; issues: ConfigIssue[]; skipped: SkippedHpa[] } {
   const checks: HpaMetricCheck[] = [];
   const issues: ConfigIssue[] = [];
+  const skipped: SkippedHpa[] = [];
   const rules = new Map(bridge.config.metrics.map((r) => [r.key, r]));
   const visit = (sd: SourceDocument, value: unknown, prefix: PropertyKey[]) => {
     const kind = (value as { kind?: unknown } | null)?.kind;
@@ -105,6 +109,17 @@ export function checkHpaDocuments(
       return;
     }
     if (kind !== "HorizontalPodAutoscaler") return;
+    if ((value as { apiVersion?: unknown }).apiVersion === "autoscaling/v1") {
+      const meta = (value as { metadata?: { name?: unknown; namespace?: unknown } }).metadata;
+      skipped.push({
+        hpa: `${typeof meta?.namespace === "string" ? meta.namespace : (namespace ?? "default")}/${String(meta?.name ?? "")}`,
+        source: sd.source,
+        line: locate(sd, prefix).line,
+        path: formatPath(prefix),
+        note: AUTOSCALING_V1_NOTE,
+      });
+      return;
+    }
     const one = checkHpaObject(value, { rules, providers: bridge.providers, policies: bridge.policies }, namespace);
     if ("issues" in one) {
       for (const issue of one.issues) issues.push(issueAt(sd, [...prefix, ...issue.path], issue.message));
@@ -116,7 +131,22 @@ export function checkHpaDocuments(
     }
   };
   for (const sd of docs) visit(sd, sd.value, []);
-  return { checks, issues };
+  return { checks, issues, skipped };
+}
+
+/** Why an `autoscaling/v1` HPA is skipped. */
+export const AUTOSCALING_V1_NOTE =
+  "autoscaling/v1 has no External metrics (only targetCPUUtilizationPercentage): skipped; write autoscaling/v2 to use this bridge's metrics";
+
+/** An HPA {@link checkHpaDocuments} did not check, and why. */
+export interface SkippedHpa {
+  /** `namespace/name` */
+  hpa: string;
+  source: string;
+  line: number;
+  /** field path of the object in its document (`""`, or `items[2]` in a List) */
+  path: string;
+  note: string;
 }
 
 /**

@@ -16,9 +16,20 @@
  * - a cluster-scoped policy without subjects whose defaultAction is Allow:
  *   it applies to every request, so the bridge's `policy.defaultAction`
  *   never applies and a namespace without a policy of its own is governed by
- *   this one alone.
+ *   this one alone;
+ * - a rule whose selector only excludes values (`queue notin (a,b)`,
+ *   `queue!=a`, `!queue`): it grants every other series of the metrics it
+ *   matches, including series that appear later — name what it allows
+ *   (`queue in (…)`) instead;
+ * - with the bridge config and its providers: a rule whose selector has a
+ *   requirement on a label a metric rule it matches cannot map (the
+ *   provider's `plan` refuses it, `shared/providers/label-mapping.ts`).
+ *   Every request the rule allows for that metric must imply that
+ *   requirement, and the bridge answers every such request 400, so the
+ *   rule grants nothing for that metric.
  */
 import type { ConfigIssue } from "../config/yaml.ts";
+import { requirementToString, type Requirement, type Selector } from "../k8s/selector.ts";
 import type { MetricRule } from "../providers/types.ts";
 import type { CompiledPolicy, CompiledRule } from "./evaluate.ts";
 import { isSatisfiable } from "./subset.ts";
@@ -33,16 +44,29 @@ export interface Finding extends ConfigIssue {
 /** Patterns that match every (non-empty) metric name, written the usual ways. */
 const MATCH_ALL = /^\^?\(*(\?:)?\.[*+]\)*\$?$/;
 
+/** Operators that only exclude: a selector made of these alone bounds nothing. */
+const EXCLUDING: ReadonlySet<string> = new Set(["notin", "!=", "!"]);
+
+/**
+ * Why a metric rule cannot map a selector made of one requirement, or
+ * undefined when it can (or when the requirement is refused for another
+ * reason than its label). The CLI answers from the provider's `plan`.
+ */
+export type LabelMappingCheck = (rule: MetricRule, selector: Selector) => string | undefined;
+
 /**
  * Lint compiled policies.
  *
  * @param metrics the bridge's metric rules, when the config is known
  * @param bridgeDefault the bridge's `policy.defaultAction`, when known
+ * @param unmappable with the config's providers: see {@link LabelMappingCheck}
+ * @returns findings, every one a warning
  */
 export function lintPolicies(
   policies: readonly CompiledPolicy[],
   metrics: readonly MetricRule[] | undefined,
   bridgeDefault: "Allow" | "Deny" | undefined,
+  unmappable?: LabelMappingCheck,
 ): Finding[] {
   const findings: Finding[] = [];
   const warn = (p: CompiledPolicy, line: number, path: string, message: string) =>
@@ -79,6 +103,39 @@ export function lintPolicies(
       }
       if (rule.selector !== undefined && !isSatisfiable(rule.selector)) {
         warn(p, rule.line, `${path}.selector`, "selector matches no label set, so the rule denies every request; write deny: true");
+      }
+      const reqs: readonly Requirement[] = rule.selector?.requirements ?? [];
+      if (reqs.length > 0 && reqs.every((r) => EXCLUDING.has(r.operator))) {
+        warn(
+          p,
+          rule.line,
+          `${path}.selector`,
+          `selector "${rule.selectorText}" only excludes values, so it grants every other series of the metrics it matches, ` +
+            "including series created later; name the allowed values (key in (a,b)) instead",
+        );
+      }
+      if (unmappable !== undefined && metrics !== undefined && rule.selector !== undefined) {
+        for (const r of reqs) {
+          const refused: string[] = [];
+          let reason: string | undefined;
+          for (const m of metrics) {
+            if (!rule.pattern.matches(m.key)) continue;
+            const why = unmappable(m, { requirements: [r] });
+            if (why !== undefined) {
+              refused.push(m.name);
+              reason ??= why;
+            }
+          }
+          if (refused.length > 0) {
+            warn(
+              p,
+              rule.line,
+              `${path}.selector`,
+              `requirement "${requirementToString(r)}" is on a label the metric rule cannot map (${refused.join(", ")}): ` +
+                `every read this rule allows of ${refused.length === 1 ? "it" : "them"} is answered 400, so it grants nothing there (${reason})`,
+            );
+          }
+        }
       }
     });
     if (p.namespace === undefined && p.subjects === undefined && p.defaultAction === "Allow" && bridgeDefault !== "Allow") {

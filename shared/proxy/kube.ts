@@ -567,11 +567,12 @@ export function loadKubeConfig(kubeconfig: string | undefined, options: KubeClie
 }
 
 /**
- * Parse a kubeconfig file into a {@link KubeClientConfig} (see {@link loadKubeConfig}).
+ * Parse a kubeconfig file into a {@link KubeClientConfig} (see {@link loadKubeConfig}),
+ * for its current-context or the context `contextName` (kubectl `--context`).
  *
  * @throws Error naming the file and the field that is missing or unsupported
  */
-export function kubeConfigFromFile(file: string): KubeClientConfig {
+export function kubeConfigFromFile(file: string, contextName?: string): KubeClientConfig {
   let doc: unknown;
   try {
     doc = parseYaml(readFileSync(file, "utf8"));
@@ -590,7 +591,7 @@ export function kubeConfigFromFile(file: string): KubeClientConfig {
     if (entry === undefined) return fail(`${key} "${name}" is not defined`);
     return (entry[key.replace(/s$/, "")] ?? {}) as Record<string, unknown>;
   };
-  const current = root["current-context"];
+  const current = contextName ?? root["current-context"]; // kubectl --context
   if (typeof current !== "string" || current === "") return fail("current-context is not set");
   const context = named(root["contexts"], "contexts", current);
   const cluster = named(root["clusters"], "clusters", String(context["cluster"] ?? ""));

@@ -1,0 +1,72 @@
+/**
+ * `--kubeconfig FILE [--context NAME]`: the policy objects of a live
+ * cluster, listed with the proxy's own Kubernetes client
+ * (`shared/proxy/kube.ts`, read-only: two list calls) and compiled by
+ * `compilePolicyObject` (`shared/policy/objects.ts`), the path the
+ * in-cluster proxy uses. Messages name objects as `<kind>/<namespace>/<name>`.
+ */
+import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, type KubeObject } from "../../shared/proxy/kube.ts";
+import type { ConfigIssue } from "../../shared/config/yaml.ts";
+import type { CompiledPolicy } from "../../shared/policy/evaluate.ts";
+import { POLICY_API_VERSION } from "../../shared/policy/schema.ts";
+import type { ExtraPolicies } from "./workspace.ts";
+
+/** The two kinds and their collection paths (all namespaces), `/apis/external-metrics-bridge.io/v1alpha1/…`. */
+export const POLICY_COLLECTIONS = [
+  { kind: "ClusterExternalMetricPolicy", path: `/apis/${POLICY_API_VERSION}/clusterexternalmetricpolicies` },
+  { kind: "ExternalMetricPolicy", path: `/apis/${POLICY_API_VERSION}/externalmetricpolicies` },
+] as const;
+
+/** Deadline of each list call, ms. */
+export const LIST_DEADLINE_MS = 10_000;
+
+/** Raised when the cluster cannot be read (kubeconfig, TLS, RBAC, CRDs not installed). */
+export class ClusterReadError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ClusterReadError";
+  }
+}
+
+/**
+ * List both kinds and compile every object.
+ *
+ * @returns the compiled policies (cluster-scoped first, then namespaced, in
+ *   the API server's order) and the problems of those that do not compile
+ * @throws ClusterReadError naming the kubeconfig problem, or the API
+ *   server's answer (404: the CRDs are not installed; 403: RBAC)
+ */
+export async function readClusterPolicies(kubeconfig: string, context?: string): Promise<ExtraPolicies> {
+  let client: KubeClient;
+  try {
+    client = new KubeClient(kubeConfigFromFile(kubeconfig, context));
+  } catch (err) {
+    throw new ClusterReadError((err as Error).message);
+  }
+  const { compilePolicyObject } = await import("../../shared/policy/objects.ts");
+  const policies: CompiledPolicy[] = [];
+  const issues: ConfigIssue[] = [];
+  try {
+    for (const { kind, path } of POLICY_COLLECTIONS) {
+      let list;
+      try {
+        list = await client.list<KubeObject>(path, {}, apiDeadline(LIST_DEADLINE_MS));
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 404) {
+          throw new ClusterReadError(`${client.server.origin} does not serve ${POLICY_API_VERSION} ${kind} (404): install the CRDs (infra/helm/external-metrics-bridge/crds/)`);
+        }
+        throw new ClusterReadError(`listing ${kind} from ${client.server.origin}: ${(err as Error).message}`);
+      }
+      for (const item of list.items) {
+        // list items of a custom resource carry apiVersion and kind; set them when a server leaves them out
+        const obj = { apiVersion: POLICY_API_VERSION, kind, ...item };
+        const compiled = compilePolicyObject(obj);
+        issues.push(...compiled.issues);
+        if (compiled.policy !== undefined) policies.push(compiled.policy);
+      }
+    }
+  } finally {
+    await client.close();
+  }
+  return { policies, issues };
+}
