@@ -5,7 +5,9 @@
  * component itself runs — `loadConfig` (`shared/config/config.ts`) or
  * `loadProxyConfig` (`shared/proxy/config.ts`) — so the messages are the
  * ones the bridge or the proxy would print at start. An `inProcess`
- * backend's `bridgeConfig` file is validated too (the proxy loads it).
+ * backend's `bridgeConfig` file is validated too when it can be read here
+ * (the proxy loads it; an in-cluster path such as `/etc/…` usually cannot
+ * be, which is a note, not an error).
  * Exit 0 when every FILE is valid, 2 otherwise.
  */
 import { loadConfig } from "../../shared/config/config.ts";
@@ -28,6 +30,8 @@ export interface ValidatedFile {
   issues: ConfigIssue[];
   /** e.g. the bridge's provider and metric counts */
   summary?: string;
+  /** what was not checked, and why */
+  notes: string[];
 }
 
 /**
@@ -36,7 +40,7 @@ export interface ValidatedFile {
  * @param source the name in messages (a path, `<stdin>`)
  */
 export function validateConfigText(text: string, source: string): ValidatedFile {
-  const out: ValidatedFile = { file: source, valid: false, issues: [] };
+  const out: ValidatedFile = { file: source, valid: false, issues: [], notes: [] };
   try {
     const kinds = new Set(parseYamlDocuments(text, source).map((d) => (d.value as { kind?: unknown } | null)?.kind));
     if (kinds.has("BridgeConfig")) {
@@ -55,7 +59,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
         try {
           inner = readText(file);
         } catch (err) {
-          out.issues.push({ source, line: 1, column: 1, path: `backends[${i}].bridgeConfig`, message: `cannot read ${file}: ${(err as Error).message}` });
+          out.notes.push(`backends[${i}].bridgeConfig ${file} not checked: ${(err as Error).message} (validate it with config validate FILE where it can be read)`);
           continue;
         }
         const v = validateConfigText(inner, file);
@@ -80,7 +84,7 @@ export function configValidate(files: readonly string[], options: ValidateOption
     try {
       text = readText(file);
     } catch (err) {
-      return { file: source, valid: false, issues: [{ source, line: 1, column: 1, path: "", message: `cannot read: ${(err as Error).message}` }] };
+      return { file: source, valid: false, notes: [], issues: [{ source, line: 1, column: 1, path: "", message: `cannot read: ${(err as Error).message}` }] };
     }
     return validateConfigText(text, source);
   });
@@ -90,6 +94,7 @@ export function configValidate(files: readonly string[], options: ValidateOption
     for (const r of results) {
       if (r.valid) io.out(`${r.file}: valid ${r.kind}${r.summary !== undefined ? ` (${r.summary})` : ""}`);
       else for (const issue of r.issues) io.err(formatIssue(issue));
+      for (const n of r.notes) io.out(`note: ${r.file}: ${n}`);
     }
     if (invalid > 0) io.err(`${plural(invalid, "invalid file")} of ${files.length}`);
   }

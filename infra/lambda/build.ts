@@ -15,7 +15,11 @@
  *
  * `--config FILE` copies a config into the artifact as `bridge.yaml`, for
  * `BRIDGE_CONFIG_FILE=dist/lambda/bridge.yaml` (resolved against
- * `LAMBDA_TASK_ROOT`, the root of the deployed zip).
+ * `LAMBDA_TASK_ROOT`, the root of the deployed zip). The config is first
+ * validated as the handler loads it (`loadConfig` without file access,
+ * `shared/lambda/handler.ts`): an invalid one fails the build with the
+ * loader's located messages on stderr and exit status 2, and nothing is
+ * written.
  * Prints the size of each file, raw and gzip-compressed (the zip Lambda
  * stores is deflate-compressed, so the gzip figure approximates it), and the
  * packages that weigh most in the bundle.
@@ -50,6 +54,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
+import { loadConfig } from "../../shared/config/config.ts";
+import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
 
 /** Repository root. */
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -148,7 +154,18 @@ function unreviewedDirnameUsers(metafile: Metafile): string[] {
  *   module not in {@link DIRNAME_USERS} refers to `__dirname`/`__filename`
  */
 export async function buildLambda(options: { outdir: string; config?: string }): Promise<LambdaBuild> {
+  if (options.config !== undefined) validateLambdaConfig(options.config);
   return bundleForNode({ ...options, source: "functions/lambda.ts", name: "index" });
+}
+
+/**
+ * Validate a config file as the Lambda handler loads it (`loadConfig(text,
+ * source)` with no file access: `policy.files` is refused there too).
+ *
+ * @throws ConfigError with every problem located; Error when unreadable
+ */
+export function validateLambdaConfig(path: string): void {
+  loadConfig(readFileSync(path, "utf8"), path);
 }
 
 /**
@@ -236,4 +253,13 @@ async function main(): Promise<void> {
   if (values.config) console.log(`  config ${values.config} → bridge.yaml`);
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) {
+  try {
+    await main();
+  } catch (err) {
+    // an invalid --config: the loader's messages, one a line, and exit 2 (as `config validate`)
+    if (err instanceof ConfigError) for (const issue of err.issues) console.error(formatIssue(issue));
+    else console.error((err as Error).message);
+    process.exit(2);
+  }
+}

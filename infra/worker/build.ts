@@ -30,6 +30,14 @@
  * the work tree; arguments after `--` go to wrangler (e.g. `--metafile`).
  * To deploy, run `wrangler deploy --alias ./provider-loaders.ts:<table>`
  * with the table path it prints. Prints wrangler's own size line.
+ *
+ *   node infra/worker/build.ts --check [--config FILE]
+ *
+ * only validates the config the Worker would bundle (`infra/worker/bridge.yaml`,
+ * or FILE) as `functions/worker.ts` loads it (`loadConfig(text, source)`), and
+ * exits 2 with the loader's located messages when it is invalid. `npm run
+ * build:worker` runs it first (`prebuild:worker` in package.json), so plain
+ * `wrangler deploy --dry-run` never packages a config the Worker would refuse.
  */
 import { execFile } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -185,9 +193,22 @@ async function main(): Promise<void> {
       config: { type: "string" },
       all: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
+      check: { type: "boolean", default: false },
       outdir: { type: "string", default: join(ROOT, "dist/worker") },
     },
   });
+  if (values.check) {
+    const path = values.config ?? join(ROOT, "infra/worker/bridge.yaml");
+    const text = readFileSync(path, "utf8");
+    const shown = relative(ROOT, path) || path;
+    if (parseYamlDocuments(text, path).length === 0) {
+      console.log(`${shown}: no config bundled (the Worker reads its BRIDGE_CONFIG binding)`);
+      return;
+    }
+    const types = providersOfConfig(text, path); // throws ConfigError: main's caller prints it and exits 2
+    console.log(`${shown}: valid BridgeConfig (providers ${types.join(", ")})`);
+    return;
+  }
   let types: string[] | undefined;
   let why: string;
   if (values.all) [types, why] = [undefined, "--all"];
