@@ -9,7 +9,8 @@ import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
 import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
-import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 const POLICIES = `
 apiVersion: external-metrics-bridge.io/v1alpha1
@@ -255,3 +256,37 @@ describe("authentication stays on everywhere else", () => {
   });
 });
 
+
+describe("caBundle of the webhook configuration", () => {
+  it("the registering proxy writes its CA bundle into its own webhooks (the same as the APIService's), again when the CA changes, and leaves other webhooks alone", async () => {
+    const fake = await startFakeKubeApiServer();
+    const webhook = (name: string, service: string) => ({
+      name,
+      admissionReviewVersions: ["v1"],
+      sideEffects: "None",
+      failurePolicy: "Ignore",
+      clientConfig: { service: { namespace: "external-metrics-bridge", name: service, path: "/admission/hpa", port: 443 } },
+    });
+    fake.webhookConfigurations.set("external-metrics-bridge", {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingWebhookConfiguration",
+      metadata: { name: "external-metrics-bridge", resourceVersion: "1" },
+      webhooks: [webhook("hpa.external-metrics-bridge.io", "external-metrics-bridge-proxy"), webhook("someone-else.example.com", "someone-else")],
+    } as never);
+    const h = await startHarness({ pki, fake, register: true, proxyConfig: proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], "admission: { mode: Warn }") });
+    try {
+      const stored = () => (fake.webhookConfigurations.get("external-metrics-bridge") as unknown as { webhooks: { clientConfig: { caBundle?: string } }[] }).webhooks;
+      const b64 = (pem: string) => Buffer.from(pem).toString("base64");
+      await eventually(() => stored()[0]!.clientConfig.caBundle === b64(h.serving.caPem!), 5000, "the webhook caBundle");
+      expect((fake.apiServices.get("v1beta1.external.metrics.k8s.io") as unknown as { spec: { caBundle: string } }).spec.caBundle).toBe(stored()[0]!.clientConfig.caBundle);
+      expect(stored()[1]!.clientConfig.caBundle).toBeUndefined();
+      const rotated = `${h.serving.caPem!}${pki.otherCA.certPem}`;
+      h.proxy.setServing({ ...h.serving, caPem: rotated });
+      await eventually(() => stored()[0]!.clientConfig.caBundle === b64(rotated), 5000, "the rotated webhook caBundle");
+      expect(stored()[1]!.clientConfig.caBundle).toBeUndefined();
+    } finally {
+      await h.close();
+      await fake.close();
+    }
+  });
+});

@@ -96,3 +96,60 @@ export async function registerAPIService(kc: KubeClient, target: RegistrationTar
     }
   }
 }
+
+/** The ValidatingWebhookConfiguration of the proxy's admission webhook (the chart's and the plain manifests' name). */
+export const WEBHOOK_CONFIGURATION_NAME = "external-metrics-bridge";
+
+/** A ValidatingWebhookConfiguration (admissionregistration.k8s.io/v1), the fields read here. */
+interface WebhookConfiguration {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; resourceVersion?: string; [k: string]: unknown };
+  webhooks?: { name: string; clientConfig?: { caBundle?: string; service?: { namespace?: string; name?: string } }; [k: string]: unknown }[];
+}
+
+/**
+ * Write the proxy's CA bundle into the webhooks of ValidatingWebhookConfiguration
+ * {@link WEBHOOK_CONFIGURATION_NAME} whose `clientConfig.service` is the
+ * proxy's Service — the same bundle as the APIService's, so kube-apiserver
+ * verifies the webhook's serving certificate as the aggregator does
+ * (`clientConfig.caBundle`, PEM, base64 on the wire:
+ * k8s.io/api `admissionregistration/v1/types.go` WebhookClientConfig).
+ * Only the caBundle of matching webhooks changes; everything else is kept.
+ * An absent configuration (the chart's admission.enabled false) is left
+ * absent. Retries a write conflict up to 3 times; each call has a deadline of
+ * {@link REGISTRATION_DEADLINE_MS}.
+ *
+ * @returns what was done
+ * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC); a
+ *   `TimeoutError` DOMException when a call passes its deadline
+ */
+export async function registerWebhookCABundle(
+  kc: KubeClient,
+  target: Pick<RegistrationTarget, "service" | "caPem">,
+  name = WEBHOOK_CONFIGURATION_NAME,
+): Promise<"updated" | "unchanged" | "absent"> {
+  const path = `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${name}`;
+  const caBundle = Buffer.from(target.caPem).toString("base64");
+  for (let attempt = 0; ; attempt++) {
+    let current: WebhookConfiguration;
+    try {
+      current = await kc.get<WebhookConfiguration & { metadata: { name: string } }>(path, apiDeadline(REGISTRATION_DEADLINE_MS));
+    } catch (err) {
+      if (apiStatus(err) === 404) return "absent";
+      throw err;
+    }
+    const ours = (w: NonNullable<WebhookConfiguration["webhooks"]>[number]) =>
+      w.clientConfig?.service?.namespace === target.service.namespace && w.clientConfig?.service?.name === target.service.name;
+    const webhooks = current.webhooks ?? [];
+    if (webhooks.every((w) => !ours(w) || w.clientConfig?.caBundle === caBundle)) return "unchanged";
+    const next = { ...current, webhooks: webhooks.map((w) => (ours(w) ? { ...w, clientConfig: { ...w.clientConfig, caBundle } } : w)) };
+    try {
+      await kc.replace(path, next as WebhookConfiguration & { metadata: { name: string } }, apiDeadline(REGISTRATION_DEADLINE_MS));
+      return "updated";
+    } catch (err) {
+      if (apiStatus(err) === 409 && attempt < 3) continue;
+      throw err;
+    }
+  }
+}

@@ -32,7 +32,7 @@ import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, type ProxyMetrics } from "./metrics.ts";
-import { registerAPIService, API_SERVICE_NAME, type RegistrationTarget } from "./registration.ts";
+import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
 import type { ServingMaterial } from "./tls.ts";
 
 /** Everything {@link startProxy} needs. */
@@ -181,6 +181,14 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: API_SERVICE_NAME, outcome });
     } catch (err) {
       log({ level: "error", msg: "APIService registration failed", apiService: API_SERVICE_NAME, error: (err as Error).message });
+    }
+    if (config.admission === undefined) return;
+    // The admission webhook is served with the same certificate: the same CA bundle (an absent configuration stays absent).
+    try {
+      const outcome = await registerWebhookCABundle(reg.kc, { service: reg.target.service, caPem: serving.caPem });
+      if (outcome !== "absent") log({ level: outcome === "unchanged" ? "info" : "warn", msg: "webhook caBundle", webhookConfiguration: WEBHOOK_CONFIGURATION_NAME, outcome });
+    } catch (err) {
+      log({ level: "error", msg: "webhook caBundle update failed", webhookConfiguration: WEBHOOK_CONFIGURATION_NAME, error: (err as Error).message });
     }
   };
   if (options.registration !== undefined && options.serving.caPem === undefined) {

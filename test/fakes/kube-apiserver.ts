@@ -56,6 +56,8 @@ export interface FakeKubeApiServer {
   reviews: { tokenReviews: string[]; subjectAccessReviews: SubjectAccessReviewSpec[] };
   /** the APIServices stored, by name */
   apiServices: Map<string, KubeObject>;
+  /** the ValidatingWebhookConfigurations stored, by name (GET and PUT only; tests put them here) */
+  webhookConfigurations: Map<string, KubeObject>;
   /** every write of an APIService: method and name */
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
@@ -125,6 +127,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     authorize: () => ({ allowed: false, reason: "no RBAC rule matched (fake)" }),
     reviews: { tokenReviews: [], subjectAccessReviews: [] },
     apiServices: new Map(),
+    webhookConfigurations: new Map(),
     apiServiceWrites: [],
     failing: new Set(),
     hanging: new Set(),
@@ -370,6 +373,18 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         fake.apiServices.set(m[1], stored);
         fake.apiServiceWrites.push({ method: "PUT", name: m[1] });
         fake.writes.push({ resource: "apiservices", method: "PUT", name: m[1], by: bearer });
+        return send(res, 200, stored);
+      }
+    }
+    if ((m = p.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/validatingwebhookconfigurations\/([^/]+)$/))) {
+      const current = fake.webhookConfigurations.get(m[1]!);
+      if (!current) return send(res, 404, status(404, "NotFound", `validatingwebhookconfigurations.admissionregistration.k8s.io "${m[1]}" not found`));
+      if (req.method === "GET") return send(res, 200, current);
+      if (req.method === "PUT") {
+        const obj = body as KubeObject;
+        if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified"));
+        const stored = { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } };
+        fake.webhookConfigurations.set(m[1]!, stored);
         return send(res, 200, stored);
       }
     }
