@@ -251,6 +251,8 @@ async function main(argv: string[]): Promise<void> {
     },
     tokenAuthentication: { tokenCacheTtlMs: opts.authenticationTokenWebhookCacheTtl, tokenReviewTimeoutMs: opts.kubeApiTimeoutSeconds * 1000 },
     ...(signingKeys ? { signingKeys } : {}),
+    // The cluster policy layer (ProxyConfig clusterPolicies.enabled): status written by the Lease holder when there is a Lease.
+    ...(config.clusterPolicies?.enabled ? { clusterPolicies: { kc, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } } : {}),
     ...(opts.register
       ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } }
       : {}),
@@ -269,6 +271,7 @@ async function main(argv: string[]): Promise<void> {
     routes: config.routes.length,
     passthrough: config.passthrough ?? null,
     registration: opts.register,
+    clusterPolicies: config.clusterPolicies?.enabled ? config.clusterPolicies.whenNoneApply : "off",
   });
 
   serving.onChange((next) => proxy.setServing(next));

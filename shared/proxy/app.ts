@@ -39,6 +39,7 @@ import type { Authorizer } from "./authorize.ts";
 import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from "./forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
+import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";
 import { requestIdFrom } from "../request-id.ts";
 
 /** What the app needs. */
@@ -52,6 +53,8 @@ export interface ProxyAppDeps {
   notReady: () => string[];
   /** the admission webhook (admission.ts); undefined: its paths are not served */
   admission?: AdmissionWebhook;
+  /** the cluster policy layer (policies.ts), asked after authorization and before forwarding; undefined: off */
+  clusterPolicies?: Pick<ClusterPolicies, "authorize">;
 }
 
 type Env = {
@@ -161,7 +164,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const status = toStatusError(err);
     c.set("error", status);
     if (!(err instanceof StatusError)) log({ level: "error", msg: "unhandled error", requestId: c.get("requestId"), error: String(err) });
-    if (status.code === 403) metrics.denials.inc({ source: err instanceof BackendStatusError ? "policy" : "rbac" });
+    if (status.code === 403) metrics.denials.inc({ source: err instanceof BackendStatusError ? "policy" : err instanceof ClusterPolicyDenied ? "cluster-policy" : "rbac" });
     if (err instanceof BackendStatusError) {
       c.set("backend", err.backend);
       return send(c, { status: err.code, body: err.body, headers: err.passHeaders });
@@ -254,6 +257,8 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     c.set("kind", "values");
     const metric = decodeMetricName(segments[5]!);
     c.set("metric", metric.key);
+    // The cluster policy layer: every applicable ExternalMetricPolicy must allow (throws 403/503/400).
+    deps.clusterPolicies?.authorize({ caller: c.get("caller")!, namespace: segments[4]!, metric: metric.key, url });
     const answer = await forwarder.values(
       { caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search, signal: c.req.raw.signal },
       metric,

@@ -22,6 +22,7 @@
  * passthrough: keda             # metrics no route claims (optional)
  * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 16777216 }   # seconds, entries, bytes
  * admission: { mode: Warn }    # serve the admission webhook (Warn | Deny; default: not served)
+ * clusterPolicies: { enabled: true, whenNoneApply: Defer }   # watch ExternalMetricPolicy objects (default off)
  * ```
  */
 import { readFileSync } from "node:fs";
@@ -135,6 +136,16 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { ttlSeconds: 10 },
   ),
+  /** the cluster policy layer (shared/proxy/policies.ts): ExternalMetricPolicy / ClusterExternalMetricPolicy objects read live */
+  clusterPolicies: z._default(
+    z.strictObject({
+      /** watch and enforce the policy objects (default false; the chart sets true) */
+      enabled: z._default(z.boolean(), false),
+      /** a read no policy applies to: Defer (to the backend's own policy) or Deny */
+      whenNoneApply: z._default(z.enum(["Defer", "Deny"]), "Defer"),
+    }),
+    { enabled: false, whenNoneApply: "Defer" },
+  ),
   /** the validating admission webhook (shared/proxy/admission.ts): served only when this section is present */
   admission: z.optional(
     z.strictObject({
@@ -174,6 +185,14 @@ export interface ProxyConfig {
   discovery: { ttlSeconds: number };
   /** the admission webhook's settings; undefined: its paths are not served (shared/proxy/admission.ts) */
   admission?: { mode: "Warn" | "Deny" };
+  /**
+   * The cluster policy layer (shared/proxy/policies.ts): `enabled` (default
+   * false) watches and enforces ExternalMetricPolicy and
+   * ClusterExternalMetricPolicy objects; `whenNoneApply` (default Defer)
+   * decides a read no policy applies to: Defer leaves it to the backend's
+   * own policy, Deny refuses it. Absent (a config built by hand): off.
+   */
+  clusterPolicies?: { enabled: boolean; whenNoneApply: "Defer" | "Deny" };
 }
 
 /**
@@ -262,6 +281,7 @@ function validate(sd: SourceDocument): ProxyConfig {
     cache: raw.cache,
     discovery: raw.discovery,
     ...(raw.admission !== undefined ? { admission: raw.admission } : {}),
+    clusterPolicies: raw.clusterPolicies,
   };
 }
 

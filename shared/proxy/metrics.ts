@@ -26,7 +26,7 @@ export interface ProxyMetrics {
   backendDuration: Histogram<"backend">;
   /** values reads by cache outcome: hit, coalesced, miss (discovery is always answered from held state) */
   cache: Counter<"result">;
-  /** denials: `rbac` (SubjectAccessReview) or `policy` (a backend's ExternalMetricPolicy 403) */
+  /** denials: `rbac` (SubjectAccessReview), `cluster-policy` (the proxy's cluster policy layer) or `policy` (a backend's ExternalMetricPolicy 403) */
   denials: Counter<"source">;
   /** authorization decisions by how they were made: review, cache, path, group */
   authorizations: Counter<"by" | "decision">;
@@ -36,6 +36,10 @@ export interface ProxyMetrics {
   ready: Gauge;
   /** per backend: 1 when its last discovery call answered, 0 when it failed (absent until first asked) */
   backendUp: Gauge<"backend">;
+  /** policy decisions of the proxy's own layers (`layer="cluster"`: policies.ts) by decision: allow, deny, defer, unavailable */
+  policyDecisions: Counter<"layer" | "decision">;
+  /** cluster policy objects by state: accepted (enforced), invalid (left out) */
+  clusterPolicies: Gauge<"state">;
 }
 
 /** Create the registry and instruments; `defaults` adds Node process metrics. */
@@ -78,5 +82,12 @@ export function createMetrics(defaults = true): ProxyMetrics {
       labelNames: ["backend"],
       registers,
     }),
+    policyDecisions: new Counter({
+      name: `${PREFIX}policy_decisions_total`,
+      help: "Values reads decided by the proxy's policy layers (cluster: ExternalMetricPolicy objects), by decision.",
+      labelNames: ["layer", "decision"],
+      registers,
+    }),
+    clusterPolicies: new Gauge({ name: `${PREFIX}cluster_policies`, help: "ExternalMetricPolicy and ClusterExternalMetricPolicy objects by state (accepted, invalid).", labelNames: ["state"], registers }),
   };
 }

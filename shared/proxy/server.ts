@@ -32,6 +32,7 @@ import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, type ProxyMetrics } from "./metrics.ts";
+import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
 import type { ServingMaterial } from "./tls.ts";
 
@@ -55,6 +56,12 @@ export interface ProxyOptions {
    * the serving-certificate Lease, see `lease.ts`); the others never do.
    */
   registration?: { kc: KubeClient; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number; isLeader?: () => boolean };
+  /**
+   * How the cluster policy layer reaches the API (policies.ts), used when the
+   * ProxyConfig has `clusterPolicies.enabled`; `isLeader`: the replica that
+   * writes the objects' status (the Lease holder). Required then.
+   */
+  clusterPolicies?: Omit<ClusterPoliciesOptions, "whenNoneApply" | "log" | "metrics">;
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
@@ -84,6 +91,8 @@ export interface RunningProxy {
   authenticator: Authenticator;
   authorizer: Authorizer;
   forwarder: Forwarder;
+  /** the cluster policy layer when `clusterPolicies.enabled` (its `current()` policy set and readiness) */
+  clusterPolicies?: ClusterPolicies;
   /** reasons it is not ready (empty = ready) */
   notReady(): string[];
   /**
@@ -119,6 +128,14 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
   const authorizer = new Authorizer({ review: options.subjectAccessReview, ...options.authorization, now });
   const forwarder = new Forwarder({ config, clients, metrics, log, now });
+  if (config.clusterPolicies?.enabled === true && options.clusterPolicies === undefined) {
+    throw new Error("the ProxyConfig sets clusterPolicies.enabled but the proxy has no Kubernetes client to watch the policy objects");
+  }
+  const clusterPolicies =
+    config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined
+      ? new ClusterPolicies({ ...options.clusterPolicies, whenNoneApply: config.clusterPolicies.whenNoneApply, log, metrics })
+      : undefined;
+  clusterPolicies?.start();
 
   let shuttingDown = false;
   let registered = false;
@@ -139,12 +156,13 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const admission =
     config.admission !== undefined
       ? new AdmissionWebhook({
-          policies: options.admissionPolicies ?? (() => undefined),
+          policies: options.admissionPolicies ?? (clusterPolicies ? () => (clusterPolicies.ready() ? clusterPolicies.current() : undefined) : () => undefined),
           mode: config.admission.mode,
+          ...(config.clusterPolicies ? { whenNoneApply: config.clusterPolicies.whenNoneApply } : {}),
           serves: (key) => routeFor(config, key) !== undefined,
         })
       : undefined;
-  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(admission ? { admission } : {}) });
+  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(admission ? { admission } : {}), ...(clusterPolicies ? { clusterPolicies } : {}) });
   const listener = getRequestListener(app.fetch);
   const server = https.createServer(
     {
@@ -257,6 +275,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
         await closed;
       }
       forwarder.close();
+      await clusterPolicies?.stop();
       await options.authentication.stop();
       log({ level: "info", msg: "shut down" });
     })();
@@ -270,6 +289,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     authenticator,
     authorizer,
     forwarder,
+    ...(clusterPolicies ? { clusterPolicies } : {}),
     notReady,
     checkReadiness,
     setServing: (next) => {

@@ -15,6 +15,11 @@
  * - TokenReview and SubjectAccessReview (`create`), answered from test-set
  *   tokens and an authorizer function, every review recorded;
  * - APIService get, create, replace.
+ * - ExternalMetricPolicy (all namespaces) and ClusterExternalMetricPolicy
+ *   (`external-metrics-bridge.io/v1alpha1`): list, watch, get, and PUT of the
+ *   `status` subresource (409 on a stale resourceVersion; spec and generation
+ *   kept), what the proxy's cluster policy layer does; 404 for both while
+ *   {@link FakeKubeApiServer.policyCrdsInstalled} is false (no CRDs).
  *
  * Every request needs `Authorization: Bearer <token>` (the proxy's
  * ServiceAccount token) or a client certificate issued by the fake's CA
@@ -74,8 +79,16 @@ export interface FakeKubeApiServer {
   leases: Map<string, KubeObject>;
   /** extra bearer tokens accepted besides `token` (one per proxy replica, to tell writers apart) */
   clientTokens: Set<string>;
-  /** every write of a Secret, Lease or APIService, with the bearer token that made it, oldest first */
-  writes: { resource: "secrets" | "leases" | "apiservices"; method: string; name: string; by: string }[];
+  /** every write of a Secret, Lease, APIService or policy status, with the bearer token that made it, oldest first */
+  writes: { resource: "secrets" | "leases" | "apiservices" | "externalmetricpolicies/status" | "clusterexternalmetricpolicies/status"; method: string; name: string; by: string }[];
+  /** whether the policy CRDs are installed (default true); false: their paths answer 404 */
+  policyCrdsInstalled: boolean;
+  /** the policy objects stored, by `kind/namespace/name` (`namespace` empty for ClusterExternalMetricPolicy) */
+  policies: Map<string, KubeObject>;
+  /** store a policy object as `kubectl apply` would (generation bumped when the spec changes; status kept); watchers get ADDED/MODIFIED */
+  applyPolicy(obj: { kind: "ExternalMetricPolicy" | "ClusterExternalMetricPolicy"; metadata: { name: string; namespace?: string }; spec: unknown }): KubeObject;
+  /** delete a policy object (watchers get DELETED) */
+  deletePolicy(kind: "ExternalMetricPolicy" | "ClusterExternalMetricPolicy", namespace: string | undefined, name: string): void;
   /** end every open watch stream (as an API server restart or a load balancer timeout would) */
   endWatches(): void;
   /** hold back Secret watch events (a lagging watch) until the returned function releases them, in order */
@@ -116,6 +129,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const secrets = new Map<string, KubeObject>();
   let heldSecretEvents: { type: string; obj: KubeObject }[] | undefined;
   const watches = new Set<{ namespace: string; name?: string; kind?: string; res: ServerResponse }>();
+  const policyWatches = new Set<{ kind: string; res: ServerResponse }>();
+  const policyKey = (kind: string, namespace: string | undefined, name: string) => `${kind}/${kind === "ClusterExternalMetricPolicy" ? "" : (namespace ?? "")}/${name}`;
+  function notifyPolicy(type: string, obj: KubeObject) {
+    for (const w of policyWatches) if (w.kind === obj.kind) w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
+  }
   let handshakes = 0;
   const sockets = new Set<import("node:tls").TLSSocket>();
 
@@ -148,6 +166,35 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     endWatches() {
       for (const w of watches) w.res.end();
       watches.clear();
+      for (const w of policyWatches) w.res.end();
+      policyWatches.clear();
+    },
+    policyCrdsInstalled: true,
+    policies: new Map(),
+    applyPolicy(input) {
+      const cluster = input.kind === "ClusterExternalMetricPolicy";
+      const key = policyKey(input.kind, input.metadata.namespace, input.metadata.name);
+      const old = fake.policies.get(key);
+      const sameSpec = old !== undefined && JSON.stringify(old["spec"]) === JSON.stringify(input.spec);
+      const generation = old === undefined ? 1 : sameSpec ? (old.metadata["generation"] as number) : (old.metadata["generation"] as number) + 1;
+      const obj: KubeObject = {
+        apiVersion: "external-metrics-bridge.io/v1alpha1",
+        kind: input.kind,
+        metadata: { ...input.metadata, ...(cluster ? { namespace: undefined } : {}), uid: (old?.metadata["uid"] as string | undefined) ?? crypto.randomUUID(), generation, resourceVersion: nextRV() },
+        spec: input.spec,
+        ...(old?.["status"] !== undefined ? { status: old["status"] } : {}),
+      };
+      if (cluster) delete obj.metadata.namespace;
+      fake.policies.set(key, obj);
+      notifyPolicy(old === undefined ? "ADDED" : "MODIFIED", obj);
+      return obj;
+    },
+    deletePolicy(kind, namespace, name) {
+      const key = policyKey(kind, namespace, name);
+      const obj = fake.policies.get(key);
+      if (obj === undefined) return;
+      fake.policies.delete(key);
+      notifyPolicy("DELETED", { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } });
     },
     setSecret(namespace, name, secret) {
       const key = `${namespace}/${name}`;
@@ -182,10 +229,14 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const gone = { type: "ERROR", object: status(410, "Expired", "too old resource version: 1 (100)") };
       for (const w of watches) w.res.end(`${JSON.stringify(gone)}\n`);
       watches.clear();
+      for (const w of policyWatches) w.res.end(`${JSON.stringify(gone)}\n`);
+      policyWatches.clear();
     },
     close: async () => {
       for (const w of watches) w.res.end();
       watches.clear();
+      for (const w of policyWatches) w.res.end();
+      policyWatches.clear();
       for (const socket of sockets) socket.destroy(); // hanging requests too
       await closeServer(server);
     },
@@ -324,6 +375,40 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         secrets.set(key, stored);
         fake.writes.push({ resource: "secrets", method: "PUT", name: m[2], by: bearer });
         notify("MODIFIED", stored);
+        return send(res, 200, stored);
+      }
+    }
+    if ((m = p.match(/^\/apis\/external-metrics-bridge\.io\/v1alpha1\/(?:namespaces\/([^/]+)\/)?(externalmetricpolicies|clusterexternalmetricpolicies)(?:\/([^/]+)(?:\/(status))?)?$/))) {
+      const [, namespace, plural, name, sub] = m;
+      const kind = plural === "externalmetricpolicies" ? "ExternalMetricPolicy" : "ClusterExternalMetricPolicy";
+      if (!fake.policyCrdsInstalled) return send(res, 404, status(404, "NotFound", "the server could not find the requested resource"));
+      if (fake.failing.has(plural!)) return send(res, 500, status(500, "InternalError", `${plural} are failing (fake)`));
+      if (req.method === "GET" && name === undefined) {
+        const watching = url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1";
+        fake.listsAndWatches.push({ resource: plural!, watch: watching, ...(watching ? { resourceVersion: url.searchParams.get("resourceVersion") ?? "" } : {}) });
+        if (watching) {
+          res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+          res.flushHeaders();
+          const w = { kind, res };
+          policyWatches.add(w);
+          req.on("close", () => policyWatches.delete(w));
+          return;
+        }
+        const items = [...fake.policies.values()].filter((o) => o.kind === kind && (namespace === undefined || o.metadata.namespace === namespace));
+        return send(res, 200, { apiVersion: "external-metrics-bridge.io/v1alpha1", kind: `${kind}List`, metadata: { resourceVersion: String(rv) }, items });
+      }
+      const key = policyKey(kind, namespace, name ?? "");
+      const current = fake.policies.get(key);
+      if (current === undefined) return send(res, 404, status(404, "NotFound", `${plural}.external-metrics-bridge.io "${name}" not found`));
+      if (req.method === "GET" && sub === undefined) return send(res, 200, current);
+      if (req.method === "PUT" && sub === "status") {
+        const obj = body as KubeObject;
+        if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) return send(res, 409, status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again"));
+        // The status subresource changes only status (apiextensions-apiserver statusStrategy.PrepareForUpdate).
+        const stored: KubeObject = { ...current, status: obj["status"], metadata: { ...current.metadata, resourceVersion: nextRV() } };
+        fake.policies.set(key, stored);
+        fake.writes.push({ resource: `${plural as "externalmetricpolicies" | "clusterexternalmetricpolicies"}/status`, method: "PUT", name: name!, by: bearer });
+        notifyPolicy("MODIFIED", stored);
         return send(res, 200, stored);
       }
     }
