@@ -3,15 +3,20 @@
  * on the documented examples (infra/examples/policies/) and on fixtures
  * with known problems. Checks output and exit codes: 0 yes, 1 no, 2 cannot run.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { loadConfig } from "../shared/config/config.ts";
+import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { ROOT } from "./helpers/worker.ts";
 
 const exec = promisify(execFile);
 const EX = "infra/examples/policies";
 const FX = "test/fixtures/policy";
+const FXC = "test/fixtures/cli";
 
 /** Run the CLI; resolves with exit code and output (never rejects on a non-zero exit). */
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -25,6 +30,20 @@ async function cli(...args: string[]): Promise<{ code: number; stdout: string; s
   }
 }
 
+/** Run the CLI with `input` on its standard input. */
+function cliWithStdin(input: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(ROOT, "functions/cli.ts"), ...args], { cwd: ROOT });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
 describe("policy lint", () => {
   it("passes the worked examples (the config and the policy files it lists)", async () => {
     const r = await cli("policy", "lint", "--config", `${EX}/bridge.yaml`);
@@ -32,7 +51,7 @@ describe("policy lint", () => {
     // a glob over the directory: the config found among the files, its policy files read once, other kinds noted
     const all = await cli("policy", "lint", ...["bridge", "cluster-guardrails", "hpa-team-a", "policy-tests", "team-a", "team-b"].map((f) => `${EX}/${f}.yaml`));
     expect(all.code).toBe(0);
-    expect(all.stdout).toContain(`note: ${EX}/policy-tests.yaml:4: skipped: kind ExternalMetricPolicyTest is not ExternalMetricPolicy\n`);
+    expect(all.stdout).toContain(`note: ${EX}/policy-tests.yaml:4: skipped: kind ExternalMetricPolicyTest is not a policy\n`);
     expect(all.stdout).toContain("4 policies, 0 errors, 0 warnings\n");
   });
 
@@ -48,9 +67,10 @@ describe("policy lint", () => {
     ]);
   });
 
-  it("warns about shadowed rules, unknown metric names, empty selectors and cluster-wide Allow defaults", async () => {
+  it("warns about shadowed rules, unknown metric names, empty selectors and cluster-wide Allow defaults; warnings alone exit 0 unless --strict", async () => {
     const r = await cli("policy", "lint", "--config", `${EX}/bridge.yaml`, `${FX}/suspicious.yaml`, "-o", "json");
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(0); // as helm lint and promtool: warnings are not failures…
+    expect((await cli("policy", "lint", "--strict", "--config", `${EX}/bridge.yaml`, `${FX}/suspicious.yaml`)).code).toBe(1); // …unless asked
     const out = JSON.parse(r.stdout);
     expect(out).toMatchObject({ errors: 0, warnings: 5 });
     expect(out.findings.map((f: any) => `${f.line} ${f.policy} ${f.path}: ${f.message.slice(0, 40)}`)).toEqual([
@@ -193,5 +213,155 @@ describe("the command line itself", () => {
     expect((await cli()).code).toBe(2);
     expect((await cli("frobnicate")).code).toBe(2);
     expect((await cli("check-hpa", `${EX}/hpa-team-a.yaml`)).code).toBe(2); // no config
+  });
+});
+
+describe("issue 12: exit codes, --version, stdin, plurals", () => {
+  it("an unreadable --config or FILE exits 2 (as the help promises), on stderr; a policy with errors exits 1", async () => {
+    const r = await cli("policy", "lint", "--config", "/nonexistent.yaml");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("/nonexistent.yaml:1:1: cannot read: ENOENT");
+    expect((await cli("policy", "lint", `${FX}/does-not-exist.yaml`)).code).toBe(2);
+    expect(JSON.parse((await cli("policy", "lint", "/nonexistent.yaml", "-o", "json")).stdout)).toMatchObject({ error: "unreadable input" });
+    const errors = await cli("policy", "lint", `${FX}/broken.yaml`);
+    expect(errors.code).toBe(1);
+  });
+
+  it("--help documents the exit codes, --strict and stdin", async () => {
+    const { stdout } = await cli("policy", "lint", "--help");
+    expect(stdout).toContain("--strict");
+    expect(stdout).toContain("warnings alone too, unless --strict");
+    expect(stdout).toContain('FILE "-" reads standard input');
+    expect(stdout).toContain("--kubeconfig <file>");
+  });
+
+  it("--version prints package.json's version", async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    for (const flag of ["--version", "-V"]) expect(await cli(flag)).toMatchObject({ code: 0, stdout: `${version}\n` });
+  });
+
+  it("- reads the policies from standard input (named <stdin> in messages); singular counts", async () => {
+    const ok = await cliWithStdin(readFileSync(join(ROOT, EX, "team-a.yaml"), "utf8"), "policy", "lint", "-");
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain("1 policy, 0 errors, 0 warnings\n");
+    const broken = await cliWithStdin(
+      "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ExternalMetricPolicy\nmetadata: { name: x, namespace: a }\nspec:\n  rules:\n    - { metric: \"queue_(a\", deny: true }\n",
+      "policy", "lint", "-",
+    );
+    expect(broken.code).toBe(1);
+    // RE2JS compiles case-insensitive patterns as "(?i)" + pattern; the message quotes what the admin wrote
+    expect(broken.stdout).toContain("<stdin>:6:17: error: spec.rules[0].metric: invalid RE2 pattern: error parsing regexp: missing closing ): `queue_(a`\n");
+    expect(broken.stdout).not.toContain("(?i)");
+    expect(broken.stdout).toContain("0 policies, 1 error, 0 warnings\n");
+    // the config from stdin too
+    const config = await cliWithStdin(readFileSync(join(ROOT, "infra/examples/demo.yaml"), "utf8"), "check-hpa", "--config", "-", "infra/examples/hpa.yaml");
+    expect(config.code).toBe(0);
+    expect(config.stdout).toContain("1 external metric, 1 ok, 0 failing");
+  });
+});
+
+describe("issue 12: the API form of policies", () => {
+  it("reads kubectl get emp,cemp -A -o yaml (a List of both kinds, with status and server metadata), with lines in messages", async () => {
+    const r = await cli("policy", "lint", `${FXC}/cluster-policies.yaml`, "-o", "json");
+    expect(r.code).toBe(1);
+    const out = JSON.parse(r.stdout);
+    expect(out.policies).toEqual(["hpa-controller-queues", "team-a/queues"]);
+    expect(out.notes).not.toContain(expect.stringContaining("skipped"));
+    expect(out.findings).toMatchObject([
+      { severity: "error", source: `${FXC}/cluster-policies.yaml`, line: 40, path: "spec.rules[0].metric", message: "invalid RE2 pattern: error parsing regexp: missing closing ): `queue_(a`" },
+    ]);
+  });
+
+  it("policy explain evaluates them (from stdin too): the cluster policy and the namespace one both apply in team-a", async () => {
+    const allow = await cli("policy", "explain", "--config", `${EX}/bridge.yaml`, `${FXC}/cluster-policies.yaml`, "-n", "team-a", "-m", "queue_messages_ready", "-l", "queue=team-a-jobs");
+    // broken.yaml-like errors in the input are "could not run" for explain
+    expect(allow.code).toBe(2);
+    expect(allow.stderr).toContain(`${FXC}/cluster-policies.yaml:40:19: spec.rules[0].metric: invalid RE2 pattern`);
+    const text = readFileSync(join(ROOT, FXC, "cluster-policies.yaml"), "utf8");
+    const valid = text.slice(0, text.indexOf("  - apiVersion: external-metrics-bridge.io/v1alpha1\n    kind: ExternalMetricPolicy\n    metadata: { name: broken"));
+    const ok = await cliWithStdin(valid, "policy", "explain", "-", "-n", "team-a", "-m", "queue_messages_ready", "-l", "queue=team-a-jobs", "-o", "json");
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout).verdicts.map((v: any) => [v.policy, v.decision, v.source])).toEqual([
+      ["hpa-controller-queues", "Allow", "<stdin>"],
+      ["team-a/queues", "Allow", "<stdin>"],
+    ]);
+    const denied = await cliWithStdin(valid, "policy", "explain", "-", "-n", "team-a", "-m", "queue_messages_ready", "-l", "queue=team-b-orders");
+    expect(denied.code).toBe(1);
+    expect(denied.stdout).toContain("denied by team-a/queues rules[0]");
+  });
+});
+
+describe("issue 12: new lint checks", () => {
+  it("warns on a selector that only excludes values and on a requirement the metric rule cannot map", async () => {
+    const r = await cli("policy", "lint", "--config", `${EX}/bridge.yaml`, `${FXC}/lint-grants.yaml`, "-o", "json");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out).toMatchObject({ errors: 0, warnings: 2 });
+    expect(out.findings.map((f: any) => [f.line, f.path, f.message])).toEqual([
+      [
+        7,
+        "spec.rules[0].selector",
+        'selector "queue notin (team-b-orders)" only excludes values, so it grants every other series of the metrics it matches, including series created later; name the allowed values (key in (a,b)) instead',
+      ],
+      [
+        9,
+        "spec.rules[1].selector",
+        'requirement "env=prod" is on a label the metric rule cannot map (queue_messages_delayed): every read this rule allows of it is answered 400, so it grants nothing there ' +
+          '(metric queue_messages_delayed: selector requirement "env=prod" cannot be mapped: this rule understands only the label "queue")',
+      ],
+    ]);
+    // the CloudWatch rule maps "service": rules[2] is fine; --strict fails on the warnings
+    expect((await cli("policy", "lint", "--strict", "--config", `${EX}/bridge.yaml`, `${FXC}/lint-grants.yaml`)).code).toBe(1);
+  });
+});
+
+describe("issue 12: check-hpa and autoscaling/v1", () => {
+  it("skips an autoscaling/v1 HPA with a note and checks the others in the same file", async () => {
+    const r = await cli("check-hpa", "--config", `${EX}/bridge.yaml`, `${FXC}/hpa-v1-and-v2.yaml`);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      `note: team-a/cpu-only (${FXC}/hpa-v1-and-v2.yaml:3): autoscaling/v1 has no External metrics (only targetCPUUtilizationPercentage): skipped; write autoscaling/v2 to use this bridge's metrics\n`,
+    );
+    expect(r.stdout).toContain("1 external metric, 1 ok, 0 failing");
+    const json = JSON.parse((await cli("check-hpa", "--config", `${EX}/bridge.yaml`, `${FXC}/hpa-v1-and-v2.yaml`, "-o", "json")).stdout);
+    expect(json.skipped).toMatchObject([{ hpa: "team-a/cpu-only", line: 3 }]);
+    expect(json.checks).toMatchObject([{ hpa: "team-a/jobs-worker", ok: true }]);
+  });
+});
+
+describe("issue 12: config validate", () => {
+  it("valid BridgeConfigs and ProxyConfigs exit 0, each named with its kind", async () => {
+    const r = await cli("config", "validate", `${EX}/bridge.yaml`, "infra/examples/demo.yaml", "infra/examples/proxy-inprocess.yaml");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`${EX}/bridge.yaml: valid BridgeConfig (2 providers, 4 metric rules, 4 policies)\n`);
+    expect(r.stdout).toContain("infra/examples/proxy-inprocess.yaml: valid ProxyConfig");
+    expect(r.stdout).toContain("backends[0].bridgeConfig /etc/external-metrics-bridge/config/bridge.yaml not checked");
+  });
+
+  it("an invalid config exits 2 with the loader's own messages (bridge and proxy), a file of neither kind too", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cli-validate-"));
+    const bridge = join(dir, "bridge.yaml");
+    writeFileSync(bridge, "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: BridgeConfig\nproviders: {}\nmetrics: []\nbogus: 1\n");
+    const proxy = join(dir, "proxy.yaml");
+    writeFileSync(proxy, "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\nbackends: 3\n");
+    const other = join(dir, "other.yaml");
+    writeFileSync(other, "kind: ConfigMap\n");
+    const r = await cli("config", "validate", bridge, proxy, other, `${EX}/bridge.yaml`);
+    expect(r.code).toBe(2);
+    const loaderMessage = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return "";
+    };
+    expect(r.stderr).toContain(loaderMessage(() => loadConfig(readFileSync(bridge, "utf8"), bridge)));
+    expect(r.stderr).toContain(loaderMessage(() => loadProxyConfig(readFileSync(proxy, "utf8"), proxy)));
+    expect(r.stderr).toContain(`${other}:1:1: no document with kind: BridgeConfig or kind: ProxyConfig`);
+    expect(r.stderr).toContain("3 invalid files of 4");
+    const piped = await cliWithStdin("kind: BridgeConfig\n  bad: [", "config", "validate", "-");
+    expect(piped.code).toBe(2);
+    expect(piped.stderr).toContain("<stdin>:");
   });
 });
