@@ -144,6 +144,8 @@ describe("the Helm chart", () => {
     const cm = find(manifests, "ConfigMap");
     const config = loadProxyConfig(cm.data["proxy.yaml"], "configmap");
     expect(config.backends.map((b) => [b.name, b.type])).toEqual([["functions", "bridge"]]);
+    // The cluster policy layer is on in the chart (off in the library), deferring reads no policy covers.
+    expect(config.clusterPolicies).toEqual({ enabled: true, whenNoneApply: "Defer" });
     expect(PROXY_API_VERSION).toBe(CONFIG_API_VERSION);
     const args: string[] = find(manifests, "Deployment").spec.template.spec.containers[0].args;
     const opts = proxyCommand().exitOverride().parse(args, { from: "user" }).opts();
