@@ -8,7 +8,7 @@
  * bundle with and without those chunks.)
  */
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -35,6 +35,13 @@ describe("proxy bundle", () => {
     const help = execFileSync(process.execPath, [join(dir, "main.mjs"), "--help"], { cwd: dir, encoding: "utf8" });
     expect(help).toContain("--secure-port");
     expect(help).toContain("--readiness-interval-seconds");
+  });
+
+  it("writes every file in ASCII (one non-Latin-1 character in a comment makes V8 hold a whole script two bytes a character)", () => {
+    for (const file of [...out.staticFiles, ...out.lazy.files]) {
+      const bytes = readFileSync(join(out.outdir, file));
+      expect(bytes.findIndex((b) => b > 0x7f), file).toBe(-1);
+    }
   });
 
   it("runs with the image's Node flags and environment, read from infra/Dockerfile: the V8 young generation stays within the semi-space cap", () => {

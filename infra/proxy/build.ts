@@ -20,7 +20,7 @@
  *   bridge's providers, or the bridge's config loader that imports them.
  */
 import { build, type Metafile } from "esbuild";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -136,6 +136,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     },
   });
   const outputs = result.metafile.outputs;
+  for (const key of Object.keys(outputs)) if (key.endsWith(".mjs")) asciiOnly(resolve(ROOT, key));
   const rel = (abs: string) => relative(outdir, resolve(ROOT, abs));
   const mainKey = Object.keys(outputs).find((k) => rel(k) === "main.mjs")!;
   // Follow static imports only: what Node loads before main.mjs runs.
@@ -166,6 +167,22 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     staticFiles: staticKeys.map(rel),
     lazy: { files: lazyKeys.map(rel), ...sizes(lazyKeys), inputs: inputsOf(lazyKeys) },
   };
+}
+
+/**
+ * Rewrite `file` with every non-ASCII character as a `\uXXXX` escape (UTF-16
+ * code units). esbuild already writes strings, regular expressions and
+ * identifiers in ASCII (its default `charset`), but keeps the comments it
+ * keeps (JSDoc of class members) as written, and one `→` or `—` in them is
+ * enough for V8 to hold the whole script source — kept for lazy compilation
+ * — as two bytes a character (issue 11 P5: main.mjs, ~1.2 M characters, was
+ * ~2.4 MB of heap instead of ~1.2). Only comments are left to change, where
+ * an escape is plain text.
+ */
+function asciiOnly(file: string): void {
+  const text = readFileSync(file, "utf8");
+  if (!/[^\x00-\x7f]/.test(text)) return;
+  writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
 }
 
 function packageSizes(outputs: Metafile["outputs"], keys: string[]): [string, number][] {
