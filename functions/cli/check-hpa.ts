@@ -9,7 +9,7 @@ import { showSelector } from "../../shared/policy/evaluate.ts";
 import { checkHpaDocuments } from "../../shared/policy/check-hpa.ts";
 import { buildProviders } from "../../shared/providers/registry.ts";
 import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf, type ExtraPolicies } from "./workspace.ts";
+import { loadWorkspace, noteExcluded, policySetOf, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link checkHpa}. */
 export interface CheckHpaOptions {
@@ -29,6 +29,7 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
   }
   if (ws.issues.length > 0 || ws.config === undefined) return failOnIssues(io, options.output, ws.issues);
   const config = ws.config;
+  noteExcluded(ws, io.err);
   const providers = buildProviders(config.providers, { env: {}, now: Date.now });
   const { policies, note } = policySetOf(ws);
   const docs = [...(ws.documents.get("HorizontalPodAutoscaler") ?? []), ...(ws.documents.get("List") ?? [])];

@@ -9,7 +9,7 @@ import { metricKey } from "../../shared/metric-name.ts";
 import { callerFrom, decisionJson, describeDecision } from "../../shared/policy/explain.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf, type ExtraPolicies } from "./workspace.ts";
+import { loadWorkspace, noteExcluded, policySetOf, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyExplain}. */
 export interface ExplainOptions {
@@ -40,6 +40,7 @@ export function policyExplain(files: readonly string[], options: ExplainOptions,
   }
   const ws = loadWorkspace(files, { config: options.config, extra: options.extra });
   if (ws.issues.length > 0) return failOnIssues(io, options.output, ws.issues);
+  noteExcluded(ws, io.err);
   const request = { caller, namespace: options.namespace, metric: options.metric, selector };
   const key = metricKey(options.metric);
   const notes: string[] = [];

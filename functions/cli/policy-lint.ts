@@ -46,6 +46,8 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
   const unique = new Map<string, Finding>();
   for (const issue of ws.issues) unique.set(formatIssue(issue), { ...issue, severity: "error" });
   const findings = [...unique.values()];
+  // live-cluster objects have no lines: line 0 marks them (printed without a position)
+  for (const issue of ws.excluded) findings.push({ ...issue, line: 0, column: 0, severity: "error" });
   let unmappable: LabelMappingCheck | undefined;
   if (ws.config !== undefined) {
     const providers = buildProviders(ws.config.providers, { env: {}, now: Date.now });
@@ -71,7 +73,8 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
     printJson(io, { policies: ws.policies.map((p) => p.id), findings, errors, warnings, notes });
   } else {
     for (const f of findings) {
-      io.out(`${f.source}:${f.line}:${f.column}: ${f.severity}: ${f.path ? `${f.path}: ` : ""}${f.message}`);
+      const at = f.line > 0 ? `${f.source}:${f.line}:${f.column}` : f.source;
+      io.out(`${at}: ${f.severity}: ${f.path ? `${f.path}: ` : ""}${f.message}`);
     }
     for (const n of notes) io.out(`note: ${n}`);
     io.out(`${plural(ws.policies.length, "policy", "policies")}, ${plural(errors, "error")}, ${plural(warnings, "warning")}`);

@@ -8,7 +8,7 @@ import { resolveBeside } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 import { compileTestTable, runTestCases, TEST_KIND, type CaseResult } from "../../shared/policy/table.ts";
 import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, policySetOf, readText, type ExtraPolicies } from "./workspace.ts";
+import { loadWorkspace, noteExcluded, policySetOf, readText, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyTest}. */
 export interface TestOptions {
@@ -58,6 +58,7 @@ export function policyTest(files: readonly string[], options: TestOptions, io: I
         issues.push(...ws.issues);
         continue;
       }
+      if (runs.length === 0) noteExcluded(ws, io.err); // once, not per table
       const { policies } = policySetOf(ws, options.defaultAction ?? table.defaultAction);
       if (policies === undefined) {
         issues.push({ source: file, line: 1, column: 1, path: "", message: "no policies to test: the config has no policy section and the table names no policies" });

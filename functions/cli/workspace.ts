@@ -52,6 +52,12 @@ export interface Workspace {
   issues: ConfigIssue[];
   /** the subset of `issues` that are files that could not be read at all (exit 2 even for `policy lint`) */
   unreadable: ConfigIssue[];
+  /**
+   * problems of live-cluster objects (`--kubeconfig`), which are left out as
+   * the proxy leaves them out (their `Accepted` condition is False): errors
+   * for `policy lint`, notes for the other commands; not in `issues`
+   */
+  excluded: ConfigIssue[];
   /** documents of the kinds the command asked for, by kind */
   documents: Map<string, SourceDocument[]>;
   skipped: Skipped[];
@@ -141,7 +147,7 @@ function isPolicyList(sd: SourceDocument): boolean {
  * itself, is not read twice. Policy ids must be unique across everything.
  */
 export function loadWorkspace(files: readonly string[], options: WorkspaceOptions = {}): Workspace {
-  const ws: Workspace = { policies: [], issues: [], unreadable: [], documents: new Map(), skipped: [] };
+  const ws: Workspace = { policies: [], issues: [], unreadable: [], excluded: [], documents: new Map(), skipped: [] };
   const kinds = new Set(options.kinds ?? []);
   const parsed = new Map<string, SourceDocument[]>();
   let configPath = options.config;
@@ -193,10 +199,19 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
     collect(ws, docs, kinds, true);
   }
   if (options.extra !== undefined) {
-    ws.issues.push(...options.extra.issues);
+    ws.excluded.push(...options.extra.issues);
     addPolicies(ws, options.extra.policies);
   }
   return ws;
+}
+
+/**
+ * Print on stderr the live-cluster objects left out (see
+ * {@link Workspace.excluded}), one line each: `<kind>/<namespace>/<name>:
+ * left out (not Accepted): <path>: <problem>`.
+ */
+export function noteExcluded(ws: Workspace, err: (text: string) => void): void {
+  for (const i of ws.excluded) err(`note: ${i.source}: left out, as the proxy does (not Accepted): ${i.path ? `${i.path}: ` : ""}${i.message}`);
 }
 
 /** Add policies, refusing duplicate ids. */

@@ -1,0 +1,145 @@
+/**
+ * The admin CLI reading a live cluster (`--kubeconfig FILE [--context NAME]`):
+ * the CLI process lists ExternalMetricPolicy and ClusterExternalMetricPolicy
+ * objects over real TLS from the fake API server (test/fakes/kube-apiserver.ts)
+ * with the proxy's Kubernetes client and compiles them with
+ * compilePolicyObject, as the proxy does.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+import { ROOT } from "./helpers/worker.ts";
+
+const exec = promisify(execFile);
+const EX = "infra/examples/policies";
+
+let fake: FakeKubeApiServer;
+let dir: string;
+let kubeconfig: string;
+
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, [join(ROOT, "functions/cli.ts"), ...args], { cwd: ROOT });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    if (typeof e.code !== "number") throw err;
+    return { code: e.code, stdout: e.stdout ?? "", stderr: e.stderr ?? "" };
+  }
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "emb-cli-cluster-"));
+  fake = await startFakeKubeApiServer();
+  // current-context points nowhere (port 1): only --context fake reaches the fake
+  kubeconfig = join(dir, "kubeconfig");
+  writeFileSync(
+    kubeconfig,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        { name: "fake", cluster: { server: fake.url, "certificate-authority-data": Buffer.from(fake.caPem).toString("base64") } },
+        { name: "nowhere", cluster: { server: "https://127.0.0.1:1" } },
+      ],
+      users: [{ name: "admin", user: { token: fake.token } }],
+      contexts: [
+        { name: "fake", context: { cluster: "fake", user: "admin" } },
+        { name: "nowhere", context: { cluster: "nowhere", user: "admin" } },
+      ],
+      "current-context": "nowhere",
+    }),
+  );
+  fake.applyPolicy({
+    kind: "ClusterExternalMetricPolicy",
+    metadata: { name: "hpa-controller-queues" },
+    spec: {
+      subjects: { serviceAccounts: ["kube-system/horizontal-pod-autoscaler"] },
+      rules: [{ metric: "queue_messages_.*", selector: { matchExpressions: [{ key: "queue", operator: "Exists" }] } }],
+      defaultAction: "Deny",
+    },
+  });
+  fake.applyPolicy({
+    kind: "ExternalMetricPolicy",
+    metadata: { name: "queues", namespace: "team-a" },
+    spec: {
+      rules: [
+        { metric: "queue_messages_ready", selector: { matchExpressions: [{ key: "queue", operator: "In", values: ["team-a-jobs"] }] } },
+        { metric: ".*", deny: true },
+      ],
+      defaultAction: "Deny",
+    },
+  });
+  fake.applyPolicy({
+    kind: "ExternalMetricPolicy",
+    metadata: { name: "broken", namespace: "team-b" },
+    spec: { rules: [{ metric: "queue_(a", deny: true }], defaultAction: "Deny" },
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await fake?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("--kubeconfig", () => {
+  it("policy lint lists both kinds from the API server; a broken object is an error named kind/namespace/name, without a file", async () => {
+    const before = fake.listsAndWatches.length;
+    const r = await cli("policy", "lint", "--kubeconfig", kubeconfig, "--context", "fake");
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain(
+      "ExternalMetricPolicy/team-b/broken: error: spec.rules[0].metric: invalid RE2 pattern: error parsing regexp: missing closing ): `queue_(a`\n",
+    );
+    expect(r.stdout).toContain("2 policies, 1 error, 0 warnings\n");
+    // read-only: two lists, no watch, no write
+    expect(fake.listsAndWatches.slice(before).map((l) => `${l.resource} ${l.watch}`).sort()).toEqual([
+      "clusterexternalmetricpolicies false",
+      "externalmetricpolicies false",
+    ]);
+    expect(fake.writes.filter((w) => w.resource.includes("policies"))).toEqual([]);
+  });
+
+  it("policy explain decides with the cluster's policies (the broken one left out with a note, as the proxy does)", async () => {
+    const allow = await cli("policy", "explain", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "team-a", "-m", "queue_messages_ready", "-l", "queue=team-a-jobs", "-o", "json");
+    expect(allow.code).toBe(0);
+    expect(JSON.parse(allow.stdout).verdicts.map((v: any) => [v.policy, v.decision, v.source])).toEqual([
+      ["hpa-controller-queues", "Allow", "ClusterExternalMetricPolicy/hpa-controller-queues"],
+      ["team-a/queues", "Allow", "ExternalMetricPolicy/team-a/queues"],
+    ]);
+    expect(allow.stderr).toContain("note: ExternalMetricPolicy/team-b/broken: left out, as the proxy does (not Accepted): spec.rules[0].metric: invalid RE2 pattern");
+    const deny = await cli("policy", "explain", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "team-a", "-m", "queue_messages_delayed", "-l", "queue=team-a-jobs");
+    expect(deny.code).toBe(1);
+    expect(deny.stdout).toContain("denied by team-a/queues rules[1]");
+  });
+
+  it("check-hpa evaluates the HPAs against the cluster's policies and the bridge config", async () => {
+    const r = await cli("check-hpa", "--kubeconfig", kubeconfig, "--context", "fake", "--config", "infra/examples/demo.yaml", `${EX}/hpa-team-a.yaml`, "-o", "json");
+    const { checks } = JSON.parse(r.stdout);
+    expect(checks.map((c: any) => [c.hpa, c.decision?.decision, c.decision?.deniedBy?.policy])).toEqual([
+      ["team-a/jobs-worker", "Allow", undefined],
+      ["team-a/orders-worker", "Deny", "team-a/queues"],
+    ]);
+  });
+
+  it("exit 2 with the reason when the cluster cannot be read: CRDs not installed, unreachable, unknown context, --context alone", async () => {
+    fake.policyCrdsInstalled = false;
+    try {
+      const r = await cli("policy", "lint", "--kubeconfig", kubeconfig, "--context", "fake");
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("does not serve external-metrics-bridge.io/v1alpha1 ClusterExternalMetricPolicy (404): install the CRDs");
+    } finally {
+      fake.policyCrdsInstalled = true;
+    }
+    const unreachable = await cli("policy", "lint", "--kubeconfig", kubeconfig); // current-context: port 1
+    expect(unreachable.code).toBe(2);
+    expect(unreachable.stderr).toMatch(/policy lint: listing ClusterExternalMetricPolicy from https:\/\/127\.0\.0\.1:1: .*ECONNREFUSED/);
+    const unknown = await cli("policy", "lint", "--kubeconfig", kubeconfig, "--context", "nope");
+    expect(unknown).toMatchObject({ code: 2, stderr: expect.stringContaining('contexts "nope" is not defined') });
+    expect((await cli("policy", "lint", "--context", "fake", `${EX}/team-a.yaml`)).code).toBe(2);
+  });
+});
