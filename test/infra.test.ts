@@ -73,8 +73,10 @@ describe("the Helm chart", () => {
         "APIService//v1beta1.external.metrics.k8s.io",
         "ClusterRole//external-metrics-bridge-proxy:apiservice-registrar",
         "ClusterRole//external-metrics-bridge-proxy:external-metrics-reader",
+        "ClusterRole//external-metrics-bridge-proxy:webhook-cabundle",
         "ClusterRoleBinding//external-metrics-bridge-proxy:apiservice-registrar",
         "ClusterRoleBinding//external-metrics-bridge-proxy:external-metrics-reader",
+        "ClusterRoleBinding//external-metrics-bridge-proxy:webhook-cabundle",
         "ClusterRoleBinding//external-metrics-bridge-proxy:system:auth-delegator",
         "ConfigMap/external-metrics-bridge/external-metrics-bridge-proxy-config",
         "Deployment/external-metrics-bridge/external-metrics-bridge-proxy",
@@ -85,6 +87,7 @@ describe("the Helm chart", () => {
         "RoleBinding/kube-system/external-metrics-bridge-proxy:extension-apiserver-authentication-reader",
         "Service/external-metrics-bridge/external-metrics-bridge-proxy",
         "ServiceAccount/external-metrics-bridge/external-metrics-bridge-proxy",
+        "ValidatingWebhookConfiguration//external-metrics-bridge",
       ].sort(),
     );
   });

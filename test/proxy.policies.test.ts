@@ -27,7 +27,11 @@ afterAll(async () => {
 });
 
 /** A proxy with the cluster policy layer on, against `fake`. */
-async function proxyWith(fake: FakeKubeApiServer, whenNoneApply: "Defer" | "Deny", extra: { isLeader?: () => boolean; token?: string } = {}): Promise<Harness> {
+async function proxyWith(
+  fake: FakeKubeApiServer,
+  whenNoneApply: "Defer" | "Deny",
+  extra: { isLeader?: () => boolean; token?: string; limits?: { maxObjects?: number; maxSpecBytes?: number; maxRules?: number } } = {},
+): Promise<Harness> {
   const token = extra.token ?? fake.token;
   if (token !== fake.token) fake.clientTokens.add(token);
   const kc = kubeConfigFor(fake.url, fake.caPem, token);
@@ -35,7 +39,7 @@ async function proxyWith(fake: FakeKubeApiServer, whenNoneApply: "Defer" | "Deny
     pki,
     fake,
     proxyConfig: proxyConfigText({ fns: backend.url }, [[".*", "fns"]], `clusterPolicies: { enabled: true, whenNoneApply: ${whenNoneApply} }`),
-    extra: { clusterPolicies: { kc, debounceMs: 20, statusResyncMs: 100, backoffMs: 50, ...(extra.isLeader ? { isLeader: extra.isLeader } : {}) } },
+    extra: { clusterPolicies: { kc, debounceMs: 20, statusResyncMs: 100, backoffMs: 50, ...(extra.isLeader ? { isLeader: extra.isLeader } : {}), ...(extra.limits ? { limits: extra.limits } : {}) } },
   });
 }
 
@@ -239,6 +243,26 @@ describe("before the policies are known", () => {
       expect(backend.requests.length, "not forwarded").toBe(before);
       fake.failing.delete("clusterexternalmetricpolicies");
       await eventually(async () => (await read(h, "team-a", "queue_messages_ready")).status === 200, 5000, "ready after the list");
+    } finally {
+      await h.close();
+      await fake.close();
+    }
+  });
+
+  it("refuses values reads (503) rather than enforcing a subset when the policies exceed the layer's limits", async () => {
+    const fake = await startFakeKubeApiServer();
+    fake.authorize = () => ({ allowed: true });
+    fake.applyPolicy(GUARDRAIL);
+    fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "a", namespace: "team-a" }, spec: { rules: [{ metric: "queue_.*", deny: true }] } });
+    const h = await proxyWith(fake, "Defer", { limits: { maxObjects: 1 } });
+    try {
+      await eventually(() => h.logs.some((l) => String(l.msg).includes("exceed the limit of 1")), 3000, "the limit logged");
+      const r = await read(h, "team-b", "queue_messages_ready");
+      expect(r.status).toBe(503);
+      expect(r.headers["retry-after"]).toBeUndefined();
+      expect(r.json().message).toContain("2 policy objects exceed the limit of 1");
+      fake.deletePolicy("ExternalMetricPolicy", "team-a", "a");
+      await eventually(async () => (await read(h, "team-b", "queue_messages_ready")).status === 200, 3000, "within the limit again");
     } finally {
       await h.close();
       await fake.close();

@@ -47,6 +47,10 @@ cache:
 {{ toYaml .Values.cache | indent 2 }}
 discovery:
 {{ toYaml .Values.discovery | indent 2 }}
+{{- if .Values.admission.enabled }}
+admission:
+  mode: {{ .Values.admission.mode }}
+{{- end }}
 clusterPolicies:
 {{ toYaml .Values.clusterPolicies | indent 2 }}
 {{- end -}}
