@@ -9,7 +9,7 @@
  * config loader and command line, and the example Role against the
  * SubjectAccessReview the proxy sends.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
@@ -30,7 +30,9 @@ import {
   ROOT,
 } from "../infra/tools/validate.ts";
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> }; [k: string]: any };
+const CRDS = join(ROOT, "infra/helm/external-metrics-bridge/crds");
+
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string>; labels?: Record<string, string> }; [k: string]: any };
 
 function objects(text: string): K8sObject[] {
   return parseAllDocuments(text)
@@ -71,6 +73,12 @@ describe("the Helm chart", () => {
     expect(names).toEqual(
       [
         "APIService//v1beta1.external.metrics.k8s.io",
+        "ClusterRole//external-metrics-bridge-policy-admin",
+        "ClusterRole//external-metrics-bridge-policy-viewer",
+        "ClusterRole//external-metrics-bridge-proxy:policy-reader",
+        "ClusterRoleBinding//external-metrics-bridge-proxy:policy-reader",
+        "CustomResourceDefinition//clusterexternalmetricpolicies.external-metrics-bridge.io",
+        "CustomResourceDefinition//externalmetricpolicies.external-metrics-bridge.io",
         "ClusterRole//external-metrics-bridge-proxy:apiservice-registrar",
         "ClusterRole//external-metrics-bridge-proxy:external-metrics-reader",
         "ClusterRole//external-metrics-bridge-proxy:webhook-cabundle",
@@ -141,6 +149,51 @@ describe("the Helm chart", () => {
       groupPriorityMinimum: 100,
       versionPriority: 100,
     });
+  });
+
+  it("ships the policy CRDs from crds/ unchanged (helm installs them before the templates), in the plain manifests too", () => {
+    for (const file of readdirSync(CRDS)) {
+      const [crd] = objects(readFileSync(join(CRDS, file), "utf8"));
+      expect(find(manifests, "CustomResourceDefinition", crd!.metadata.name)).toEqual(crd);
+    }
+  });
+
+  it("grants policy authors plain RBAC: namespace admins and editors write their namespace's ExternalMetricPolicies, only cluster-admin writes ClusterExternalMetricPolicies", () => {
+    const group = "external-metrics-bridge.io";
+    const admin = find(manifests, "ClusterRole", "external-metrics-bridge-policy-admin");
+    expect(admin.metadata.labels).toMatchObject({ "rbac.authorization.k8s.io/aggregate-to-admin": "true", "rbac.authorization.k8s.io/aggregate-to-edit": "true" });
+    expect(admin.metadata.labels).not.toHaveProperty("rbac.authorization.k8s.io/aggregate-to-view");
+    expect(admin.rules).toEqual([
+      { apiGroups: [group], resources: ["externalmetricpolicies"], verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"] },
+    ]);
+    const viewer = find(manifests, "ClusterRole", "external-metrics-bridge-policy-viewer");
+    expect(viewer.metadata.labels).toMatchObject({
+      "rbac.authorization.k8s.io/aggregate-to-view": "true",
+      "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+      "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+    });
+    expect(viewer.rules).toEqual([{ apiGroups: [group], resources: ["externalmetricpolicies", "clusterexternalmetricpolicies"], verbs: ["get", "list", "watch"] }]);
+    // No aggregated role writes the cluster-scoped kind or any status.
+    const aggregated = manifests.filter((o) => o.kind === "ClusterRole" && Object.keys(o.metadata.labels ?? {}).some((l: string) => l.startsWith("rbac.authorization.k8s.io/aggregate-to-")));
+    const writes = aggregated.flatMap((r) => r.rules).filter((rule: FakeRule) => rule.verbs.some((v) => !["get", "list", "watch"].includes(v)));
+    expect(writes.flatMap((rule: FakeRule) => rule.resources)).toEqual(["externalmetricpolicies"]);
+    // The proxy watches both kinds and writes only their status.
+    expect(find(manifests, "ClusterRole", "external-metrics-bridge-proxy:policy-reader").rules).toEqual([
+      { apiGroups: [group], resources: ["externalmetricpolicies", "clusterexternalmetricpolicies"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [group], resources: ["externalmetricpolicies/status", "clusterexternalmetricpolicies/status"], verbs: ["update"] },
+    ]);
+    expect(find(manifests, "ClusterRoleBinding", "external-metrics-bridge-proxy:policy-reader")).toMatchObject({
+      roleRef: { kind: "ClusterRole", name: "external-metrics-bridge-proxy:policy-reader" },
+      subjects: [{ kind: "ServiceAccount", name: "external-metrics-bridge-proxy", namespace: "external-metrics-bridge" }],
+    });
+    // With the cluster policy layer off, the proxy gets no access to policies (authors keep theirs).
+    const off = objects(helmTemplate(["--set", "clusterPolicies.enabled=false"])).map((o) => `${o.kind}/${o.metadata.name}`);
+    expect(off.filter((n) => n.includes("polic"))).toEqual([
+      "CustomResourceDefinition/clusterexternalmetricpolicies.external-metrics-bridge.io",
+      "CustomResourceDefinition/externalmetricpolicies.external-metrics-bridge.io",
+      "ClusterRole/external-metrics-bridge-policy-admin",
+      "ClusterRole/external-metrics-bridge-policy-viewer",
+    ]);
   });
 
   it("renders a ProxyConfig the proxy loads, and flags its command line accepts", () => {

@@ -33,7 +33,7 @@ export const KUBERNETES_VERSION = "1.37.1";
 export const CHART = join(ROOT, "infra/helm/external-metrics-bridge");
 export const MANIFESTS = join(ROOT, "infra/manifests/external-metrics-bridge.yaml");
 /** `helm template` arguments of the rendered manifests. */
-export const RENDER_ARGS = ["template", "external-metrics-bridge", CHART, "--namespace", "external-metrics-bridge", "--set", "namespace.create=true"];
+export const RENDER_ARGS = ["template", "external-metrics-bridge", CHART, "--namespace", "external-metrics-bridge", "--set", "namespace.create=true", "--include-crds"];
 /** First lines of the rendered file. */
 export const MANIFESTS_HEADER = `# Rendered from infra/helm/external-metrics-bridge with default values by
 #   npm run infra:render   (helm ${RENDER_ARGS.slice(0, 2).join(" ")} … --namespace external-metrics-bridge --set namespace.create=true)
@@ -132,8 +132,10 @@ export interface KubeconformResult {
  * without a schema fails).
  *
  * @param files YAML files, or `-` with `input` on stdin
+ * @param schemaLocations further `-schema-location`s, tried after the
+ *   Kubernetes schemas (e.g. the policy CRDs' schemas, `crd-schemas.ts`)
  */
-export function kubeconform(files: string[], input?: string): { ok: boolean; resources: KubeconformResult[]; summary: unknown } {
+export function kubeconform(files: string[], input?: string, schemaLocations: readonly string[] = []): { ok: boolean; resources: KubeconformResult[]; summary: unknown } {
   const args = [
     "-strict",
     "-summary",
@@ -144,6 +146,7 @@ export function kubeconform(files: string[], input?: string): { ok: boolean; res
     KUBERNETES_VERSION,
     "-schema-location",
     ensureSchemas(),
+    ...schemaLocations.flatMap((l) => ["-schema-location", l]),
     ...files,
   ];
   const r = run(ensureTool("kubeconform"), args, input !== undefined ? { input } : {});
