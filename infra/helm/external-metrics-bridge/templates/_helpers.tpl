@@ -47,12 +47,12 @@ cache:
 {{ toYaml .Values.cache | indent 2 }}
 discovery:
 {{ toYaml .Values.discovery | indent 2 }}
+clusterPolicies:
+{{ toYaml .Values.clusterPolicies | indent 2 }}
 {{- if .Values.admission.enabled }}
 admission:
   mode: {{ .Values.admission.mode }}
 {{- end }}
-clusterPolicies:
-{{ toYaml .Values.clusterPolicies | indent 2 }}
 {{- end -}}
 
 {{/* Whether any backend is a signed bridge backend (the signing Secret is then required). */}}
