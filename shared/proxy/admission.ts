@@ -7,7 +7,7 @@
  * | path | objects | checks |
  * |---|---|---|
  * | `POST /admission/hpa` | `autoscaling/v2` HorizontalPodAutoscaler, CREATE/UPDATE | each External metric as the HPA controller would read it: the cluster policies' decision for its identity, plus check-hpa's config-free checks |
- * | `POST /admission/policies` | ExternalMetricPolicy / ClusterExternalMetricPolicy, CREATE/UPDATE | compiles (RE2 patterns, selectors, schema): invalid → refused; lint findings (shadowed rules, …) → warnings |
+ * | `POST /admission/policies` | ExternalMetricPolicy / ClusterExternalMetricPolicy, CREATE/UPDATE | compiles as the proxy's watch does (shared/policy/objects.ts `compilePolicyObject`: RE2 patterns, selectors, schema): invalid → refused (422, file-free `<field>: <problem>` naming the rule index); lint findings (shadowed rules, …) → warnings |
  *
  * Anything else (other kinds or versions, DELETE/CONNECT, subresources) is
  * allowed without a warning. The webhook configuration uses `matchPolicy:
@@ -36,13 +36,13 @@
  * Ignore` admits. The work is synchronous and in memory (one policy
  * evaluation per External metric), far inside the webhook's 3 s timeout.
  */
-import { parseYamlDocuments, type ConfigIssue } from "../config/yaml.ts";
+import type { ConfigIssue } from "../config/yaml.ts";
 import { badRequest, forbidden, invalid, requestEntityTooLarge, type Status } from "../k8s/status.ts";
 import { metricKey } from "../metric-name.ts";
 import { checkHpaObject, POLICY_DENIED } from "../policy/check-hpa.ts";
-import type { CompiledPolicy, PolicySet } from "../policy/evaluate.ts";
+import type { PolicySet } from "../policy/evaluate.ts";
 import { lintPolicies } from "../policy/lint.ts";
-import { compilePolicy } from "../policy/load.ts";
+import { compilePolicyObject, policyObjectRef } from "../policy/objects.ts";
 
 /** The webhook's paths on the proxy's HTTPS server. */
 export const ADMISSION_PATHS = { hpa: "/admission/hpa", policies: "/admission/policies" } as const;
@@ -160,10 +160,10 @@ export class AdmissionWebhook {
     if (kind?.group !== POLICY_GROUP || !POLICY_KINDS.has(kind.kind ?? "")) return allowed;
     if ((req.operation !== "CREATE" && req.operation !== "UPDATE") || (req.subResource ?? "") !== "") return allowed;
     const object = withNamespace(req.object, kind.kind!, req.namespace);
-    const { policy, issues } = compileObject(object);
+    const { policy, issues } = compilePolicyObject(object);
     if (policy === undefined) {
       const list = issues.length > 0 ? issues : [{ path: "", message: "the object could not be compiled" } as ConfigIssue];
-      const id = objectId(object, kind.kind!);
+      const id = policyObjectRef(object);
       return {
         uid: req.uid,
         allowed: false,
@@ -193,32 +193,6 @@ export interface AdmissionRequest {
   namespace?: string;
   operation?: string;
   object?: unknown;
-}
-
-/**
- * Compile a policy API object with the loader's compile path; the source
- * named in issues is `<kind>/<namespace>/<name>`, never a file.
- */
-function compileObject(object: unknown): { policy?: CompiledPolicy; issues: ConfigIssue[] } {
-  const o = (object ?? {}) as { kind?: string; metadata?: { name?: unknown; namespace?: unknown }; status?: unknown };
-  // The file form: kind ExternalMetricPolicy, no status; a cluster-scoped one has no namespace.
-  const { status: _status, ...rest } = o as Record<string, unknown>;
-  const meta = { ...(o.metadata ?? {}) } as Record<string, unknown>;
-  const cluster = o.kind === "ClusterExternalMetricPolicy";
-  if (cluster) delete meta["namespace"];
-  const fileForm = { ...rest, kind: "ExternalMetricPolicy", metadata: { name: meta["name"], ...(meta["namespace"] !== undefined ? { namespace: meta["namespace"] } : {}) } };
-  const issues: ConfigIssue[] = [];
-  const [sd] = parseYamlDocuments(JSON.stringify(fileForm), objectId(object, o.kind ?? "ExternalMetricPolicy"));
-  const policy = compilePolicy(sd!, issues);
-  return { ...(policy !== undefined ? { policy } : {}), issues };
-}
-
-/** `<kind>/<namespace>/<name>` (`<kind>/<name>` cluster-scoped). */
-function objectId(object: unknown, kind: string): string {
-  const meta = (object as { metadata?: { name?: unknown; namespace?: unknown } } | undefined)?.metadata;
-  const name = typeof meta?.name === "string" ? meta.name : "(unnamed)";
-  const ns = kind !== "ClusterExternalMetricPolicy" && typeof meta?.namespace === "string" ? `${meta.namespace}/` : "";
-  return `${kind}/${ns}${name}`;
 }
 
 /** The object with the request's namespace (a namespaced CREATE may omit metadata.namespace). */
