@@ -107,7 +107,6 @@ describe("the CRDs", () => {
         "Default .spec.defaultAction",
         'Accepted .status.conditions[?(@.type=="Accepted")].status',
         'Reason .status.conditions[?(@.type=="Accepted")].reason',
-        "Metrics .spec.rules[*].metric",
         "Age .metadata.creationTimestamp",
       ]);
     }
