@@ -5,10 +5,31 @@
  * ClusterExternalMetricPolicy objects (list, watch, status subresource), a
  * signed bridge-shaped backend behind it.
  */
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, type Reply } from "./proxy.harness.ts";
+import {
+  authenticationData,
+  call,
+  createPki,
+  eventually,
+  KEYS,
+  proxyConfigText,
+  startEchoBackend,
+  startHarness,
+  V1,
+  writeFakeKubeconfig,
+  type EchoBackend,
+  type Harness,
+  type Pki,
+  type Reply,
+} from "./proxy.harness.ts";
 
 const HPA = {
   "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
@@ -269,3 +290,57 @@ describe("before the policies are known", () => {
     }
   });
 });
+
+describe("the proxy process (functions/proxy/main.ts)", () => {
+  it("turns the layer on from the ProxyConfig, logs whenNoneApply at start, enforces, and the Lease holder writes status", async () => {
+    const fake = await startFakeKubeApiServer();
+    fake.authorize = () => ({ allowed: true });
+    fake.setConfigMap("kube-system", "extension-apiserver-authentication", authenticationData(pki));
+    fake.applyPolicy(GUARDRAIL);
+    const dir = mkdtempSync(join(tmpdir(), "emb-policies-"));
+    const config = join(dir, "proxy.yaml");
+    writeFileSync(config, proxyConfigText({ fns: backend.url }, [[".*", "fns"]], "clusterPolicies: { enabled: true, whenNoneApply: Deny }"));
+    const port = await freePort();
+    const lines: string[] = [];
+    const child = spawn(
+      process.execPath,
+      [
+        fileURLToPath(new URL("../functions/proxy/main.ts", import.meta.url)),
+        ...["--config", config, "--kubeconfig", writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake)],
+        ...["--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0", "--readiness-interval-seconds", "1"],
+        ...["--tls-secret", "emb/proxy-tls", "--service-namespace", "emb"],
+      ],
+      { env: { ...process.env, BRIDGE_SIGNING_KEYS: KEYS, KUBERNETES_SERVICE_HOST: "" }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => lines.push(...chunk.toString("utf8").split("\n").filter(Boolean)));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await eventually(() => fake.apiServices.has("v1beta1.external.metrics.k8s.io"), 30_000, "APIService registered");
+      const ca = Buffer.from((fake.apiServices.get("v1beta1.external.metrics.k8s.io") as unknown as { spec: { caBundle: string } }).spec.caBundle, "base64").toString("utf8");
+      const get = (path: string) => call(`https://127.0.0.1:${port}${path}`, ca, { cert: pki.frontProxy, headers: HPA });
+      await eventually(async () => (await get(`${V1}/namespaces/team-a/queue_messages_ready`)).status === 200, 10_000, "an allowed read");
+      const denied = await get(`${V1}/namespaces/team-a/secret_depth`);
+      expect(denied.status).toBe(403);
+      expect(denied.json().message).toContain("ClusterExternalMetricPolicy guardrail");
+      await eventually(() => (fake.policies.get("ClusterExternalMetricPolicy//guardrail") as any).status?.conditions?.[0]?.status === "True", 10_000, "status written");
+      expect(fake.writes.filter((w) => w.resource.endsWith("/status")).length).toBe(1);
+      expect(lines.some((l) => l.includes("whenNoneApply: Deny"))).toBe(true);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+      await fake.close();
+    }
+  }, 60_000);
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
