@@ -292,11 +292,11 @@ describe("issue 12: the API form of policies", () => {
 });
 
 describe("issue 12: new lint checks", () => {
-  it("warns on a selector that only excludes values and on a requirement the metric rule cannot map", async () => {
+  it("warns on a selector that only excludes values (notin, !=, !key) and on a requirement the metric rule cannot map", async () => {
     const r = await cli("policy", "lint", "--config", `${EX}/bridge.yaml`, `${FXC}/lint-grants.yaml`, "-o", "json");
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout);
-    expect(out).toMatchObject({ errors: 0, warnings: 2 });
+    expect(out).toMatchObject({ errors: 0, warnings: 4 });
     expect(out.findings.map((f: any) => [f.line, f.path, f.message])).toEqual([
       [
         7,
@@ -309,6 +309,8 @@ describe("issue 12: new lint checks", () => {
         'requirement "env=prod" is on a label the metric rule cannot map (queue_messages_delayed): every read this rule allows of it is answered 400, so it grants nothing there ' +
           '(metric queue_messages_delayed: selector requirement "env=prod" cannot be mapped: this rule understands only the label "queue")',
       ],
+      [20, "spec.rules[0].selector", expect.stringMatching(/^selector "!region,service!=payments" only excludes values/)],
+      [20, "spec.rules[0].selector", expect.stringMatching(/^requirement "!region" is on a label the metric rule cannot map \(teamb_checkout_errors\)/)],
     ]);
     // the CloudWatch rule maps "service": rules[2] is fine; --strict fails on the warnings
     expect((await cli("policy", "lint", "--strict", "--config", `${EX}/bridge.yaml`, `${FXC}/lint-grants.yaml`)).code).toBe(1);

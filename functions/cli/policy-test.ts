@@ -8,7 +8,7 @@ import { resolveBeside } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 import { compileTestTable, runTestCases, TEST_KIND, type CaseResult } from "../../shared/policy/table.ts";
 import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
-import { loadWorkspace, noteExcluded, policySetOf, readText, type ExtraPolicies } from "./workspace.ts";
+import { loadWorkspace, noteExcluded, policySetOf, readText, STDIN, type ExtraPolicies } from "./workspace.ts";
 
 /** Options of {@link policyTest}. */
 export interface TestOptions {
@@ -35,7 +35,7 @@ export function policyTest(files: readonly string[], options: TestOptions, io: I
   for (const file of files) {
     let docs;
     try {
-      docs = parseYamlDocuments(readText(file), file);
+      docs = parseYamlDocuments(readText(file), file === STDIN ? "<stdin>" : file);
     } catch (err) {
       if (err instanceof ConfigError) issues.push(...err.issues);
       else issues.push({ source: file, line: 1, column: 1, path: "", message: `cannot read: ${(err as Error).message}` });
