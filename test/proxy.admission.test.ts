@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
-import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
+import { MAX_ADMISSION_BODY_BYTES, MAX_ADMISSION_IN_FLIGHT, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
@@ -235,6 +235,30 @@ describe("requests the webhook refuses", () => {
       expect(res.status).toBe(400);
       expect(res.json).toMatchObject({ kind: "Status", code: 400, reason: "BadRequest" });
     }
+  });
+});
+
+describe("slow uploads", () => {
+  it(`at most ${MAX_ADMISSION_IN_FLIGHT} reviews are read at once: the next is a 429 Status; once they finish, reviews are answered again`, async () => {
+    // Uploads that send their headers and part of the body, then wait.
+    const held = Array.from({ length: MAX_ADMISSION_IN_FLIGHT }, () => {
+      const req = https.request(`${warn.proxy.url}/admission/hpa`, { method: "POST", ca: warn.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
+      const answered = new Promise<number>((resolve) => {
+        req.on("response", (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on("error", () => resolve(-1));
+      });
+      req.write('{"apiVersion":"admission.k8s.io/v1",');
+      return { req, answered };
+    });
+    await eventually(async () => (await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])))).status === 429, 5000, "a 429");
+    const refused = await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])));
+    expect(refused.json).toMatchObject({ kind: "Status", code: 429, reason: "TooManyRequests" });
+    for (const { req } of held) req.end('"kind":"AdmissionReview","request":{"uid":"h"}}');
+    expect(await Promise.all(held.map((h) => h.answered))).toEqual(held.map(() => 200));
+    expect((await post(warn, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
   });
 });
 

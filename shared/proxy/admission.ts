@@ -37,7 +37,7 @@
  * evaluation per External metric), far inside the webhook's 3 s timeout.
  */
 import type { ConfigIssue } from "../config/yaml.ts";
-import { badRequest, forbidden, invalid, requestEntityTooLarge, type Status } from "../k8s/status.ts";
+import { badRequest, forbidden, invalid, requestEntityTooLarge, tooManyRequests, type Status } from "../k8s/status.ts";
 import { metricKey } from "../metric-name.ts";
 import { checkHpaObject, POLICY_DENIED } from "../policy/check-hpa.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
@@ -58,6 +58,15 @@ export const MAX_ADMISSION_BODY_BYTES = 3 * 1024 * 1024;
 export const MAX_WARNING_CHARS = 256;
 /** Most characters of all warnings of one answer (kube-apiserver drops warnings past 4096). */
 export const MAX_WARNINGS_TOTAL_CHARS = 4096;
+
+/**
+ * Most AdmissionReviews read or checked at once: the paths need no
+ * credentials, so a caller that opens many slow uploads is refused (429)
+ * instead of holding the proxy's memory (at most this many bodies of
+ * {@link MAX_ADMISSION_BODY_BYTES}); kube-apiserver counts the refusal as a
+ * failed call, which `failurePolicy: Ignore` admits.
+ */
+export const MAX_ADMISSION_IN_FLIGHT = 16;
 
 /** `Warn`: a policy Deny is a warning, the object is admitted; `Deny`: it is refused. */
 export type AdmissionMode = "Warn" | "Deny";
@@ -95,6 +104,7 @@ export interface AdmissionAnswer {
 /** The webhook: turns an AdmissionReview request into its answer. */
 export class AdmissionWebhook {
   readonly #options: AdmissionOptions;
+  #inFlight = 0;
 
   constructor(options: AdmissionOptions) {
     this.#options = options;
@@ -106,10 +116,20 @@ export class AdmissionWebhook {
    * @param path which check
    * @param request the POST (its body is read up to {@link MAX_ADMISSION_BODY_BYTES})
    * @returns 200 with an AdmissionReview
-   * @throws StatusError 413 when the body is too large, 400 when it is not an AdmissionReview v1
+   * @throws StatusError 413 when the body is too large, 400 when it is not
+   *   an AdmissionReview v1, 429 when {@link MAX_ADMISSION_IN_FLIGHT} reviews are in progress
    */
   async serve(path: AdmissionPath, request: Request): Promise<AdmissionAnswer> {
-    const text = await readBody(request, MAX_ADMISSION_BODY_BYTES);
+    if (this.#inFlight >= MAX_ADMISSION_IN_FLIGHT) {
+      throw tooManyRequests(`${MAX_ADMISSION_IN_FLIGHT} admission reviews are in progress; try again`, 1);
+    }
+    this.#inFlight++;
+    let text: string;
+    try {
+      text = await readBody(request, MAX_ADMISSION_BODY_BYTES);
+    } finally {
+      this.#inFlight--;
+    }
     const review = parseReview(text);
     const response = path === "hpa" ? this.reviewHpa(review.request) : this.reviewPolicy(review.request);
     return {
