@@ -141,6 +141,17 @@ describe("cluster policies in the proxy", () => {
     fake.deletePolicy("ExternalMetricPolicy", "team-w", "wide");
   });
 
+  it("re-lists after a 410 Gone watch and keeps following changes", async () => {
+    const lists = () => fake.listsAndWatches.filter((l) => l.resource === "externalmetricpolicies" && !l.watch).length;
+    const before = lists();
+    fake.expireWatches();
+    await eventually(() => lists() > before, 3000, "a re-list");
+    fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "after-gone", namespace: "team-g" }, spec: { rules: [{ metric: ".*", deny: true }] } });
+    await eventually(async () => (await read(h, "team-g", "queue_messages_ready")).status === 403, 2000, "the change after the re-list in force");
+    expect((await read(h, "team-a", "queue_messages_ready")).status).toBe(200);
+    fake.deletePolicy("ExternalMetricPolicy", "team-g", "after-gone");
+  });
+
   it("with whenNoneApply Deny a read no policy applies to is refused; with Defer it is left to the backend", async () => {
     fake.applyPolicy({ kind: "ClusterExternalMetricPolicy", metadata: { name: "only-jane" }, spec: { subjects: { users: ["jane"] }, rules: [{ metric: ".*", deny: true }] } });
     fake.deletePolicy("ClusterExternalMetricPolicy", undefined, "guardrail");
