@@ -115,6 +115,9 @@ describe("--kubeconfig", () => {
     const deny = await cli("policy", "explain", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "team-a", "-m", "queue_messages_delayed", "-l", "queue=team-a-jobs");
     expect(deny.code).toBe(1);
     expect(deny.stdout).toContain("denied by team-a/queues rules[1]");
+    // objects have no file lines: a verdict names the object alone
+    expect(deny.stdout).toContain(' is a deny rule (ExternalMetricPolicy/team-a/queues)\n');
+    expect(deny.stdout).toContain("(ClusterExternalMetricPolicy/hpa-controller-queues)\n");
   });
 
   it("check-hpa evaluates the HPAs against the cluster's policies and the bridge config", async () => {

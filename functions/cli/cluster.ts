@@ -32,7 +32,8 @@ export class ClusterReadError extends Error {
  * List both kinds and compile every object.
  *
  * @returns the compiled policies (cluster-scoped first, then namespaced, in
- *   the API server's order) and the problems of those that do not compile
+ *   the API server's order; `line` 0 on policies and rules: objects have no
+ *   file lines) and the problems of those that do not compile
  * @throws ClusterReadError naming the kubeconfig problem, or the API
  *   server's answer (404: the CRDs are not installed; 403: RBAC)
  */
@@ -62,7 +63,8 @@ export async function readClusterPolicies(kubeconfig: string, context?: string):
         const obj = { apiVersion: POLICY_API_VERSION, kind, ...item };
         const compiled = compilePolicyObject(obj);
         issues.push(...compiled.issues);
-        if (compiled.policy !== undefined) policies.push(compiled.policy);
+        // an API object has no file lines: line 0 (printed as the object's name alone)
+        if (compiled.policy !== undefined) policies.push({ ...compiled.policy, line: 0, rules: compiled.policy.rules.map((r) => ({ ...r, line: 0 })) });
       }
     }
   } finally {

@@ -77,9 +77,9 @@ export interface ExplainedRequest {
   selector: Selector;
 }
 
-/** One verdict, one line: `team-a/queues  Deny  rules[0] … (file:line)`. */
+/** One verdict, one line: `team-a/queues  Deny  rules[0] … (file:line)`; `(kind/namespace/name)` for a cluster object (line 0). */
 function verdictLine(v: PolicyVerdict): string {
-  return `${v.decision.padEnd(5)} ${v.explanation} (${v.source}:${v.line})`;
+  return `${v.decision.padEnd(5)} ${v.explanation} (${v.line > 0 ? `${v.source}:${v.line}` : v.source})`;
 }
 
 /** A decision for people: a headline, then one line per applicable policy. */
