@@ -127,6 +127,20 @@ describe("/admission/hpa", () => {
     expect(res.json.response.status).toBeUndefined();
   });
 
+  it("warnings are kept within what kube-apiserver passes on: 256 characters each (most important first), 4096 in all", async () => {
+    const long = hpa(Array.from({ length: 40 }, () => external("sqs_messages_visible", { matchLabels: Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`label-${i}`, "v".repeat(40)])) })));
+    const res = await post(warn, "/admission/hpa", review("u-6", HPA_KIND, long));
+    const warnings: string[] = res.json.response.warnings;
+    expect(warnings.length).toBeGreaterThan(1);
+    expect(warnings.length).toBeLessThan(40);
+    for (const w of warnings) {
+      expect([...w].length).toBe(MAX_WARNING_CHARS);
+      expect(w.endsWith("…")).toBe(true);
+      expect(w).toContain("policy team-a/queues rules[0]");
+    }
+    expect(warnings.reduce((n, w) => n + [...w].length, 0)).toBeLessThanOrEqual(4096);
+  });
+
   it("Deny mode: the same HPA is refused with a Status naming the policy and rule", async () => {
     const res = await post(deny, "/admission/hpa", review("u-2", HPA_KIND, denied));
     expect(res.status).toBe(200);

@@ -233,7 +233,6 @@ function finish(response: AdmissionResponse): AdmissionResponse {
   const out: string[] = [];
   let total = 0;
   for (const w of response.warnings) {
-    // eslint-disable-next-line no-control-regex
     let text = w.replace(/[\u0000-\u001f\u007f]/g, " ");
     const chars = [...text];
     if (chars.length > MAX_WARNING_CHARS) text = `${chars.slice(0, MAX_WARNING_CHARS - 1).join("")}…`;
