@@ -9,7 +9,9 @@
  *
  * The CRDs, the RBAC and the webhook configuration are the objects of the
  * shipped plain manifests (infra/manifests/), the proxy runs with the shipped
- * Deployment's arguments and `clusterPolicies` on (the chart's default), and
+ * Deployment's arguments and the shipped ProxyConfig (cluster policies on,
+ * whenNoneApply Defer, admission Warn: the chart's defaults) with only its
+ * backend, cache TTL and, in the last test, admission mode changed, and
  * the bridge runs open (`defaultAction: Allow`), so that what changes is what
  * the cluster's policy objects say. The proxy's Service is an ExternalName
  * Service naming 127.0.0.1 (test/k8s/shipped.ts): kube-apiserver resolves a
@@ -39,6 +41,7 @@ import {
   PROXY_SERVICE,
   shippedManifests,
   shippedObjects,
+  shippedProxyConfig,
   startBridgeProcess,
   waitForAPIServiceAvailable,
   withFlags,
@@ -251,7 +254,9 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     expect(crds.map((c) => c.metadata.name).sort()).toEqual([`clusterexternalmetricpolicies.${GROUP}`, `externalmetricpolicies.${GROUP}`]);
     await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...crds) });
     await cp.kubectlOk(["wait", "--for=condition=Established", "--timeout=60s", ...crds.map((c) => `crd/${c.metadata.name}`)]);
-    const shipped = shippedManifests();
+    const shipped = { ...shippedManifests(), config: shippedProxyConfig() };
+    // the chart's defaults, which this suite runs with
+    expect(shipped.config).toMatchObject({ clusterPolicies: { enabled: true, whenNoneApply: "Defer" }, admission: { mode: "Warn" } });
     await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...shipped.install) });
     // The webhook's Service is the ExternalName one: kube-apiserver dials 127.0.0.1 on the port the webhook names.
     const webhooks = shippedObjects(["ValidatingWebhookConfiguration"]).map((w) => ({
@@ -272,13 +277,11 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
       writeFileSync(
         file,
         stringify({
-          apiVersion: API_VERSION,
-          kind: "ProxyConfig",
+          ...shipped.config,
           backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: 4 } },
           routes: [{ metric: ".*", backend: "bridge" }],
-          cache: { ttlSeconds: 1 },
-          clusterPolicies: { enabled: true, whenNoneApply: "Defer" },
-          admission: { mode },
+          cache: { ...(shipped.config["cache"] as object), ttlSeconds: 1 },
+          admission: { ...(shipped.config["admission"] as object), mode },
         }),
       );
       return file;

@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 import { startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -62,6 +62,22 @@ export function shippedObjects(kinds: readonly string[]): (Record<string, unknow
   return parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
     .map((d) => d.toJS() as (Record<string, unknown> & ManifestObject) | null)
     .filter((d): d is Record<string, unknown> & ManifestObject => d !== null && kinds.includes(d.kind));
+}
+
+/**
+ * The ProxyConfig the shipped manifests mount (ConfigMap
+ * `external-metrics-bridge-proxy-config`, key `proxy.yaml`), parsed: the
+ * chart's defaults (cluster policies, admission, cache, discovery) for suites
+ * that run the proxy as shipped, overriding only what must point at local
+ * processes.
+ *
+ * @throws Error when the ConfigMap or its key is missing
+ */
+export function shippedProxyConfig(): Record<string, unknown> {
+  const cm = shippedObjects(["ConfigMap"]).find((c) => c.metadata.name === `${PROXY_SERVICE}-config`) as { data?: Record<string, string> } | undefined;
+  const text = cm?.data?.["proxy.yaml"];
+  if (text === undefined) throw new Error(`${MANIFESTS}: no ConfigMap ${PROXY_SERVICE}-config with proxy.yaml`);
+  return parse(text) as Record<string, unknown>;
 }
 
 /**
