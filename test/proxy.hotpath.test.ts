@@ -109,7 +109,7 @@ cache: { ttlSeconds: 0 }
   });
 });
 
-describe("X-Request-Id on every answer (real proxy over TLS)", () => {
+describe("real proxy over TLS: X-Request-Id on every answer, cache sizes at /metrics", () => {
   let pki: Pki;
   let backend: EchoBackend;
   let h: Harness;
@@ -125,6 +125,23 @@ describe("X-Request-Id on every answer (real proxy over TLS)", () => {
 
   const as = (user: string, extra: Record<string, string> = {}) => ({ cert: pki.frontProxy, headers: { "X-Remote-User": user, ...extra } });
   const NS = `${V1}/namespaces/default`;
+
+  it("exports the size of each bounded cache at /metrics (entries and the bytes counted against its bound)", async () => {
+    for (let i = 0; i < 5; i++) expect((await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Dsized${i}`, as("jane"))).status).toBe(200);
+    const text = (await h.get("/metrics", as("jane"))).text;
+    const read = (name: string) =>
+      Object.fromEntries([...text.matchAll(new RegExp(`^emb_proxy_${name}\\{cache="([a-z-]+)"\\} (\\d+)$`, "gm"))].map((m) => [m[1]!, Number(m[2])]));
+    const entries = read("cache_entries");
+    const bytes = read("cache_bytes");
+    const values = h.proxy.forwarder.valuesCache;
+    expect(entries["values"]).toBe(values.size);
+    expect(bytes["values"]).toBe(values.bytes);
+    expect(entries["values"]).toBeGreaterThanOrEqual(5);
+    expect(entries["request-memo"]).toBe(h.proxy.authorizer.requestMemoStats().entries);
+    expect(entries["authorization"]).toBe(h.proxy.authorizer.cacheStats().authenticated.entries);
+    expect(Object.keys(entries).sort()).toEqual(["authorization", "authorization-anonymous", "request-memo", "route-memo", "token-review", "values"]);
+    expect(Object.keys(bytes).sort()).toEqual(Object.keys(entries).sort());
+  });
 
   it("echoes an offered id (X-Request-Id, else Audit-Id) and makes one otherwise, on each kind of answer", async () => {
     const cases: [string, Parameters<Harness["get"]>[1], number][] = [

@@ -42,6 +42,38 @@ export interface ProxyMetrics {
   clusterPolicies: Gauge<"state">;
 }
 
+/** Entries held and bytes accounted (the cache's own estimate) by one bounded cache or memo. */
+export interface CacheSize {
+  entries: number;
+  bytes: number;
+}
+
+/**
+ * Export the size of the proxy's bounded caches at every scrape:
+ * `emb_proxy_cache_entries{cache}` and `emb_proxy_cache_bytes{cache}` (the
+ * estimated bytes each cache counts against its `maxBytes`), one series per
+ * name `read()` returns (e.g. `values`, `authorization`,
+ * `authorization-anonymous`, `request-memo`, `route-memo`) — what the
+ * proxy's memory holds beyond its code (docs/proxy.md "Memory").
+ */
+export function registerCacheSizes(metrics: ProxyMetrics, read: () => Record<string, CacheSize>): void {
+  // Both are set by the first one's collect (prom-client collects each metric as it writes it, in registration order).
+  const bytes = new Gauge({ name: `${PREFIX}cache_bytes`, help: "Estimated bytes held by each bounded cache (counted against its byte bound).", labelNames: ["cache"], registers: [] });
+  new Gauge({
+    name: `${PREFIX}cache_entries`,
+    help: "Entries held by each bounded cache.",
+    labelNames: ["cache"],
+    registers: [metrics.registry],
+    collect() {
+      for (const [cache, size] of Object.entries(read())) {
+        this.set({ cache }, size.entries);
+        bytes.set({ cache }, size.bytes);
+      }
+    },
+  });
+  metrics.registry.registerMetric(bytes);
+}
+
 /** Create the registry and instruments; `defaults` adds Node process metrics. */
 export function createMetrics(defaults = true): ProxyMetrics {
   const registry = new Registry();

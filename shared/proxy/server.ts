@@ -31,7 +31,7 @@ import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
-import { createMetrics, type ProxyMetrics } from "./metrics.ts";
+import { createMetrics, registerCacheSizes, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
 import type { ServingMaterial } from "./tls.ts";
@@ -128,6 +128,18 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
   const authorizer = new Authorizer({ review: options.subjectAccessReview, ...options.authorization, now });
   const forwarder = new Forwarder({ config, clients, metrics, log, now });
+  registerCacheSizes(metrics, () => {
+    const { authenticated, anonymous } = authorizer.cacheStats();
+    const values = forwarder.valuesCache;
+    return {
+      values: { entries: values.size, bytes: values.bytes },
+      authorization: authenticated,
+      "authorization-anonymous": anonymous,
+      "request-memo": authorizer.requestMemoStats(),
+      "token-review": authenticator.tokenCacheStats(),
+      "route-memo": forwarder.routeMemo,
+    };
+  });
   if (config.clusterPolicies?.enabled === true && options.clusterPolicies === undefined) {
     throw new Error("the ProxyConfig sets clusterPolicies.enabled but the proxy has no Kubernetes client to watch the policy objects");
   }

@@ -17,9 +17,12 @@
  * is) by the HPA controller's identity through the front-proxy certificate; proxy cache `ttlSeconds: 30, maxEntries: 10000`.
  * Then a settling pause (5 s, the entries still cached). RSS is sampled from
  * `/proc/<pid>/status` (VmRSS) every 250 ms; peak = max(samples, VmHWM).
- * After the pause, 500 of the series are read again and must all be proxy
- * cache hits (the proxy's own `/metrics`), proving the 10,000 entries are
- * held. MB here = 2^20 bytes.
+ * After the pause the proxy's `/metrics` must show the 10,000 values entries
+ * held (`emb_proxy_cache_entries{cache="values"}`; the note also gives the
+ * authorization caches' entries and counted bytes), and 500 of the series
+ * are read again: all must be proxy cache hits when the run took less than
+ * the 30 s TTL (on a loaded machine it can take longer, and the earliest
+ * entries are then held but expired). MB here = 2^20 bytes.
  *
  * Prints figures and writes report row `P5` and figure `p5-rss` when
  * `BENCH_REPORT_DIR` is set; asserts nothing, but exits 1 when a read failed.
@@ -46,6 +49,8 @@ const SETTLE_SECONDS = QUICK ? 1 : 5;
 const SAMPLE_MS = 250;
 const VERIFY = 500;
 const GOAL_MB = 100;
+/** The proxy's cache TTL here (ProxyConfig `cache.ttlSeconds`, its maximum). */
+const PROXY_TTL_SECONDS = 30;
 const MB = 1024 * 1024;
 
 /** The i-th 3-subset of the queues 0…QUEUES-1 in lexicographic order (i < C(QUEUES, 3) = 19,600). */
@@ -132,11 +137,17 @@ async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: num
   }
 }
 
-/** The proxy's `proxy cache` counters from its /metrics (`…cache_requests_total{result=…}`). */
+/**
+ * The proxy's values-cache counters from its /metrics
+ * (`…cache_requests_total{result=…}`), and the entries and estimated bytes
+ * each bounded cache holds (`…cache_entries{cache=…}` and `…cache_bytes{cache=…}`
+ * as `entries:<cache>` and `bytes:<cache>`).
+ */
 async function cacheCounters(client: FrontProxyClient, url: string, caPem: string): Promise<Record<string, number>> {
   const res = await client.get(`${url}/metrics`, caPem);
   const out: Record<string, number> = {};
   for (const m of res.text.matchAll(/^\w*cache_requests_total\{result="(\w+)"\} ([0-9.e+]+)$/gm)) out[m[1]!] = Number(m[2]);
+  for (const m of res.text.matchAll(/^\w*cache_(entries|bytes)\{cache="([\w-]+)"\} ([0-9.e+]+)$/gm)) out[`${m[1]}:${m[2]}`] = Number(m[3]);
   return out;
 }
 
@@ -176,7 +187,7 @@ backends:
   sqs: { url: "${bridge.url}", timeoutSeconds: 3 }
 routes:
   - { metric: "queue_.*", backend: sqs }
-cache: { ttlSeconds: 30, maxEntries: 10000 }
+cache: { ttlSeconds: ${PROXY_TTL_SECONDS}, maxEntries: ${SERIES} }
 `,
     );
     const port = await new Promise<number>((resolve) => {
@@ -199,14 +210,20 @@ cache: { ttlSeconds: 30, maxEntries: 10000 }
     const caPem = Buffer.from(api.spec.caBundle, "base64").toString("utf8");
     const url = `https://127.0.0.1:${port}`;
     await expectValue("proxy, first series", await client.get(`${url}${seriesPath(0)}`, caPem), "1");
+    const readsStarted = performance.now();
     const proxy = await measure("proxy (image bundle)", proxyProc.pid!, url, caPem, client);
     const before = await cacheCounters(client, url, caPem);
+    const held = before["entries:values"] ?? 0;
     const step = Math.floor(SERIES / VERIFY);
     const verify = await closedLoop({ url, path: (i) => seriesPath(i * step), headers: client.headers, tls: client.tls, ca: caPem }, { requests: VERIFY, concurrency: CONCURRENCY });
     const after = await cacheCounters(client, url, caPem);
     const hits = (after["hit"] ?? 0) - (before["hit"] ?? 0);
-    proxy.note = `cache: ${after["miss"] ?? 0} misses, ${after["coalesced"] ?? 0} coalesced over the run; ${VERIFY} series re-read after the pause: ${hits} cache hits`;
-    if (hits !== VERIFY || verify.ok !== VERIFY) failures.push(`re-reading ${VERIFY} series after the pause: ${hits} cache hits, ${verify.ok} ok (expected ${VERIFY}: the 10,000 entries are not all held)`);
+    // An entry read more than the TTL (30 s) ago is still held but no longer answered: on a loaded machine the reads can take that long.
+    const withinTtl = (performance.now() - readsStarted) / 1000 < PROXY_TTL_SECONDS;
+    const sizes = ["values", "authorization", "request-memo"].map((c) => `${c} ${before[`entries:${c}`] ?? "?"} entries / ${mb(before[`bytes:${c}`] ?? 0)} MB counted`).join(", ");
+    proxy.note = `cache: ${after["miss"] ?? 0} misses, ${after["coalesced"] ?? 0} coalesced over the run; held after the pause: ${sizes}; ${VERIFY} series re-read after the pause: ${hits} cache hits${withinTtl ? "" : ` (the run outlasted the ${PROXY_TTL_SECONDS} s TTL: the earliest entries had expired)`}`;
+    if (held < SERIES) failures.push(`after the pause the proxy holds ${held} values entries, not ${SERIES}`);
+    if (verify.ok !== VERIFY || (withinTtl && hits !== VERIFY)) failures.push(`re-reading ${VERIFY} series after the pause: ${hits} cache hits, ${verify.ok} ok (expected ${VERIFY})`);
     proxyProc.kill("SIGTERM");
     await bridge.stop();
     await fauxqs.stop();
