@@ -25,7 +25,7 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { checkHpa } from "./cli/check-hpa.ts";
-import { ClusterReadError, readClusterPolicies } from "./cli/cluster.ts";
+import { ClusterReadError, readClusterHpas, readClusterPolicies } from "./cli/cluster.ts";
 import { configValidate } from "./cli/config-validate.ts";
 import type { ExtraPolicies } from "./cli/workspace.ts";
 import { builtProviderTypes, loadProviderModules } from "../shared/providers/registry.ts";
@@ -152,16 +152,30 @@ function buildProgram(result: { code: number }): Command {
   program
     .command("check-hpa")
     .description("for each External metric of autoscaling/v2 HPAs: the metric rule, the backend query and the HPA controller's policy decision")
-    .argument("<files...>", "HPA manifests (other kinds are skipped; kind: List is read)")
+    .argument("[files...]", "HPA manifests (other kinds are skipped; kind: List is read; - for stdin); none with --kubeconfig: the cluster's HPAs")
     .option("-c, --config <file>", "the bridge config (required unless a FILE holds it)")
-    .option("-n, --namespace <namespace>", "use this namespace instead of the HPAs' metadata.namespace")
+    .option("-n, --namespace <namespace>", "use this namespace instead of the HPAs' metadata.namespace (the cluster's HPAs: only this namespace's)")
     .addOption(outputOption())
     .addHelpText("after", EXIT_CODES_HELP);
   addClusterOptions(program.commands.at(-1)!).action(async (files: string[], opts) => {
+    if (files.length === 0 && opts.kubeconfig === undefined) {
+      process.stderr.write("check-hpa: give HPA files, or --kubeconfig FILE to check the cluster's HPAs\n");
+      return void (result.code = EXIT.USAGE);
+    }
     const extra = await clusterPolicies(opts, "check-hpa");
     if (typeof extra === "number") return void (result.code = extra);
+    let clusterHpas: unknown[] | undefined;
+    if (files.length === 0) {
+      try {
+        clusterHpas = await readClusterHpas(opts.kubeconfig, opts.context, opts.namespace);
+      } catch (err) {
+        if (!(err instanceof ClusterReadError)) throw err;
+        process.stderr.write(`check-hpa: ${err.message}\n`);
+        return void (result.code = EXIT.USAGE);
+      }
+    }
     await loadProviderModules(builtProviderTypes()); // plan() needs the implementations
-    result.code = checkHpa(files, { ...opts, extra }, processIo);
+    result.code = checkHpa(files, { ...opts, extra, clusterHpas }, processIo);
   });
 
   const config = program.command("config").description("check configuration files").addHelpText("after", EXIT_CODES_HELP);

@@ -129,6 +129,39 @@ describe("--kubeconfig", () => {
     ]);
   });
 
+  it("check-hpa without FILEs checks the cluster's autoscaling/v2 HPAs (all namespaces, or -n), against both layers: the config's policies and the cluster's", async () => {
+    const hpa = (namespace: string, name: string, queue: string) => ({
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name, namespace, uid: crypto.randomUUID(), resourceVersion: "1" },
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
+        maxReplicas: 3,
+        metrics: [{ type: "External", external: { metric: { name: "queue_messages_ready", selector: { matchLabels: { queue } } }, target: { type: "Value", value: "1" } } }],
+      },
+    });
+    fake.hpas.set("team-a/jobs-worker", hpa("team-a", "jobs-worker", "team-a-jobs"));
+    fake.hpas.set("team-a/orders-worker", hpa("team-a", "orders-worker", "team-b-orders"));
+    fake.hpas.set("team-b/orders", hpa("team-b", "orders", "team-b-orders"));
+    const r = await cli("check-hpa", "--config", `${EX}/bridge.yaml`, "--kubeconfig", kubeconfig, "--context", "fake", "-o", "json");
+    expect(r.code).toBe(1);
+    const { checks } = JSON.parse(r.stdout);
+    expect(checks.map((c: any) => [c.hpa, c.source, c.line, c.decision.decision, c.decision.deniedBy?.policy ?? null])).toEqual([
+      ["team-a/jobs-worker", "HorizontalPodAutoscaler/team-a/jobs-worker", 0, "Allow", null],
+      ["team-a/orders-worker", "HorizontalPodAutoscaler/team-a/orders-worker", 0, "Deny", "team-a/queues"],
+      ["team-b/orders", "HorizontalPodAutoscaler/team-b/orders", 0, "Allow", null], // team-b reads its own queue
+    ]);
+    // both layers decide: the config's team-a/queues (a file) and the cluster's team-a/queues (an object) both allow
+    expect(checks[0].decision.verdicts.map((v: any) => v.source)).toEqual(
+      expect.arrayContaining([`${EX}/team-a.yaml`, "ExternalMetricPolicy/team-a/queues", "ClusterExternalMetricPolicy/hpa-controller-queues"]),
+    );
+    const human = await cli("check-hpa", "--config", `${EX}/bridge.yaml`, "--kubeconfig", kubeconfig, "--context", "fake", "-n", "team-a");
+    expect(human.stdout).toContain("team-a/jobs-worker spec.metrics[0] (HorizontalPodAutoscaler/team-a/jobs-worker)\n");
+    expect(human.stdout).toContain("2 external metrics, 1 ok, 1 failing");
+    expect(fake.listsAndWatches.filter((l) => l.resource === "horizontalpodautoscalers")).toHaveLength(2);
+    expect((await cli("check-hpa", "--config", `${EX}/bridge.yaml`)).code).toBe(2); // neither FILEs nor --kubeconfig
+  });
+
   it("exit 2 with the reason when the cluster cannot be read: CRDs not installed, unreachable, unknown context, --context alone", async () => {
     fake.policyCrdsInstalled = false;
     try {

@@ -4,6 +4,7 @@
  * no network) and the policy decision for the HPA controller. See
  * `shared/policy/check-hpa.ts`.
  */
+import { parseYamlDocuments } from "../../shared/config/yaml.ts";
 import { HPA_CONTROLLER } from "../../shared/identity.ts";
 import { showSelector } from "../../shared/policy/evaluate.ts";
 import { checkHpaDocuments } from "../../shared/policy/check-hpa.ts";
@@ -19,6 +20,14 @@ export interface CheckHpaOptions {
   output: OutputFormat;
   /** policies read from the live cluster (`--kubeconfig`) */
   extra?: ExtraPolicies | undefined;
+  /** HPAs read from the live cluster (`--kubeconfig` without FILEs), checked besides the files' */
+  clusterHpas?: readonly unknown[] | undefined;
+}
+
+/** The name of a cluster HPA in messages: `HorizontalPodAutoscaler/<namespace>/<name>`. */
+function hpaRef(obj: unknown): string {
+  const m = (obj as { metadata?: { name?: unknown; namespace?: unknown } } | null)?.metadata;
+  return `HorizontalPodAutoscaler/${String(m?.namespace ?? "")}/${String(m?.name ?? "?")}`;
 }
 
 /** Run `check-hpa`; returns the exit code. */
@@ -33,16 +42,25 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
   const providers = buildProviders(config.providers, { env: {}, now: Date.now });
   const { policies, note } = policySetOf(ws);
   const docs = [...(ws.documents.get("HorizontalPodAutoscaler") ?? []), ...(ws.documents.get("List") ?? [])];
+  // cluster objects: one document each, named by the object (JSON has no useful lines: line 0 below)
+  const clusterSources = new Set<string>();
+  for (const obj of options.clusterHpas ?? []) {
+    const source = hpaRef(obj);
+    clusterSources.add(source);
+    docs.push(...parseYamlDocuments(JSON.stringify(obj), source));
+  }
   const { checks, issues, skipped } = checkHpaDocuments(docs, { config, providers, policies }, options.namespace);
+  for (const c of [...checks, ...skipped]) if (clusterSources.has(c.source)) c.line = 0;
+  const at = (source: string, line: number) => (line > 0 ? `${source}:${line}` : source);
   if (issues.length > 0) return failOnIssues(io, options.output, issues);
   const failed = checks.filter((c) => !c.ok).length;
   if (options.output === "json") {
     printJson(io, { caller: HPA_CONTROLLER.user, checks, failed, skipped, ...(note !== undefined ? { note } : {}) });
   } else {
-    for (const s of skipped) io.out(`note: ${s.hpa} (${s.source}:${s.line}): ${s.note}`);
+    for (const s of skipped) io.out(`note: ${s.hpa} (${at(s.source, s.line)}): ${s.note}`);
     if (checks.length === 0) io.out("no External metrics in autoscaling/v2 HorizontalPodAutoscalers");
     for (const c of checks) {
-      io.out(`${c.hpa} ${c.path} (${c.source}:${c.line})`);
+      io.out(`${c.hpa} ${c.path} (${at(c.source, c.line)})`);
       io.out(`  request: GET …/namespaces/${c.namespace}/${c.metric} labelSelector ${showSelector(c.selector)}`);
       io.out(`  rule:    ${c.rule !== undefined ? `${c.rule.name} (provider ${c.rule.provider})` : "none"}`);
       if (c.query !== undefined) io.out(`  query:   ${c.query}`);

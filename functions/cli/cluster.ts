@@ -28,6 +28,35 @@ export class ClusterReadError extends Error {
   }
 }
 
+/** A client for the kubeconfig's context, or ClusterReadError. */
+function clientFor(kubeconfig: string, context: string | undefined): KubeClient {
+  try {
+    return new KubeClient(kubeConfigFromFile(kubeconfig, context));
+  } catch (err) {
+    throw new ClusterReadError((err as Error).message);
+  }
+}
+
+/**
+ * The cluster's `autoscaling/v2` HorizontalPodAutoscalers (all namespaces,
+ * or `namespace`), as objects with `apiVersion` and `kind` set (list items
+ * of a built-in kind carry neither).
+ *
+ * @throws ClusterReadError naming the kubeconfig problem or the API server's answer
+ */
+export async function readClusterHpas(kubeconfig: string, context: string | undefined, namespace?: string): Promise<KubeObject[]> {
+  const client = clientFor(kubeconfig, context);
+  const path = `/apis/autoscaling/v2/${namespace !== undefined ? `namespaces/${encodeURIComponent(namespace)}/` : ""}horizontalpodautoscalers`;
+  try {
+    const list = await client.list<KubeObject>(path, {}, apiDeadline(LIST_DEADLINE_MS));
+    return list.items.map((item) => ({ ...item, apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler" }));
+  } catch (err) {
+    throw new ClusterReadError(`listing HorizontalPodAutoscalers from ${client.server.origin}: ${(err as Error).message}`);
+  } finally {
+    await client.close();
+  }
+}
+
 /**
  * List both kinds and compile every object.
  *
@@ -38,12 +67,7 @@ export class ClusterReadError extends Error {
  *   server's answer (404: the CRDs are not installed; 403: RBAC)
  */
 export async function readClusterPolicies(kubeconfig: string, context?: string): Promise<ExtraPolicies> {
-  let client: KubeClient;
-  try {
-    client = new KubeClient(kubeConfigFromFile(kubeconfig, context));
-  } catch (err) {
-    throw new ClusterReadError((err as Error).message);
-  }
+  const client = clientFor(kubeconfig, context);
   const { compilePolicyObject } = await import("../../shared/policy/objects.ts");
   const policies: CompiledPolicy[] = [];
   const issues: ConfigIssue[] = [];

@@ -199,8 +199,10 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
     collect(ws, docs, kinds, true);
   }
   if (options.extra !== undefined) {
+    // another layer (the proxy's), so the same namespace/name as a file's policy is no conflict;
+    // the API server keeps ids unique within it
     ws.excluded.push(...options.extra.issues);
-    addPolicies(ws, options.extra.policies);
+    ws.policies.push(...options.extra.policies);
   }
   return ws;
 }

@@ -63,6 +63,8 @@ export interface FakeKubeApiServer {
   apiServices: Map<string, KubeObject>;
   /** the ValidatingWebhookConfigurations stored, by name (GET and PUT only; tests put them here) */
   webhookConfigurations: Map<string, KubeObject>;
+  /** HorizontalPodAutoscalers (autoscaling/v2) served by list, all namespaces or one; by `namespace/name` */
+  hpas: Map<string, KubeObject>;
   /** every write of an APIService: method and name */
   apiServiceWrites: { method: string; name: string }[];
   /** make these endpoints answer 500 (e.g. `"subjectaccessreviews"`) */
@@ -146,6 +148,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     reviews: { tokenReviews: [], subjectAccessReviews: [] },
     apiServices: new Map(),
     webhookConfigurations: new Map(),
+    hpas: new Map(),
     apiServiceWrites: [],
     failing: new Set(),
     hanging: new Set(),
@@ -460,6 +463,13 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         fake.writes.push({ resource: "apiservices", method: "PUT", name: m[1], by: bearer });
         return send(res, 200, stored);
       }
+    }
+    if ((m = p.match(/^\/apis\/autoscaling\/v2\/(?:namespaces\/([^/]+)\/)?horizontalpodautoscalers$/)) && req.method === "GET") {
+      const namespace = m[1];
+      fake.listsAndWatches.push({ resource: "horizontalpodautoscalers", watch: false });
+      // list items of a built-in kind carry no apiVersion/kind (the List does)
+      const items = [...fake.hpas.values()].filter((o) => namespace === undefined || o.metadata.namespace === namespace).map(({ apiVersion: _a, kind: _k, ...o }) => o);
+      return send(res, 200, { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscalerList", metadata: { resourceVersion: String(rv) }, items });
     }
     if ((m = p.match(/^\/apis\/admissionregistration\.k8s\.io\/v1\/validatingwebhookconfigurations\/([^/]+)$/))) {
       const current = fake.webhookConfigurations.get(m[1]!);
