@@ -111,6 +111,7 @@ describe("--kubeconfig", () => {
       ["hpa-controller-queues", "Allow", "ClusterExternalMetricPolicy/hpa-controller-queues"],
       ["team-a/queues", "Allow", "ExternalMetricPolicy/team-a/queues"],
     ]);
+    expect(JSON.parse(allow.stdout).notes).toEqual([expect.stringContaining("only the cluster's policies were evaluated")]);
     expect(allow.stderr).toContain("note: ExternalMetricPolicy/team-b/broken: left out, as the proxy does (not Accepted): spec.rules[0].metric: invalid RE2 pattern");
     const deny = await cli("policy", "explain", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "team-a", "-m", "queue_messages_delayed", "-l", "queue=team-a-jobs");
     expect(deny.code).toBe(1);
@@ -118,6 +119,25 @@ describe("--kubeconfig", () => {
     // objects have no file lines: a verdict names the object alone
     expect(deny.stdout).toContain(' is a deny rule (ExternalMetricPolicy/team-a/queues)\n');
     expect(deny.stdout).toContain("(ClusterExternalMetricPolicy/hpa-controller-queues)\n");
+  });
+
+  it("with --config, two layers as in a cluster: a cluster Deny decides; a cluster Allow still needs the bridge's policies (or its defaultAction)", async () => {
+    const args = ["policy", "explain", "--config", `${EX}/bridge.yaml`, "--kubeconfig", kubeconfig, "--context", "fake"];
+    // no bridge policy applies to the HPA controller in team-c: the cluster allows, the bridge's defaultAction (Deny) decides
+    const byDefault = await cli(...args, "-n", "team-c", "-m", "queue_messages_ready", "-l", "queue=team-c-jobs");
+    expect(byDefault.code).toBe(1);
+    expect(byDefault.stdout).toContain(
+      "the cluster policies allow it (hpa-controller-queues rules[0]), then no ExternalMetricPolicy applies to user \"system:serviceaccount:kube-system:horizontal-pod-autoscaler\" in namespace \"team-c\", and the bridge's policy.defaultAction is Deny",
+    );
+    // the cluster's team-a/queues denies queue_messages_delayed, whatever the bridge's team-a/queues (a file) says
+    const clusterDeny = await cli(...args, "-n", "team-a", "-m", "queue_messages_delayed", "-l", "queue=team-a-jobs", "-o", "json");
+    expect(clusterDeny.code).toBe(1);
+    expect(JSON.parse(clusterDeny.stdout)).toMatchObject({ decision: "Deny", deniedBy: { policy: "team-a/queues", rule: 1, source: "ExternalMetricPolicy/team-a/queues" } });
+    expect(JSON.parse(clusterDeny.stdout).message).toMatch(/^cluster policy: policy team-a\/queues rules\[1\]/);
+    // both allow: every verdict of both layers
+    const allow = await cli(...args, "-n", "team-a", "-m", "queue_messages_ready", "-l", "queue=team-a-jobs", "-o", "json");
+    expect(allow.code).toBe(0);
+    expect(JSON.parse(allow.stdout).message).toBe("allowed by every applicable policy: cluster hpa-controller-queues rules[0], team-a/queues rules[0]; bridge team-a/queues rules[0]");
   });
 
   it("check-hpa evaluates the HPAs against the cluster's policies and the bridge config", async () => {

@@ -63,21 +63,22 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
       }
     };
   }
-  findings.push(...lintPolicies(ws.policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable));
+  const policies = [...ws.policies, ...ws.clusterPolicies];
+  findings.push(...lintPolicies(policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable));
   findings.sort((a, b) => a.source.localeCompare(b.source) || a.line - b.line || a.column - b.column);
   const errors = findings.filter((f) => f.severity === "error").length;
   const warnings = findings.length - errors;
   const notes: string[] = ws.skipped.map((s) => `${s.source}:${s.line}: skipped: kind ${s.kind} is not a policy`);
   if (ws.config === undefined) notes.push("no bridge config (--config FILE): metric names, label mapping and shadowing over them were not checked");
   if (options.output === "json") {
-    printJson(io, { policies: ws.policies.map((p) => p.id), findings, errors, warnings, notes });
+    printJson(io, { policies: policies.map((p) => p.id), findings, errors, warnings, notes });
   } else {
     for (const f of findings) {
       const at = f.line > 0 ? `${f.source}:${f.line}:${f.column}` : f.source;
       io.out(`${at}: ${f.severity}: ${f.path ? `${f.path}: ` : ""}${f.message}`);
     }
     for (const n of notes) io.out(`note: ${n}`);
-    io.out(`${plural(ws.policies.length, "policy", "policies")}, ${plural(errors, "error")}, ${plural(warnings, "warning")}`);
+    io.out(`${plural(policies.length, "policy", "policies")}, ${plural(errors, "error")}, ${plural(warnings, "warning")}`);
   }
   if (errors > 0) return EXIT.FINDINGS;
   if (warnings > 0 && options.strict === true) return EXIT.FINDINGS;

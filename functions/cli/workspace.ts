@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfig, type BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError, parseYamlDocuments, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
-import { PolicySet, type CompiledPolicy } from "../../shared/policy/evaluate.ts";
+import { PolicySet, type CompiledPolicy, type Decision, type PolicyRequest } from "../../shared/policy/evaluate.ts";
 import { compilePolicies, IMPLICIT_DENY_NOTE, isPolicyDocument, isPolicyKind } from "../../shared/policy/load.ts";
 import type { Action } from "../../shared/policy/schema.ts";
 
@@ -46,8 +46,10 @@ export interface Skipped {
 export interface Workspace {
   config?: BridgeConfig;
   configPath?: string;
-  /** the config's policies, then those of the FILEs, in order */
+  /** the config's policies, then those of the FILEs, in order (the bridge's layer) */
   policies: CompiledPolicy[];
+  /** the live cluster's policies (`--kubeconfig`): the proxy's layer, see {@link LayeredPolicySet} */
+  clusterPolicies: CompiledPolicy[];
   /** problems in the inputs (schema, YAML, unreadable files, duplicates) */
   issues: ConfigIssue[];
   /** the subset of `issues` that are files that could not be read at all (exit 2 even for `policy lint`) */
@@ -147,7 +149,7 @@ function isPolicyList(sd: SourceDocument): boolean {
  * itself, is not read twice. Policy ids must be unique across everything.
  */
 export function loadWorkspace(files: readonly string[], options: WorkspaceOptions = {}): Workspace {
-  const ws: Workspace = { policies: [], issues: [], unreadable: [], excluded: [], documents: new Map(), skipped: [] };
+  const ws: Workspace = { policies: [], clusterPolicies: [], issues: [], unreadable: [], excluded: [], documents: new Map(), skipped: [] };
   const kinds = new Set(options.kinds ?? []);
   const parsed = new Map<string, SourceDocument[]>();
   let configPath = options.config;
@@ -202,7 +204,7 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
     // another layer (the proxy's), so the same namespace/name as a file's policy is no conflict;
     // the API server keeps ids unique within it
     ws.excluded.push(...options.extra.issues);
-    ws.policies.push(...options.extra.policies);
+    ws.clusterPolicies.push(...options.extra.policies);
   }
   return ws;
 }
@@ -245,15 +247,57 @@ function collect(ws: Workspace, docs: readonly SourceDocument[], kinds: Readonly
 }
 
 /**
- * The policy set the bridge would enforce with these inputs, and a note
- * when the config has no policy section (every read denied).
+ * The policy set the bridge (and, with `--kubeconfig`, the proxy) would
+ * enforce with these inputs, and a note when the config has no policy
+ * section (every read denied) or only the cluster's policies are known.
  *
  * @param override `--default-action`
  */
 export function policySetOf(ws: Workspace, override?: Action): { policies: PolicySet | undefined; note?: string } {
   const configured = ws.config?.policy?.defaultAction;
-  if (override === undefined && ws.config !== undefined && (ws.config.policy === undefined || ws.config.policy.implicit === true) && ws.policies.length === 0) {
-    return { policies: new PolicySet([], "Deny", IMPLICIT_DENY_NOTE), note: "the config has no policy section: the bridge denies every read (fail closed)" };
+  if (ws.config === undefined && ws.policies.length === 0 && ws.clusterPolicies.length > 0) {
+    // only the cluster's policies are known: they decide alone (--default-action, else Deny, when none applies)
+    return {
+      policies: new PolicySet(ws.clusterPolicies, override ?? "Deny"),
+      note: "only the cluster's policies were evaluated: the bridge's own layer (--config FILE) also has to allow a read",
+    };
   }
-  return { policies: new PolicySet(ws.policies, override ?? configured ?? "Deny") };
+  const layered = (bridge: PolicySet) => (ws.clusterPolicies.length > 0 ? new LayeredPolicySet(bridge, ws.clusterPolicies) : bridge);
+  if (override === undefined && ws.config !== undefined && (ws.config.policy === undefined || ws.config.policy.implicit === true) && ws.policies.length === 0) {
+    return { policies: layered(new PolicySet([], "Deny", IMPLICIT_DENY_NOTE)), note: "the config has no policy section: the bridge denies every read (fail closed)" };
+  }
+  return { policies: layered(new PolicySet(ws.policies, override ?? configured ?? "Deny")) };
+}
+
+/**
+ * The two policy layers of a cluster, evaluated as they are enforced: the
+ * in-cluster proxy's cluster policies first (`shared/proxy/policies.ts`,
+ * `whenNoneApply: Defer`, the default: when none applies the read is left
+ * to the bridge), then the bridge's own policies and `policy.defaultAction`
+ * (this set's). A read is allowed only if both layers allow it; a cluster
+ * Deny is answered by the proxy, so the bridge layer is not consulted.
+ */
+export class LayeredPolicySet extends PolicySet {
+  /** the proxy's layer */
+  readonly clusterLayer: PolicySet;
+
+  constructor(bridge: PolicySet, cluster: readonly CompiledPolicy[]) {
+    super(bridge.policies, bridge.defaultAction, bridge.defaultNote);
+    this.clusterLayer = new PolicySet(cluster, "Allow"); // the default is never used: byDefault means Defer
+  }
+
+  /** Both layers' decision; verdicts of the cluster layer first. */
+  override evaluate(request: PolicyRequest, options: { complete?: boolean } = {}): Decision {
+    const cluster = this.clusterLayer.evaluate(request, options);
+    if (cluster.byDefault) return super.evaluate(request, options); // Defer
+    if (cluster.decision === "Deny") return { ...cluster, message: `cluster policy: ${cluster.message}` };
+    const bridge = super.evaluate(request, options);
+    const by = (d: Decision) => d.verdicts.map((v) => (v.rule !== undefined ? `${v.policy} rules[${v.rule}]` : `${v.policy} (defaultAction)`)).join(", ");
+    const message = bridge.byDefault
+      ? `the cluster policies allow it (${by(cluster)}), then ${bridge.message}`
+      : bridge.decision === "Deny"
+        ? bridge.message
+        : `allowed by every applicable policy: cluster ${by(cluster)}; bridge ${by(bridge)}`;
+    return { ...bridge, verdicts: [...cluster.verdicts, ...bridge.verdicts], message };
+  }
 }
