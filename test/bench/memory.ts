@@ -2,13 +2,15 @@
  * `npm run bench:memory` (issue 11, P5): resident memory of the proxy holding
  * 10,000 cached series, run AS THE IMAGE RUNS IT — the esbuild bundle of
  * `npm run build:proxy` (`infra/proxy/build.ts`, built here into a temporary
- * directory) started with the Node flags of the image's ENTRYPOINT
- * (`imageNodeFlags()`, read from infra/Dockerfile) — against the fake
+ * directory) started with the Node flags of the image's ENTRYPOINT and the
+ * environment of its final stage (`imageNodeFlags()`, `imageEnv()`, read
+ * from infra/Dockerfile) — against the fake
  * Kubernetes API (test/fakes/kube-apiserver.ts, in this process) and a cached
  * bridge (`functions/node.ts` on fauxqs, signed; test/bench/servers.ts).
  * Baseline in the same run: bare Node + a trivial Hono route over HTTPS with
  * the proxy's TLS setup (test/bench/trivial-https-main.ts, bundled by
- * esbuild too and run with the same Node flags) serving the same reads.
+ * esbuild too and run with the same Node flags and environment) serving the
+ * same reads.
  *
  * Method: 10,000 reads, each a distinct label selector (`queue in (a, b, c)`
  * over 3-subsets of 50 queues, so each is its own cache entry and each
