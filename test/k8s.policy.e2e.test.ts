@@ -10,8 +10,9 @@
  * The CRDs, the RBAC and the webhook configuration are the objects of the
  * shipped plain manifests (infra/manifests/), the proxy runs with the shipped
  * Deployment's arguments and the shipped ProxyConfig (cluster policies on,
- * whenNoneApply Defer, admission Warn: the chart's defaults) with only its
- * backend, cache TTL and, in the last test, admission mode changed, and
+ * whenNoneApply Defer, admission Warn, its values cache: the chart's
+ * defaults) with only its backend and, in the last test, admission mode
+ * changed, and
  * the bridge runs open (`defaultAction: Allow`), so that what changes is what
  * the cluster's policy objects say. The proxy's Service is an ExternalName
  * Service naming 127.0.0.1 (test/k8s/shipped.ts): kube-apiserver resolves a
@@ -280,7 +281,6 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
           ...shipped.config,
           backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: 4 } },
           routes: [{ metric: ".*", backend: "bridge" }],
-          cache: { ...(shipped.config["cache"] as object), ttlSeconds: 1 },
           admission: { ...(shipped.config["admission"] as object), mode },
         }),
       );
@@ -332,7 +332,8 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
   }, TEST_TIMEOUT_MS);
 
   it(`kubectl apply of a cluster guardrail changes what the HPA controller reads within ${POLICY_LATENCY_MS / 1000} s; deleting it restores the read`, async () => {
-    // No cluster policy yet: whenNoneApply Defer leaves the read to the (open) bridge.
+    // No cluster policy yet: whenNoneApply Defer leaves the read to the (open) bridge. The proxy now holds
+    // this answer in its values cache (the chart's ttlSeconds, 2 s); a new policy applies before that cache.
     expect(await readAsHpa("team-a", "payments-ledger")).toEqual({ status: 200, value: String(QUEUES["payments-ledger"]) });
 
     const file = join(work, "guardrail.yaml");
@@ -487,7 +488,9 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     const invalid = await acceptedCondition(["-n", "team-b", "emp", "broken"]);
     expect(invalid).toMatchObject({ status: "False", reason: "InvalidPattern" });
     expect(invalid.message).toContain("rules[0]");
-    show("kubectl get emp -n team-b", await cp!.kubectlOk(["-n", "team-b", "get", "emp"]));
+    const table = await cp!.kubectlOk(["-n", "team-b", "get", "emp"]);
+    show("kubectl get emp -n team-b", table);
+    expect(table).toMatch(/^broken\s+Deny\s+False\s+InvalidPattern\s/m);
     show("Accepted condition of team-b/broken", JSON.stringify(invalid, null, 2));
 
     // The webhook answers again (the first calls after the restart may still find it starting).
