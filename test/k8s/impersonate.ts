@@ -21,7 +21,7 @@ export interface Identity {
  * The HPA controller's identity under `--use-service-account-credentials`
  * (kube-controller-manager gives each controller its ServiceAccount's token;
  * kubernetes `cmd/kube-controller-manager/app/controllermanager.go`,
- * `pkg/controller/client_builder.go`), with the groups a service-account
+ * k8s.io/controller-manager `pkg/clientbuilder/client_builder.go`), with the groups a service-account
  * token authenticates with (k8s.io/apiserver `pkg/authentication/serviceaccount/util.go`
  * MakeGroupNames, plus `system:authenticated`).
  */
