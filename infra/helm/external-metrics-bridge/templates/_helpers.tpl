@@ -1,6 +1,6 @@
-{{/* Name of every object of the release. */}}
+{{/* Name of every object of the release: fullnameOverride, else service.name. */}}
 {{- define "emb.name" -}}
-{{- .Values.service.name | trunc 63 | trimSuffix "-" -}}
+{{- default .Values.service.name .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* Labels on every object. */}}
@@ -73,4 +73,45 @@ admission:
 {{/* The cert-manager Certificate of the serving certificate (tls.mode certManager). */}}
 {{- define "emb.servingCertificate" -}}
 {{- printf "%s-serving" (include "emb.name" .) -}}
+{{- end -}}
+
+
+{{/*
+The APIService's and webhooks' caBundle (base64 of PEM) the chart renders, or
+empty: registration.caBundle when given; else, with tls.mode existing and no
+self-registration (nobody else writes it), the ca.crt of the existing Secret
+read from the cluster (helm install/upgrade; `lookup` is empty offline), and
+a clear failure when neither is there: an APIService without caBundle fails
+the aggregator's discovery check (FailedDiscoveryCheck).
+*/}}
+{{- define "emb.caBundle" -}}
+{{- if .Values.registration.caBundle -}}
+{{- .Values.registration.caBundle | b64enc -}}
+{{- else if and (eq .Values.tls.mode "existing") (not (include "emb.selfRegister" .)) -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace .Values.tls.secretName -}}
+{{- $ca := dig "data" "ca.crt" "" ($secret | default dict) -}}
+{{- if not $ca -}}
+{{- fail (printf "tls.mode=existing with registration.selfRegister=false: nothing writes the APIService's caBundle. Set registration.caBundle to the PEM CA that signed tls.crt, or create Secret %s/%s with ca.crt before installing (the chart reads it at install; helm template cannot)" .Release.Namespace .Values.tls.secretName) -}}
+{{- end -}}
+{{- $ca -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod labels: the chart's labels plus podLabels. */}}
+{{- define "emb.podLabels" -}}
+{{ include "emb.labels" . }}
+{{- with .Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Whether the chart renders a PodDisruptionBudget ("true" or empty): podDisruptionBudget.enabled, or when it is null (the default) only with more than one replica (a PDB with minAvailable 1 over one replica blocks every node drain). */}}
+{{- define "emb.pdbEnabled" -}}
+{{- $e := .Values.podDisruptionBudget.enabled -}}
+{{- if kindIs "bool" $e }}{{ if $e }}true{{ end }}{{ else if gt (int .Values.replicas) 1 }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether Prometheus scrapes the proxy (a ServiceMonitor; metricsReaders is then required). */}}
+{{- define "emb.scraped" -}}
+{{- if .Values.serviceMonitor.enabled }}true{{ end -}}
 {{- end -}}
