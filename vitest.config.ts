@@ -9,6 +9,7 @@ const INTEGRATION = [
   "test/proxy.*.test.ts",
   "test/build.test.ts",
   "test/demo.test.ts",
+  "test/first-hour.test.ts",
   "test/cli.test.ts",
   "test/infra.test.ts",
 ];

@@ -7,7 +7,9 @@
  *   npm run queue -- depth         # print ApproximateNumberOfMessages
  *
  * Options: --queue NAME (default worker_tasks), --endpoint URL (default
- * http://127.0.0.1:4566, the emulator `npm start` runs), --region.
+ * `SQS_ENDPOINT`, else http://127.0.0.1:`SQS_PORT` with SQS_PORT defaulting
+ * to 4566 — the emulator `npm start` runs, on the same variable), --region.
+ * `npm run queue -- --help` lists them (commander, as the admin CLI).
  */
 import {
   DeleteMessageBatchCommand,
@@ -18,7 +20,7 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from "@aws-sdk/client-sqs";
-import { parseArgs } from "node:util";
+import { parseOrExit } from "./script-args.ts";
 
 /** An SQS client for the local emulator (any static key works there). */
 export function emulatorClient(endpoint: string, region = "us-east-1"): SQSClient {
@@ -63,16 +65,23 @@ export async function queueDepth(client: SQSClient, queueUrl: string): Promise<n
   return Number(out.Attributes?.["ApproximateNumberOfMessages"]);
 }
 
+/** The emulator's URL when `--endpoint` is not given: `SQS_ENDPOINT`, else 127.0.0.1:`SQS_PORT` (default 4566), as `npm start` listens. */
+export function defaultQueueEndpoint(env: NodeJS.ProcessEnv = process.env): string {
+  return env["SQS_ENDPOINT"] || `http://127.0.0.1:${env["SQS_PORT"] || "4566"}`;
+}
+
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      queue: { type: "string", default: "worker_tasks" },
-      endpoint: { type: "string", default: process.env["SQS_ENDPOINT"] ?? "http://127.0.0.1:4566" },
-      region: { type: "string", default: "us-east-1" },
-    },
-  });
-  const [command, countText] = positionals;
+  const { Argument, Command, Option } = await import("commander");
+  const program = new Command("npm run queue --")
+    .description("Move the demo queue of `npm start` so the metric value moves.")
+    .addArgument(new Argument("<command>", "add N | drain N | purge | depth").choices(["add", "drain", "purge", "depth"]))
+    .argument("[count]", "how many messages to add or drain (default 10)")
+    .option("--queue <name>", "the queue", "worker_tasks")
+    .addOption(new Option("--endpoint <url>", "the SQS endpoint (default: SQS_ENDPOINT, else http://127.0.0.1:$SQS_PORT, SQS_PORT default 4566)").default(defaultQueueEndpoint(), "from SQS_ENDPOINT / SQS_PORT"))
+    .option("--region <region>", "the region the client signs for", "us-east-1");
+  parseOrExit(program);
+  const values = program.opts<{ queue: string; endpoint: string; region: string }>();
+  const [command, countText] = program.args as [string, string | undefined];
   const count = countText === undefined ? 10 : Number(countText);
   if (!Number.isInteger(count) || count < 0 || count > 100_000) {
     console.error(`count must be a whole number from 0 to 100000, got ${countText}`);
@@ -83,7 +92,7 @@ async function main(): Promise<void> {
   try {
     queueUrl = (await client.send(new GetQueueUrlCommand({ QueueName: values.queue }))).QueueUrl!;
   } catch (err) {
-    console.error(`cannot reach queue ${values.queue} at ${values.endpoint}: ${(err as Error).message}\nIs \`npm start\` running?`);
+    console.error(`cannot reach queue ${values.queue} at ${values.endpoint}: ${(err as Error).message}\nIs \`npm start\` running${values.endpoint === defaultQueueEndpoint() ? " (on SQS_PORT, default 4566)" : ""}?`);
     process.exit(1);
   }
   switch (command) {
@@ -98,11 +107,8 @@ async function main(): Promise<void> {
       await client.send(new PurgeQueueCommand({ QueueUrl: queueUrl }));
       console.log(`purged ${values.queue}`);
       break;
-    case "depth":
+    default: // depth
       break;
-    default:
-      console.error("usage: npm run queue -- add N | drain N | purge | depth  [--queue NAME] [--endpoint URL]");
-      process.exit(2);
   }
   console.log(`${values.queue}: ApproximateNumberOfMessages = ${await queueDepth(client, queueUrl)}`);
 }

@@ -12,22 +12,56 @@
  * deployed bridge sets neither (docs/deploy.md).
  */
 import { CreateQueueCommand } from "@aws-sdk/client-sqs";
-import { startFauxqs } from "fauxqs";
+import { buildApp } from "fauxqs";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { loadConfig } from "../shared/config/config.ts";
 import type { AwsProviderConfig } from "../shared/providers/aws/common.ts";
 import { addMessages, emulatorClient } from "./demo-queue.ts";
 import { INSECURE_ALLOW_UNSIGNED_ENV, SIGNING_KEYS_ENV } from "../shared/signing.ts";
-import { exitOnSignals, startNodeServer } from "./node.ts";
+import { exitOnSignals, startNodeServer, type NodeServer } from "./node.ts";
+import { listenFailure, parseOrExit, portParser } from "./script-args.ts";
 
 const QUEUE = "worker_tasks";
 const SEED_MESSAGES = 25;
 
+/** A running SQS emulator of the demo. */
+export interface DemoEmulator {
+  /** the TCP port it listens on (127.0.0.1) */
+  port: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Start the fauxqs SQS emulator on 127.0.0.1:`port` (0 picks a free port).
+ * Queue URLs it hands out name `localhost`, as `startFauxqs({ host: "localhost" })` does.
+ *
+ * @throws the listen error (`code` EADDRINUSE when the port is taken)
+ */
+export async function startDemoEmulator(port: number): Promise<DemoEmulator> {
+  const app = buildApp({ logger: false, host: "localhost" });
+  const address = await app.listen({ port, host: "127.0.0.1" });
+  return { port: Number(new URL(address).port), stop: () => app.close() };
+}
+
 async function main(): Promise<void> {
-  const sqsPort = Number(process.env["SQS_PORT"] ?? 4566);
-  const port = Number(process.env["PORT"] ?? 8080);
-  const emulator = await startFauxqs({ port: sqsPort, host: "localhost", logger: false });
+  const { Command, InvalidArgumentError, Option } = await import("commander");
+  const program = new Command("npm start --")
+    .description("The bridge with an embedded SQS emulator (fauxqs) holding the queue worker_tasks: no cloud account needed. Both listen on 127.0.0.1.")
+    .addOption(new Option("--sqs-port <port>", "the SQS emulator's port (4566 is LocalStack's default too)").env("SQS_PORT").default(4566).argParser(portParser(InvalidArgumentError)))
+    .addOption(new Option("--port <port>", "the bridge's port").env("PORT").default(8080).argParser(portParser(InvalidArgumentError)))
+    .addHelpText("after", "\nMove the value from another terminal: npm run queue -- add 25 (same SQS_PORT).");
+  parseOrExit(program);
+  const { sqsPort, port } = program.opts<{ sqsPort: number; port: number }>();
+  let emulator: DemoEmulator;
+  try {
+    emulator = await startDemoEmulator(sqsPort);
+  } catch (err) {
+    const busy = listenFailure(err, sqsPort, "the SQS emulator", `SQS_PORT=${sqsPort + 1} npm start (LocalStack uses 4566 too)`);
+    if (busy === undefined) throw err;
+    console.error(`npm start: ${busy}`);
+    process.exit(1);
+  }
   const endpoint = `http://127.0.0.1:${emulator.port}`;
   const client = emulatorClient(endpoint);
   const { QueueUrl } = await client.send(new CreateQueueCommand({ QueueName: QUEUE }));
@@ -40,7 +74,17 @@ async function main(): Promise<void> {
   }
   // Local only (127.0.0.1), so unsigned on purpose; keys from the shell would make every curl line a 401.
   const env = { ...process.env, [SIGNING_KEYS_ENV]: undefined, [INSECURE_ALLOW_UNSIGNED_ENV]: "true" };
-  const server = await startNodeServer({ config, host: "127.0.0.1", port, env });
+  let server: NodeServer;
+  try {
+    server = await startNodeServer({ config, host: "127.0.0.1", port, env });
+  } catch (err) {
+    const busy = listenFailure(err, port, "the bridge", `PORT=${port + 1} npm start`);
+    if (busy === undefined) throw err;
+    client.destroy();
+    await emulator.stop();
+    console.error(`npm start: ${busy}`);
+    process.exit(1);
+  }
   const base = `${server.url}/apis/external.metrics.k8s.io/v1beta1`;
   console.log(`
 external-metrics-bridge demo
@@ -54,8 +98,8 @@ Try:
   curl -s '${base}/namespaces/default/queue_messages_ready?labelSelector=queue%3Dmissing'   # 404 Status
 
 Move the value (in another terminal):
-  npm run queue -- add 25
-  npm run queue -- drain 10
+  ${sqsPort === 4566 ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- add 25
+  ${sqsPort === 4566 ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- drain 10
 
 Request log (JSON lines) follows. Ctrl-C stops.
 `);

@@ -2,9 +2,12 @@
  * Plain Node entry point: the bridge on @hono/node-server.
  *
  *   node functions/node.ts --config bridge.yaml [--host 0.0.0.0] [--port 8080] [--insecure-allow-unsigned]
+ *   npm run serve -- --help
  *
- * Config comes from `--config FILE`, else `BRIDGE_CONFIG_FILE`, else inline
- * YAML in `BRIDGE_CONFIG`.
+ * Config comes from `--config FILE` (relative to the directory `npm run`
+ * was typed in, `./script-args.ts` callerPath), else `BRIDGE_CONFIG_FILE`,
+ * else inline YAML in `BRIDGE_CONFIG`. Arguments are parsed by commander;
+ * a taken port is one line naming it and `--port`/`PORT`, exit 1.
  *
  * Request signing (`shared/signing.ts`) is required: without
  * `BRIDGE_SIGNING_KEYS` the server refuses to start (exit 2, naming both
@@ -20,7 +23,6 @@
 import { serve, type ServerType } from "@hono/node-server";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { parseArgs } from "node:util";
 import { fromConfig, type Bridge } from "../shared/bridge.ts";
 import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
 import { loadProviderModules } from "../shared/providers/registry.ts";
@@ -28,6 +30,7 @@ import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { batchedJsonLog } from "./node-log.ts";
+import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import {
   AUDIENCE_ENV,
@@ -166,25 +169,38 @@ export function exitOnSignals(close: () => Promise<void>): void {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      config: { type: "string", short: "c" },
-      host: { type: "string", default: process.env["HOST"] ?? "127.0.0.1" },
-      port: { type: "string", default: process.env["PORT"] ?? "8080" },
-      "insecure-allow-unsigned": { type: "boolean", default: false },
-    },
-  });
+  const { Command, InvalidArgumentError, Option } = await import("commander");
+  const program = new Command("npm run serve --")
+    .description("The bridge on Node: the External Metrics API over plain HTTP (the in-cluster proxy signs and forwards to it).")
+    .option("-c, --config <file>", "the bridge config (YAML); else BRIDGE_CONFIG_FILE, else inline YAML in BRIDGE_CONFIG. A relative path is resolved against the directory npm was run from")
+    .addOption(new Option("--host <address>", "address to listen on").env("HOST").default("127.0.0.1"))
+    .addOption(new Option("--port <port>", "TCP port (0 picks a free one)").env("PORT").default(8080).argParser(portParser(InvalidArgumentError)))
+    .option(INSECURE_ALLOW_UNSIGNED_FLAG, "serve unsigned requests without BRIDGE_SIGNING_KEYS (as BRIDGE_INSECURE_ALLOW_UNSIGNED=true); warns on every start")
+    .addHelpText(
+      "after",
+      `
+Environment: BRIDGE_SIGNING_KEYS (required unless insecure), BRIDGE_AUDIENCE, BRIDGE_SIGNING_MAX_SKEW_SECONDS,
+BRIDGE_CONFIG_FILE / BRIDGE_CONFIG, and each provider's credentials (docs/deploy.md).
+Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 1 the port cannot be bound.`,
+    );
+  parseOrExit(program);
+  const values = program.opts<{ config?: string; host: string; port: number; insecureAllowUnsigned?: boolean }>();
   let config: BridgeConfig;
   try {
-    config = readConfigFromEnvironment(values.config);
+    config = readConfigFromEnvironment(values.config === undefined ? undefined : callerPath(values.config));
   } catch (err) {
     console.error(err instanceof ConfigError ? `invalid config:\n${err.message}` : (err as Error).message);
     process.exit(2);
   }
   let server: NodeServer;
   try {
-    server = await startNodeServer({ config, host: values.host, port: Number(values.port), insecureAllowUnsigned: values["insecure-allow-unsigned"] });
+    server = await startNodeServer({ config, host: values.host, port: values.port, insecureAllowUnsigned: values.insecureAllowUnsigned === true });
   } catch (err) {
+    const busy = listenFailure(err, values.port, "the bridge", `--port ${values.port === 8080 ? 8081 : values.port + 1} or PORT=${values.port === 8080 ? 8081 : values.port + 1}`);
+    if (busy !== undefined) {
+      console.error(`external-metrics-bridge cannot start: ${busy}`);
+      process.exit(1);
+    }
     if (!(err instanceof StartRefusedError)) throw err;
     console.error(`external-metrics-bridge refuses to start: ${err.message}`);
     process.exit(2);

@@ -5,6 +5,7 @@
  * demo a developer has running.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -69,6 +70,21 @@ describe("npm start (the embedded demo)", () => {
   it("says on start that it runs unsigned and open, on purpose (the warnings a deployed bridge must not show)", async () => {
     await expect.poll(() => stderr).toMatch(/"level":"warn","msg":"running insecure: BRIDGE_SIGNING_KEYS is not set and BRIDGE_INSECURE_ALLOW_UNSIGNED=true is/);
     expect(stderr).toMatch(/"level":"warn","msg":"running open: policy.defaultAction is Allow/);
+  });
+
+  it("listens on 127.0.0.1 only, the emulator too (fauxqs's startFauxqs binds every interface; the demo does not use it)", () => {
+    // Linux's table of IPv4 TCP sockets: local address as hex IP:port, state 0A = LISTEN
+    const listening = (port: number) =>
+      readFileSync("/proc/net/tcp", "utf8")
+        .split("\n")
+        .slice(1)
+        .map((line) => line.trim().split(/\s+/))
+        .filter((f) => f[3] === "0A" && f[1]?.endsWith(`:${port.toString(16).toUpperCase().padStart(4, "0")}`))
+        .map((f) => f[1]!.split(":")[0]);
+    for (const url of [bridge, sqsEndpoint]) {
+      const port = Number(new URL(url).port);
+      expect(listening(port), url).toEqual(["0100007F"]); // 127.0.0.1, not 00000000 (0.0.0.0)
+    }
   });
 
   it("prints ready-to-paste curl lines for its own address", () => {

@@ -12,6 +12,7 @@
  * {@link PACKAGED_FILES} of the output directory.
  *
  *   node infra/lambda/build.ts [--outdir dist/lambda] [--config bridge.yaml]
+ *   npm run build:lambda -- --config bridge.yaml   (paths relative to where npm was run; --help)
  *
  * `--config FILE` copies a config into the artifact as `bridge.yaml`, for
  * `BRIDGE_CONFIG_FILE=dist/lambda/bridge.yaml` (resolved against
@@ -52,10 +53,10 @@ import { build, type Metafile } from "esbuild";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { loadConfig } from "../../shared/config/config.ts";
 import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
+import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 
 /** Repository root. */
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -231,12 +232,15 @@ export async function bundleForNode(options: { outdir: string; config?: string; 
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      outdir: { type: "string", default: join(ROOT, "dist/lambda") },
-      config: { type: "string" },
-    },
-  });
+  const { Command } = await import("commander");
+  const program = new Command("npm run build:lambda --")
+    .description(`Bundle the AWS Lambda handler (functions/lambda.ts) for ${LAMBDA_RUNTIME} on arm64; serverless.yml packages the result.`)
+    .option("--outdir <dir>", "output directory, emptied first", join(ROOT, "dist/lambda"))
+    .option("--config <file>", "a bridge config to validate and ship as bridge.yaml (BRIDGE_CONFIG_FILE=bridge.yaml in the function)")
+    .addHelpText("after", "\nRelative paths are resolved against the directory npm was run from. Exit 2: an invalid config (nothing is written).");
+  parseOrExit(program);
+  const opts = program.opts<{ outdir: string; config?: string }>();
+  const values = { outdir: callerPath(opts.outdir), ...(opts.config !== undefined ? { config: callerPath(opts.config) } : {}) };
   const out = await buildLambda({ outdir: values.outdir, ...(values.config ? { config: values.config } : {}) });
   const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
   console.log(`Lambda artifact (${LAMBDA_RUNTIME}, arm64): ${out.outdir}`);

@@ -118,6 +118,25 @@ const CREDENTIAL_CODES = new Set([
   "KMS.AccessDeniedException",
 ]);
 
+/**
+ * Errors raised before any request leaves: the SDK's credential chain found
+ * nothing (`CredentialsProviderError`, "Could not load credentials from any
+ * providers"), or the `environment` source lacks a variable.
+ */
+const NO_CREDENTIALS_CODES = new Set(["CredentialsProviderError", "CredentialsMissingError"]);
+
+/**
+ * Where the SDK's default chain looks, in order (`@aws-sdk/credential-provider-node`
+ * defaultProvider: fromEnv, fromSSO, fromIni, fromProcess, fromTokenFile,
+ * remoteProvider), for the "no credentials" message.
+ */
+export const DEFAULT_CHAIN_PLACES =
+  "The SDK's default chain (credentials.source: default) looked in: the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), " +
+  "SSO and the shared files ~/.aws/config and ~/.aws/credentials (profile AWS_PROFILE, else default; credential_process), " +
+  "a web identity token (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN: EKS IRSA), " +
+  "the container credentials endpoint (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI: ECS, EKS Pod Identity) " +
+  "and EC2 instance metadata (unless AWS_EC2_METADATA_DISABLED=true)";
+
 /** Error codes that mean "slow down". */
 const THROTTLING_CODES = new Set([
   "Throttling",
@@ -138,7 +157,9 @@ const THROTTLING_CODES = new Set([
  *   [1 s, 30 s], else {@link THROTTLED_RETRY_AFTER_SECONDS};
  * - timeout/abort, network errors, 5xx, anything else → 503 with the AWS
  *   code and message, back-off the answer's hint or 1 s;
- * - credential or permission errors → 500 naming the provider and code.
+ * - no credentials found (nothing sent) → 500 saying so and, for the
+ *   default chain, where the SDK looked;
+ * - credentials AWS refused, or permission errors → 500 naming the provider and code.
  *
  * @param what a short description of the call, e.g. `GetQueueAttributes for queue "a"`
  */
@@ -156,6 +177,11 @@ export function awsErrorToStatus(providerName: string, what: string, err: unknow
   const where = `provider ${providerName}: ${what}`;
   if (name === "TimeoutError" || name === "AbortError") {
     return serviceUnavailable(`${where} timed out`, undefined, undefined, err);
+  }
+  if (NO_CREDENTIALS_CODES.has(name)) {
+    // nothing was sent to AWS: the SDK found no credentials (or the environment source lacked them)
+    const looked = name === "CredentialsProviderError" ? ` ${DEFAULT_CHAIN_PLACES}.` : "";
+    return internalError(`${where} failed: no AWS credentials were found, so nothing was sent to AWS (${name}): ${message.replace(/\.$/, "")}.${looked}`, undefined, err);
   }
   if (CREDENTIAL_CODES.has(name) || CREDENTIAL_CODES.has(e.code ?? "")) {
     return internalError(`${where} failed: AWS refused the bridge's credentials (${name}): ${message}`, undefined, err);
