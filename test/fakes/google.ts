@@ -30,7 +30,7 @@ export async function startGoogleFakes(now: () => number = Date.now): Promise<Go
   const account = makeServiceAccount(oauth.tokenUri);
   oauth.allow(account.json.client_email, account.publicKey);
   const rest = await startMonitoringRestFake(store, oauth);
-  const grpc = await startMonitoringGrpcFake(store, new Map([[account.json.client_email, account.publicKey]]));
+  const grpc = await startMonitoringGrpcFake(store, new Map([[account.json.client_email, account.publicKey]]), oauth.issued);
   return {
     store,
     oauth,

@@ -58,7 +58,12 @@ function seriesToProto(s: StoredSeries) {
  * Start the gRPC fake over `store`. `accounts` maps the service-account
  * emails it accepts to their public keys.
  */
-export async function startMonitoringGrpcFake(store: MonitoringStore, accounts: Map<string, KeyObject>): Promise<MonitoringGrpcFake> {
+export async function startMonitoringGrpcFake(
+  store: MonitoringStore,
+  accounts: Map<string, KeyObject>,
+  /** opaque access tokens also accepted (token → caller), e.g. issued by a token endpoint fake */
+  issued?: ReadonlyMap<string, string>,
+): Promise<MonitoringGrpcFake> {
   const definition = protoLoader.loadSync("google/monitoring/v3/metric_service.proto", {
     includeDirs: [MONITORING_PROTOS, GAX_PROTOS],
     keepCase: false,
@@ -86,13 +91,19 @@ export async function startMonitoringGrpcFake(store: MonitoringStore, accounts: 
     let caller: string;
     try {
       if (jwt === undefined) throw new Error("no bearer token");
-      const claims = decodeJwt(jwt);
-      const key = accounts.get(String(claims.iss));
-      if (key === undefined) throw new Error(`unknown service account ${String(claims.iss)}`);
-      const { payload } = await jwtVerify(jwt, key, { issuer: String(claims.iss), algorithms: ["RS256"] });
-      if (payload.sub !== payload.iss) throw new Error("sub must equal iss");
-      callers.push(payload);
-      caller = String(payload.iss);
+      const opaque = issued?.get(jwt);
+      if (opaque !== undefined) {
+        callers.push({ iss: opaque, opaque: true });
+        caller = opaque;
+      } else {
+        const claims = decodeJwt(jwt);
+        const key = accounts.get(String(claims.iss));
+        if (key === undefined) throw new Error(`unknown service account ${String(claims.iss)}`);
+        const { payload } = await jwtVerify(jwt, key, { issuer: String(claims.iss), algorithms: ["RS256"] });
+        if (payload.sub !== payload.iss) throw new Error("sub must equal iss");
+        callers.push(payload);
+        caller = String(payload.iss);
+      }
     } catch (err) {
       return fail(apiError("UNAUTHENTICATED", `Request had invalid authentication credentials: ${(err as Error).message}`));
     }

@@ -3,7 +3,9 @@
  * `@google-cloud/monitoring` client (`MetricServiceClient.listTimeSeries`,
  * one page per call with `autoPaginate: false`), authenticated by
  * google-auth-library — Application Default Credentials for
- * `credentials.source: default`, the service-account key for `environment`.
+ * `credentials.source: default`, the service-account key for `environment`,
+ * Workload Identity Federation (`AwsClient`, `IdentityPoolClient`,
+ * `PluggableAuthClient`) for `externalAccount`.
  *
  * Node and Lambda only: the client generates code at run time (protobufjs),
  * which workerd forbids, and weighs ≈ 525 KiB gzipped. Entry points that can
@@ -13,7 +15,7 @@
  */
 import { MetricServiceClient, type protos } from "@google-cloud/monitoring";
 import { GoogleAuth, googleAuthLibrary, grpc, routingHeader } from "google-gax";
-import { readServiceAccountKey } from "../gcp/credentials.ts";
+import { readExternalAccount, readServiceAccountKey } from "../gcp/credentials.ts";
 import { GoogleApiError, retryDelayOf, RPC_CODES } from "../gcp/errors.ts";
 import {
   typedValue,
@@ -84,7 +86,7 @@ class GrpcTransport implements MonitoringTransport {
   private clientFor(): MetricServiceClient {
     const { providerName, config, runtime } = this.context;
     const creds = config.credentials;
-    const keyText = creds.source === "environment" ? (runtime.env[creds.variable] ?? "") : "";
+    const keyText = creds.source !== "default" ? (runtime.env[creds.variable] ?? "") : "";
     if (this.client?.keyText === keyText) return this.client.client;
     const options: Record<string, unknown> = { projectId: config.project };
     if (config.endpoint !== undefined) {
@@ -101,6 +103,20 @@ class GrpcTransport implements MonitoringTransport {
       const key = readServiceAccountKey(providerName, creds, runtime);
       const jwt = new googleAuthLibrary.JWT({ email: key.client_email, key: key.private_key, scopes, ...(key.private_key_id ? { keyId: key.private_key_id } : {}) });
       auth = new GoogleAuth({ projectId: config.project, scopes, authClient: jwt });
+    } else if (creds.source === "externalAccount") {
+      // The configuration is validated first (readExternalAccount); the client for its
+      // credential_source is chosen as ExternalAccountClient.fromJSON chooses it, without
+      // fromJSON's console warning about unvalidated configurations.
+      const { json, config: external } = readExternalAccount(providerName, creds, runtime);
+      const options = { ...json, scopes } as ConstructorParameters<typeof googleAuthLibrary.IdentityPoolClient>[0];
+      const source = external.credential_source as Record<string, unknown>;
+      const authClient =
+        source["environment_id"] !== undefined
+          ? new googleAuthLibrary.AwsClient(options as ConstructorParameters<typeof googleAuthLibrary.AwsClient>[0])
+          : source["executable"] !== undefined
+            ? new googleAuthLibrary.PluggableAuthClient(options as ConstructorParameters<typeof googleAuthLibrary.PluggableAuthClient>[0])
+            : new googleAuthLibrary.IdentityPoolClient(options);
+      auth = new GoogleAuth({ projectId: config.project, scopes, authClient });
     } else {
       auth = new GoogleAuth({ projectId: config.project, scopes });
     }

@@ -13,7 +13,8 @@
  */
 import * as z from "../../config/zod.ts";
 import { internalError } from "../../k8s/status.ts";
-import { readServiceAccountKey } from "../gcp/credentials.ts";
+import { readExternalAccount, readServiceAccountKey } from "../gcp/credentials.ts";
+import { ExternalAccountTokenSource, type AccessTokenSource } from "../gcp/external-account.ts";
 import { parseRetryAfter } from "../backoff.ts";
 import { codeForHttpStatus, GoogleApiError, jsonOrUndefined, retryDelayOf } from "../gcp/errors.ts";
 import { ServiceAccountTokenSource } from "../gcp/token.ts";
@@ -85,28 +86,35 @@ class RestTransport implements MonitoringTransport {
   readonly kind = "rest";
   private readonly context: TransportContext;
   private readonly fetch: typeof fetch;
-  private tokens: { keyText: string; source: ServiceAccountTokenSource } | undefined;
+  private tokens: { keyText: string; source: AccessTokenSource } | undefined;
 
   constructor(context: TransportContext, options: RestTransportOptions) {
     this.context = context;
     this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
-  /** The token source of the key currently in the environment (re-read per call, so a rotated secret is picked up). */
-  private tokenSource(): ServiceAccountTokenSource {
+  /**
+   * The token source of the credentials currently in the environment (re-read per call, so a rotated
+   * secret is picked up): a service-account key, or a Workload Identity Federation configuration.
+   */
+  private tokenSource(): AccessTokenSource {
     const { providerName, config, runtime } = this.context;
     const creds = config.credentials;
-    if (creds.source !== "environment") {
+    if (creds.source === "default") {
       throw internalError(
         `provider ${providerName}: credentials.source "default" (Application Default Credentials) needs the official ` +
           `Cloud Monitoring client, which this runtime does not use; give a service-account key with ` +
-          `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON }`,
+          `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON } or a Workload Identity Federation ` +
+          `configuration with credentials: { source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON }`,
       );
     }
     const keyText = runtime.env[creds.variable] ?? "";
     if (this.tokens?.keyText !== keyText) {
-      const key = readServiceAccountKey(providerName, creds, runtime);
-      this.tokens = { keyText, source: new ServiceAccountTokenSource({ providerName, key, now: runtime.now, fetch: this.fetch }) };
+      const source =
+        creds.source === "environment"
+          ? new ServiceAccountTokenSource({ providerName, key: readServiceAccountKey(providerName, creds, runtime), now: runtime.now, fetch: this.fetch })
+          : new ExternalAccountTokenSource({ providerName, config: readExternalAccount(providerName, creds, runtime).config, env: runtime.env, now: runtime.now, fetch: this.fetch });
+      this.tokens = { keyText, source };
     }
     return this.tokens.source;
   }

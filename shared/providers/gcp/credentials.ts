@@ -11,6 +11,16 @@
  *   variable (a Kubernetes Secret, a Lambda environment variable, a
  *   Cloudflare Worker secret), default `GOOGLE_SERVICE_ACCOUNT_JSON`,
  *   read at request time.
+ * - `externalAccount`: Workload Identity Federation — an `external_account`
+ *   credential configuration JSON (what `gcloud iam workload-identity-pools
+ *   create-cred-config` writes; Google Cloud "Workload Identity Federation",
+ *   AIP-4117 "External Account Credentials") held in an environment
+ *   variable, default `GOOGLE_EXTERNAL_ACCOUNT_JSON`. The configuration holds
+ *   no secret: an AWS identity (on Lambda the function's role) or an OIDC
+ *   token is exchanged at Google STS for a federated token, optionally
+ *   impersonating a service account. Node and Lambda use google-auth-library
+ *   (`ExternalAccountClient`); the Worker the fetch implementation in
+ *   `external-account.ts`. For organisations that block service-account keys.
  *
  * A missing or malformed key is a 500 naming the provider and the variable,
  * never a value and never the key's content.
@@ -22,6 +32,9 @@ import type { RuntimeEnv } from "../types.ts";
 /** Default environment variable holding a service-account key JSON. */
 export const DEFAULT_KEY_VARIABLE = "GOOGLE_SERVICE_ACCOUNT_JSON";
 
+/** Default environment variable holding an `external_account` credential configuration JSON. */
+export const DEFAULT_EXTERNAL_ACCOUNT_VARIABLE = "GOOGLE_EXTERNAL_ACCOUNT_JSON";
+
 /** Google's OAuth 2.0 token endpoint, used when a key names none. */
 export const GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token";
 
@@ -31,6 +44,13 @@ export const gcpCredentialsSchema = z.discriminatedUnion("source", [
   z.strictObject({
     source: z.literal("environment"),
     variable: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")), DEFAULT_KEY_VARIABLE),
+  }),
+  z.strictObject({
+    source: z.literal("externalAccount"),
+    variable: z._default(
+      z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")),
+      DEFAULT_EXTERNAL_ACCOUNT_VARIABLE,
+    ),
   }),
 ]);
 
@@ -79,4 +99,77 @@ export function readServiceAccountKey(
     throw internalError(`${where} is not a service-account key (${fields})`);
   }
   return parsed.data;
+}
+
+/** Google STS's token endpoint (`https://sts.googleapis.com/v1/token`), used when a configuration names none. */
+export const GOOGLE_STS_TOKEN_URL = "https://sts.googleapis.com/v1/token";
+
+const subjectTokenFormatSchema = z.optional(
+  z.looseObject({
+    type: z._default(z.enum(["text", "json"]), "text"),
+    subject_token_field_name: z.optional(z.string()),
+  }),
+);
+
+/**
+ * The fields of an `external_account` credential configuration the bridge
+ * uses (AIP-4117; google-auth-library `BaseExternalAccountClient` options).
+ * `credential_source` is one of: `environment_id: aws1` (AWS; with
+ * `regional_cred_verification_url`, and on EC2 the metadata `url`,
+ * `region_url`), `file` or `url` (an OIDC/SAML token, `format` text or
+ * json), `executable` or `certificate` (official client only).
+ */
+export const externalAccountSchema = z.looseObject({
+  type: z.literal("external_account"),
+  audience: z.string().check(z.minLength(1)),
+  subject_token_type: z.string().check(z.minLength(1)),
+  token_url: z._default(z.url({ protocol: /^https?$/ }), GOOGLE_STS_TOKEN_URL),
+  service_account_impersonation_url: z.optional(z.url({ protocol: /^https?$/ })),
+  service_account_impersonation: z.optional(z.looseObject({ token_lifetime_seconds: z.optional(z.number().check(z.gte(600), z.lte(43200))) })),
+  workforce_pool_user_project: z.optional(z.string()),
+  credential_source: z.looseObject({
+    environment_id: z.optional(z.string()),
+    regional_cred_verification_url: z.optional(z.string()),
+    region_url: z.optional(z.string()),
+    url: z.optional(z.url({ protocol: /^https?$/ })),
+    headers: z.optional(z.record(z.string(), z.string())),
+    file: z.optional(z.string()),
+    format: subjectTokenFormatSchema,
+  }),
+});
+
+/** A parsed `external_account` credential configuration. */
+export type ExternalAccountConfig = z.infer<typeof externalAccountSchema>;
+
+/**
+ * Read and validate the credential configuration of an `externalAccount`
+ * source: the JSON text and its parsed form (the official client is given
+ * the JSON as is).
+ *
+ * @param providerName used in error messages
+ * @throws StatusError 500 naming the provider and the variable when it is
+ *   unset, not JSON, or not an `external_account` configuration (the
+ *   message names the failing fields, never the content)
+ */
+export function readExternalAccount(
+  providerName: string,
+  credentials: Extract<GcpCredentials, { source: "externalAccount" }>,
+  runtime: RuntimeEnv,
+): { json: Record<string, unknown>; config: ExternalAccountConfig } {
+  const variable = credentials.variable;
+  const text = runtime.env[variable];
+  const where = `provider ${providerName}: credentials.source is "externalAccount" but ${variable}`;
+  if (text === undefined || text.trim() === "") throw internalError(`${where} is not set`);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw internalError(`${where} does not hold JSON (expected the credential configuration gcloud iam workload-identity-pools create-cred-config writes)`);
+  }
+  const parsed = externalAccountSchema.safeParse(json);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    throw internalError(`${where} is not an external_account credential configuration (${fields})`);
+  }
+  return { json: json as Record<string, unknown>, config: parsed.data };
 }
