@@ -15,10 +15,12 @@
  *   `AwsClient` with the AWS credentials Lambda puts in the environment).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { createLambdaHandler } from "../functions/lambda.ts";
 import { buildBridge, type Bridge } from "../shared/bridge.ts";
 import { createGrpcTransportFactory } from "../shared/providers/gcp-monitoring/grpc.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { startStsFake, type StsFake } from "./fakes/google-sts.ts";
+import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
@@ -196,5 +198,57 @@ describe("Workload Identity Federation through the official client (Node and Lam
     expect(sts.impersonations).toEqual([expect.objectContaining({ email: sts.serviceAccount, body: expect.objectContaining({ scope: expect.arrayContaining([CLOUD_PLATFORM]) }) })]);
     expect(fakes.store.requests.at(-1)).toMatchObject({ transport: "grpc", caller: sts.serviceAccount });
     expect(fakes.grpc.callers.at(-1)).toMatchObject({ iss: sts.serviceAccount, opaque: true });
+  });
+
+  it("a refused identity is a 500 carrying the reason (STS invalid_grant, IAM Credentials PERMISSION_DENIED), never a value; STS down is a 503", async () => {
+    for (const [k, v] of Object.entries(awsEnv())) vi.stubEnv(k, v);
+    const grpcBridge = (credentialConfig: Record<string, unknown>) =>
+      buildBridge(
+        config(fakes.grpc.endpoint),
+        "test.yaml",
+        {
+          env: { GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(credentialConfig) },
+          now: () => Date.now(),
+          transports: { "gcp-monitoring": createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) },
+        },
+        { log: () => {} },
+      );
+    vi.stubEnv("AWS_SECRET_ACCESS_KEY", "not-the-secret");
+    const badSignature = await read(grpcBridge(sts.credentialConfig("aws", { impersonate: true })));
+    expect(badSignature.status, JSON.stringify(badSignature.body)).toBe(500);
+    expect(badSignature.body.message).toContain("invalid_grant: SignatureDoesNotMatch");
+    vi.stubEnv("AWS_SECRET_ACCESS_KEY", sts.aws.secretAccessKey);
+
+    const stranger = sts.credentialConfig("aws", { impersonate: true });
+    stranger["service_account_impersonation_url"] = String(stranger["service_account_impersonation_url"]).replace(sts.serviceAccount, "stranger@test-project.iam.gserviceaccount.com");
+    const denied = await read(grpcBridge(stranger));
+    expect(denied.status, JSON.stringify(denied.body)).toBe(500);
+    expect(denied.body.message).toContain("iam.serviceAccounts.getAccessToken");
+
+    sts.stsFailWith = { status: 503, error: "unavailable", description: "try later" };
+    const down = await read(grpcBridge(sts.credentialConfig("aws")));
+    expect(down.status, JSON.stringify(down.body)).toBe(503);
+    expect(fakes.store.requests).toEqual([]);
+  });
+});
+
+describe("Workload Identity Federation in the Lambda handler (Function URL events; the execution role's AWS identity)", () => {
+  it("reads Cloud Monitoring as the impersonated service account", async () => {
+    // Lambda puts the execution role's temporary credentials and region in the process environment
+    for (const [k, v] of Object.entries(awsEnv())) vi.stubEnv(k, v);
+    const handler = createLambdaHandler(
+      {
+        BRIDGE_INSECURE_ALLOW_UNSIGNED: "true",
+        BRIDGE_CONFIG: config(fakes.grpc.endpoint),
+        GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(sts.credentialConfig("aws", { impersonate: true })),
+      },
+      { log: () => {}, transports: { "gcp-monitoring": createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) } },
+    ) as unknown as HttpHandler;
+    const res = await invoke(handler, "Function URL", `${NS}/pubsub_backlog?labelSelector=${encodeURIComponent("subscription=orders")}`);
+    const body = (await res.json()) as any;
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    expect(body.items[0]).toMatchObject({ value: "42" });
+    expect(sts.sts[0]!.aws!.headers["x-amz-security-token"]).toBe(sts.aws.sessionToken);
+    expect(fakes.store.requests.at(-1)).toMatchObject({ transport: "grpc", caller: sts.serviceAccount });
   });
 });

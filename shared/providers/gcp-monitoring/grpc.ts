@@ -212,6 +212,14 @@ class GrpcTransport implements MonitoringTransport {
         const code = /Could not load the default credentials/.test(details) ? "UNAUTHENTICATED" : RPC_CODES[e.code]!;
         throw new GoogleApiError(code, details, undefined, { cause: err, retryDelaySeconds: retryDelayOf(e.statusDetails) });
       }
+      // A token endpoint's HTTP error inside the call credentials (Workload Identity Federation:
+      // Google STS, IAM Credentials) reaches us with its HTTP status as the code: a 4xx refusal
+      // (invalid_grant, PERMISSION_DENIED) is a fault no retry fixes; 429/5xx is an outage.
+      const details = e?.details || e?.message || "";
+      if (typeof e?.code === "number" && e.code >= 400 && e.code < 600 && /Getting metadata from plugin failed/.test(details)) {
+        const code = e.code === 429 || e.code >= 500 ? "UNAVAILABLE" : e.code === 403 ? "PERMISSION_DENIED" : "UNAUTHENTICATED";
+        throw new GoogleApiError(code, details, undefined, { cause: err });
+      }
       throw err;
     } finally {
       if (onAbort) signal.removeEventListener("abort", onAbort);
