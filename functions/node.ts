@@ -19,8 +19,21 @@
  * audience also stop the start (exit 2). AWS credentials follow each provider's
  * `credentials.source` (the SDK default chain unless set otherwise).
  * SIGTERM/SIGINT close the listener and let in-flight requests finish.
+ *
+ * Observability (docs/deploy.md "Metrics" and "Logs"): the request log is
+ * one JSON line per request on stdout — a values read's audit record
+ * (caller, namespace, metric, selector, decision, provider, code, error
+ * kind and text, latency) — at `--log-level`/`LOG_LEVEL` and above (default
+ * info; probes are debug). Prometheus metrics (`emb_bridge_*`,
+ * `shared/observability/prometheus.ts`) are served at `/metrics` on a
+ * separate listener, `--metrics-port`/`METRICS_PORT` (off unless set) on
+ * `--metrics-host`/`METRICS_HOST` (default 127.0.0.1): the API port never
+ * answers `/metrics`, so a bridge reachable from outside does not publish
+ * them; bind the metrics listener to the pod IP (`0.0.0.0` in a pod) for
+ * Prometheus to scrape it.
  */
 import { serve, type ServerType } from "@hono/node-server";
+import { createServer, type Server } from "node:http";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { fromConfig, type Bridge } from "../shared/bridge.ts";
@@ -30,6 +43,9 @@ import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { batchedJsonLog } from "./node-log.ts";
+import { BridgeMetrics } from "../shared/observability/metrics.ts";
+import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";
+import { bridgeRegistry, type ProviderCache } from "../shared/observability/prometheus.ts";
 import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import {
@@ -59,6 +75,8 @@ export class StartRefusedError extends Error {
 export interface NodeServer {
   /** base URL, e.g. `http://127.0.0.1:8080` */
   url: string;
+  /** the metrics listener's base URL (`…/metrics`), when `metricsPort` was given */
+  metricsUrl?: string;
   bridge: Bridge;
   server: ServerType;
   /** stop accepting connections and wait for in-flight requests */
@@ -77,6 +95,12 @@ export interface NodeServerOptions {
   env?: Record<string, string | undefined>;
   /** serve unsigned requests without keys (the `--insecure-allow-unsigned` flag); logs a warning */
   insecureAllowUnsigned?: boolean;
+  /** serve Prometheus `/metrics` on this TCP port (0 picks a free one); absent: no metrics listener */
+  metricsPort?: number;
+  /** address of the metrics listener (default 127.0.0.1: reachable from the pod/host only) */
+  metricsHost?: string;
+  /** lowest level of the request log (default: `LOG_LEVEL` of `env`, else info); ignored when `log` is given */
+  logLevel?: Level;
 }
 
 /**
@@ -120,9 +144,11 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   // when a gcp-monitoring provider is configured; the Worker uses REST. Only
   // the configured providers' modules are loaded (shared/providers/registry.ts).
   const [transports] = await Promise.all([officialTransports(options.config), loadProviderModules(options.config.providers)]);
-  const runtime = { env, now: Date.now, ...(transports !== undefined ? { transports } : {}) };
+  const metrics = new BridgeMetrics();
+  const runtime = { env, now: Date.now, metrics, ...(transports !== undefined ? { transports } : {}) };
   // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
-  const bridge = fromConfig(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now) });
+  const level = options.logLevel ?? parseLevel(env[LOG_LEVEL_ENV]);
+  const bridge = fromConfig(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now, level) });
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve(
@@ -131,20 +157,63 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
     );
     s.once("error", reject);
   });
-  const address = server.address() as AddressInfo;
-  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let metricsServer: Server | undefined;
+  if (options.metricsPort !== undefined) {
+    const registry = bridgeRegistry(metrics, () => bridge.providers.values() as Iterable<ProviderCache>, runtime.now);
+    try {
+      metricsServer = await listenMetrics(registry, options.metricsHost ?? "127.0.0.1", options.metricsPort);
+    } catch (err) {
+      server.close();
+      throw err;
+    }
+  }
+  const url = (s: { address(): unknown }) => {
+    const address = s.address() as AddressInfo;
+    return `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
+  };
   return {
-    url: `http://${shownHost}:${address.port}`,
+    url: url(server),
+    ...(metricsServer !== undefined ? { metricsUrl: url(metricsServer) } : {}),
     bridge,
     server,
     close: () =>
       new Promise<void>((resolve, reject) => {
         // background work of providers (CloudWatch refresh-ahead: its timer and refreshes in flight)
         for (const provider of bridge.providers.values()) (provider as { close?: () => void }).close?.();
+        metricsServer?.close();
+        metricsServer?.closeIdleConnections();
         server.close((err) => (err ? reject(err) : resolve()));
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       }),
   };
+}
+
+/**
+ * The metrics listener: `GET /metrics` answers the registry in Prometheus
+ * text format (version 0.0.4), anything else 404.
+ *
+ * @throws Error when the port cannot be bound
+ */
+function listenMetrics(registry: ReturnType<typeof bridgeRegistry>, host: string, port: number): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "").split("?")[0];
+    if (path !== "/metrics" || (req.method !== "GET" && req.method !== "HEAD")) {
+      res.writeHead(404, { "Content-Type": "text/plain" }).end("not found; metrics are at /metrics\n");
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { "Content-Type": registry.contentType }).end(req.method === "HEAD" ? undefined : text),
+      (err: unknown) => res.writeHead(500, { "Content-Type": "text/plain" }).end(`metrics failed: ${(err as Error).message}\n`),
+    );
+  });
+  server.keepAliveTimeout = 65_000;
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server);
+    });
+  });
 }
 
 /** Read the config named by flags or environment. @throws ConfigError, or Error when none is given */
@@ -176,6 +245,20 @@ async function main(): Promise<void> {
     .addOption(new Option("--host <address>", "address to listen on").env("HOST").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "TCP port (0 picks a free one)").env("PORT").default(8080).argParser(portParser(InvalidArgumentError)))
     .option(INSECURE_ALLOW_UNSIGNED_FLAG, "serve unsigned requests without BRIDGE_SIGNING_KEYS (as BRIDGE_INSECURE_ALLOW_UNSIGNED=true); warns on every start")
+    .addOption(new Option("--metrics-port <port>", "serve Prometheus /metrics on this port, a listener of its own (off unless set)").env("METRICS_PORT").argParser(portParser(InvalidArgumentError)))
+    .addOption(new Option("--metrics-host <address>", "address of the metrics listener (0.0.0.0 or the pod IP for Prometheus in a cluster)").env("METRICS_HOST").default("127.0.0.1"))
+    .addOption(
+      new Option("--log-level <level>", "lowest level logged: debug, info, warn, error (probes are debug)")
+        .env(LOG_LEVEL_ENV)
+        .default("info")
+        .argParser((v: string) => {
+          try {
+            return parseLevel(v);
+          } catch (err) {
+            throw new InvalidArgumentError((err as Error).message);
+          }
+        }),
+    )
     .addHelpText(
       "after",
       `
@@ -184,7 +267,7 @@ BRIDGE_CONFIG_FILE / BRIDGE_CONFIG, and each provider's credentials (docs/deploy
 Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 1 the port cannot be bound.`,
     );
   parseOrExit(program);
-  const values = program.opts<{ config?: string; host: string; port: number; insecureAllowUnsigned?: boolean }>();
+  const values = program.opts<{ config?: string; host: string; port: number; insecureAllowUnsigned?: boolean; metricsPort?: number; metricsHost: string; logLevel: Level }>();
   let config: BridgeConfig;
   try {
     config = readConfigFromEnvironment(values.config === undefined ? undefined : callerPath(values.config));
@@ -194,7 +277,15 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
   }
   let server: NodeServer;
   try {
-    server = await startNodeServer({ config, host: values.host, port: values.port, insecureAllowUnsigned: values.insecureAllowUnsigned === true });
+    server = await startNodeServer({
+      config,
+      host: values.host,
+      port: values.port,
+      insecureAllowUnsigned: values.insecureAllowUnsigned === true,
+      metricsHost: values.metricsHost,
+      logLevel: parseLevel(values.logLevel),
+      ...(values.metricsPort !== undefined ? { metricsPort: values.metricsPort } : {}),
+    });
   } catch (err) {
     const busy = listenFailure(err, values.port, "the bridge", `--port ${values.port === 8080 ? 8081 : values.port + 1} or PORT=${values.port === 8080 ? 8081 : values.port + 1}`);
     if (busy !== undefined) {
@@ -205,7 +296,10 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
     console.error(`external-metrics-bridge refuses to start: ${err.message}`);
     process.exit(2);
   }
-  console.error(`external-metrics-bridge listening on ${server.url} (${config.metrics.length} metric rules from ${config.source})`);
+  console.error(
+    `external-metrics-bridge listening on ${server.url} (${config.metrics.length} metric rules from ${config.source})` +
+      (server.metricsUrl !== undefined ? `; metrics at ${server.metricsUrl}/metrics` : ""),
+  );
   exitOnSignals(server.close);
 }
 

@@ -43,6 +43,8 @@ import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
+import { createLogger, parseLevel, LOG_LEVEL_ENV } from "./observability/log.ts";
+import { BridgeMetrics, errorKind, type Count, type RequestKind } from "./observability/metrics.ts";
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
@@ -50,8 +52,8 @@ export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 export const MAX_SELECTOR_LENGTH = 4096;
 
 
-/** One structured log record (JSON lines). */
-export type LogRecord = Record<string, unknown> & { level: "info" | "warn" | "error"; msg: string };
+/** One structured log record (JSON lines, `shared/observability/log.ts`). */
+export type LogRecord = Record<string, unknown> & { level: "debug" | "info" | "warn" | "error"; msg: string };
 
 /** What an entry point hands to {@link createApp}. */
 export interface BridgeOptions {
@@ -59,8 +61,18 @@ export interface BridgeOptions {
   /** provider instances by name (see `providers/registry.ts` `buildProviders`) */
   providers: ReadonlyMap<string, Provider>;
   runtime: RuntimeEnv;
-  /** structured log sink; default writes JSON lines to the console */
+  /**
+   * structured log sink; default: `createLogger` (`shared/observability/log.ts`)
+   * at `LOG_LEVEL` of `runtime.env` (default info), JSON lines on the console.
+   * Receives one record per request (the audit record for a values read,
+   * see {@link createApp}); probe answers at `debug`.
+   */
   log?: (record: LogRecord) => void;
+  /**
+   * the counters the request path updates (`shared/observability/metrics.ts`);
+   * default `runtime.metrics`, else a private instance
+   */
+  metrics?: BridgeMetrics;
   /**
    * whole-request deadline, ms (default {@link REQUEST_DEADLINE_MS}, 3 s): the
    * provider's `QueryRequest.signal` aborts then, and the answer is a 503 Status
@@ -115,11 +127,36 @@ const REQUEST_ID = "requestId" as never;
 /**
  * Build the bridge's Hono app.
  *
- * @throws Error when a metric rule names a provider that was not built
+ * Every answer is logged once (`options.log`): a values read as the audit
+ * record `{ msg: "request", requestId, method, path, user, groups, namespace, metric,
+ * selector, provider, decision (allow | deny), code, durationMs, cache (hit |
+ * load) }` plus, when it failed, `errorKind` (`shared/observability/metrics.ts`
+ * {@link errorKind}) and `error` — the Status message, e.g. a
+ * missing-credentials 500's text — at info (2xx), warn (4xx) or error (5xx);
+ * probes (`/healthz`, `/livez`, `/readyz`) at debug; every other answer
+ * as `{ msg: "request", requestId, method, path, code, durationMs }` (plus
+ * `errorKind` and `error` when it failed). It also counts requests, their duration and policy
+ * decisions in `options.metrics`.
+ *
+ * @throws Error when a metric rule names a provider that was not built, or
+ *   `LOG_LEVEL` is not a level (without `options.log`)
  */
 export function createApp(options: BridgeOptions): Hono {
   const { config, providers, runtime } = options;
-  const log = options.log ?? ((r: LogRecord) => console.log(JSON.stringify({ time: new Date(runtime.now()).toISOString(), ...r })));
+  const log = options.log ?? createLogger({ level: parseLevel(runtime.env[LOG_LEVEL_ENV]), now: runtime.now });
+  const metrics = options.metrics ?? runtime.metrics ?? new BridgeMetrics();
+  const allowed = metrics.policy.get("bridge", "allow");
+  const denied = metrics.policy.get("bridge", "deny");
+  /** requests_total cells by kind, then code (no string joining per request) */
+  const requestCounts = new Map<RequestKind, Map<number, Count>>();
+  const countRequest = (kind: RequestKind, code: number, seconds: number): void => {
+    let byCode = requestCounts.get(kind);
+    if (byCode === undefined) requestCounts.set(kind, (byCode = new Map()));
+    let cell = byCode.get(code);
+    if (cell === undefined) byCode.set(code, (cell = metrics.requests.get(kind, String(code))));
+    cell.n++;
+    metrics.requestDuration.get(kind).observe(seconds);
+  };
   const deadlineMs = options.deadlineMs ?? REQUEST_DEADLINE_MS;
   const rules = new Map<string, MetricRule>();
   for (const rule of config.metrics) {
@@ -147,22 +184,24 @@ export function createApp(options: BridgeOptions): Hono {
    * Status answers, `X-Request-Id` on every answer, and one request log line.
    */
   const serve =
-    (handler: (c: Context, caller: Caller) => Response | Promise<Response>) =>
+    (handler: (c: Context, caller: Caller, read: ReadAudit) => Response | Promise<Response>, kind: RequestKind = "other") =>
     async (c: Context): Promise<Response> => {
-      const started = runtime.now();
+      const started = performance.now();
       const requestId = requestIdFrom(offeredRequestId(c));
       c.set(REQUEST_ID, requestId as never);
       const path = c.req.path;
+      const read: ReadAudit = { caller: ANONYMOUS };
       let res: Response;
+      let failure: StatusError | undefined;
       try {
-        let caller = ANONYMOUS;
         if (path === "/apis" || path.startsWith("/apis/")) {
           const authenticated = authenticate(c.req.raw);
-          caller = authenticated instanceof Promise ? await authenticated : authenticated;
+          read.caller = authenticated instanceof Promise ? await authenticated : authenticated;
         }
-        const answered = handler(c, caller);
+        const answered = handler(c, read.caller, read);
         res = answered instanceof Promise ? await answered : answered;
       } catch (err) {
+        failure = toStatusError(err);
         res = errorResponse(err, c);
       }
       // Answers made by `respond` carry the id in their plain header object
@@ -172,38 +211,63 @@ export function createApp(options: BridgeOptions): Hono {
         res.headers.set("X-Request-Id", requestId);
       }
       const status = res.status;
-      const metric = c.get("metricName" as never) as string | undefined;
-      log({
-        level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
-        msg: "request",
-        requestId,
-        method: c.req.method,
-        path,
-        code: status,
-        durationMs: runtime.now() - started,
-        ...(metric ? { metric } : {}),
-      });
+      const seconds = (performance.now() - started) / 1000;
+      const readKind = read.metric !== undefined ? "values" : kind;
+      countRequest(readKind, status, seconds);
+      const level = readKind === "probe" && status < 400 ? "debug" : status >= 500 ? "error" : status >= 400 ? "warn" : "info";
+      const durationMs = Math.round(seconds * 1e6) / 1e3;
+      if (read.metric !== undefined) {
+        const record: LogRecord = {
+          level,
+          msg: "request",
+          requestId,
+          method: c.req.method,
+          path,
+          user: read.caller.user,
+          groups: read.caller.groups,
+          namespace: read.namespace,
+          metric: read.metric,
+          selector: read.selector,
+          code: status,
+          durationMs,
+        };
+        if (read.provider !== undefined) record["provider"] = read.provider;
+        if (read.decision !== undefined) record["decision"] = read.decision;
+        if (read.cache !== undefined) record["cache"] = read.cache;
+        if (failure !== undefined) {
+          record["errorKind"] = errorKind(failure);
+          record["error"] = failure.message;
+        }
+        log(record);
+      } else {
+        const record: LogRecord = { level, msg: "request", requestId, method: c.req.method, path, code: status, durationMs };
+        if (failure !== undefined) {
+          record["errorKind"] = errorKind(failure);
+          record["error"] = failure.message;
+        }
+        log(record);
+      }
       return res;
     };
 
   app.onError(errorResponse); // (a safety net: `serve` answers every error itself)
 
   for (const path of ["/healthz", "/livez", "/readyz"]) {
-    app.get(path, serve((c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" })));
+    app.get(path, serve((c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" }), "probe"));
   }
 
-  app.get("/apis", serve((c) => json(c, apiGroupList())));
+  app.get("/apis", serve((c) => json(c, apiGroupList()), "discovery"));
   app.get(
     `/apis/${GROUP}`,
     serve((c) => {
       const gv = { groupVersion: GROUP_VERSION, version: VERSION };
       return json(c, { kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv });
-    }),
+    }, "discovery"),
   );
-  app.get(PREFIX, serve((c) => json(c, discovery)));
-  app.get(`${PREFIX}/`, serve((c) => json(c, discovery)));
+  app.get(PREFIX, serve((c) => json(c, discovery), "discovery"));
+  app.get(`${PREFIX}/`, serve((c) => json(c, discovery), "discovery"));
 
-  app.get(`${PREFIX}/*`, serve((c, caller) => {
+  app.get(`${PREFIX}/*`, serve((c, caller, audit) => {
     const url = new URL(c.req.url); // parsed once: path segments and query
     const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
@@ -211,7 +275,9 @@ export function createApp(options: BridgeOptions): Hono {
     }
     const namespace = decodeNamespace(segments[1]!);
     const { requested, key } = decodeMetricName(segments[2]!);
-    c.set("metricName" as never, requested as never);
+    audit.namespace = namespace;
+    audit.metric = requested;
+    audit.selector = url.searchParams.get("labelSelector") ?? "";
     const selector = readSelector(url);
     const rule = rules.get(key);
     if (rule === undefined) {
@@ -222,11 +288,16 @@ export function createApp(options: BridgeOptions): Hono {
       });
     }
     const provider = providers.get(rule.provider)!;
+    audit.provider = rule.provider;
     const read = { rule, selector, namespace };
     // A cache hit is answered synchronously: no deadline to arm, nothing to cancel, no promise.
     const readSeries = (): Response | Promise<Response> => {
       const cached = (provider as Partial<CachedReads>).peek?.(read);
-      if (cached !== undefined) return answer(cached);
+      if (cached !== undefined) {
+        audit.cache = "hit";
+        return answer(cached);
+      }
+      audit.cache = "load";
       return queryWithDeadline(provider, read, c.req.raw.signal, deadlineMs).then(answer);
     };
     const answer = (series: Series[]): Response => {
@@ -234,6 +305,8 @@ export function createApp(options: BridgeOptions): Hono {
         throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
       }
       const now = runtime.now();
+      let sum = 0;
+      let oldest = now;
       const items: ExternalMetricValue[] = series.map((s) => {
         const ageMs = now - s.timestamp;
         if (ageMs > rule.maxAgeSeconds * 1000) {
@@ -250,6 +323,8 @@ export function createApp(options: BridgeOptions): Hono {
               `int64 past about 9.22e15); scale or round it in the metric rule`,
           );
         }
+        sum += numberOf(s.value);
+        if (s.timestamp < oldest) oldest = s.timestamp;
         const item: ExternalMetricValue = {
           metricName: requested,
           metricLabels: { ...s.labels },
@@ -259,14 +334,46 @@ export function createApp(options: BridgeOptions): Hono {
         if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
         return item;
       });
+      const served = metrics.served.get(rule.name);
+      served.value = sum;
+      served.oldestMs = oldest;
       return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
     };
     if (options.authorize !== undefined) {
-      const decided = options.authorize({ caller, namespace, metric: key, rule, selector });
-      if (decided !== undefined) return decided.then(readSeries);
+      let decided: void | Promise<void>;
+      try {
+        decided = options.authorize({ caller, namespace, metric: key, rule, selector });
+      } catch (err) {
+        decide(audit, err);
+        throw err;
+      }
+      if (decided !== undefined) {
+        return decided.then(
+          () => {
+            decide(audit, undefined);
+            return readSeries();
+          },
+          (err: unknown) => {
+            decide(audit, err);
+            throw err;
+          },
+        );
+      }
+      decide(audit, undefined);
     }
     return readSeries();
-  }));
+  }, "values"));
+
+  /** Record the policy layer's decision: an authorizer that threw a 403 denied; one that returned allowed. */
+  const decide = (audit: ReadAudit, err: unknown): void => {
+    if (err === undefined) {
+      audit.decision = "allow";
+      allowed.n++;
+    } else if (err instanceof StatusError && err.code === 403) {
+      audit.decision = "deny";
+      denied.n++;
+    }
+  };
 
   // No route matched (or another method than GET/HEAD): 404 or 405, authenticated like any `/apis` path.
   app.notFound(
@@ -281,6 +388,32 @@ export function createApp(options: BridgeOptions): Hono {
   );
 
   return app;
+}
+
+/** What the audit record of one request says beyond the request line (filled in as the read goes). */
+interface ReadAudit {
+  caller: Caller;
+  namespace?: string;
+  /** the metric name as requested (set once the path names one: the request is a values read) */
+  metric?: string;
+  /** the `labelSelector` text as sent (empty when none) */
+  selector?: string;
+  provider?: string;
+  decision?: "allow" | "deny";
+  /** `hit`: answered from the provider cache without a load; `load`: waited for one (a miss or joined a load in flight) */
+  cache?: "hit" | "load";
+}
+
+/** Each value as a float for the served-value gauge, made once per reading (values are shared, immutable). */
+const numbers = new WeakMap<Decimal, number>();
+
+function numberOf(value: Decimal): number {
+  let n = numbers.get(value);
+  if (n === undefined) {
+    n = Number(formatDecimal(value));
+    numbers.set(value, n);
+  }
+  return n;
 }
 
 /**

@@ -109,6 +109,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   readonly cache: CoalescingCache<Reading>;
   readonly batcher: Batcher<I, Reading>;
   readonly #backend: SeriesBackend<Q, I>;
+  readonly #metrics: RuntimeEnv["metrics"];
 
   /**
    * @param type the module type, e.g. `aws-cloudwatch`
@@ -119,6 +120,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     this.type = type;
     this.name = name;
     this.#backend = backend;
+    this.#metrics = runtime.metrics;
     this.cache = new CoalescingCache<Reading>({
       now: runtime.now,
       loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS,
@@ -131,7 +133,13 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
       ...(windowMs !== undefined ? { windowMs } : {}),
       size: (item) => item.size ?? 1,
       group: (item) => item.group ?? "",
-      execute: (items, _group, signal) => backend.read(items, signal),
+      execute: (items, _group, signal) => {
+        const metrics = runtime.metrics;
+        if (metrics === undefined) return backend.read(items, signal);
+        // one backend call (a batch counts once), whatever its outcome (`emb_bridge_backend_request_duration_seconds`)
+        const started = performance.now();
+        return backend.read(items, signal).finally(() => metrics.backendCall(name, (performance.now() - started) / 1000));
+      },
       ...(splitOnError !== undefined ? { splitOnError: (error: unknown) => splitOnError(error) } : {}),
     });
   }
@@ -212,8 +220,10 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     try {
       return await this.batcher.load(item, signal);
     } catch (err) {
-      if (err instanceof StatusError) throw err;
-      throw this.#backend.error(err, item);
+      const status = err instanceof StatusError ? err : this.#backend.error(err, item);
+      // every failed series load, by HTTP code and kind (`emb_bridge_backend_errors_total`, `shared/observability/metrics.ts`)
+      this.#metrics?.backendError(this.name, status);
+      throw status;
     }
   }
 }

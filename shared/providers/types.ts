@@ -12,6 +12,7 @@ import type { ZodMiniType } from "zod/mini";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import type { MonitoringTransportFactory } from "./gcp-monitoring/transport.ts";
+import type { BridgeMetrics } from "../observability/metrics.ts";
 
 /**
  * One time series as a backend reported it.
@@ -123,6 +124,8 @@ export interface RuntimeEnv {
   now: () => number;
   /** the entry point's choice of transports, see {@link ProviderTransports} */
   transports?: Readonly<ProviderTransports>;
+  /** where backend calls and failures are counted (`shared/observability/metrics.ts`); absent: not counted */
+  metrics?: BridgeMetrics;
 }
 
 /** A provider implementation: schemas plus a factory. */
