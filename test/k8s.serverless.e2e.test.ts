@@ -63,7 +63,8 @@ function bridgeConfigText(endpoint: string, runtime: Runtime): string {
     apiVersion: "external-metrics-bridge.io/v1alpha1",
     kind: "ExternalMetricPolicy",
     metadata: { name: `${ns}-queue`, namespace: ns },
-    spec: { rules: [{ metric, selector: { matchLabels: { queue } } }], defaultAction: "Deny" },
+    // only the HPA controller, as the proxy's signature names it
+    spec: { subjects: { serviceAccounts: ["kube-system/horizontal-pod-autoscaler"] }, rules: [{ metric, selector: { matchLabels: { queue } } }], defaultAction: "Deny" },
   });
 }
 
@@ -240,6 +241,18 @@ describe("real Kubernetes: the HPA scales through the proxy on the Worker (worke
     }
     const discovery = JSON.parse(await cp!.kubectlOk(["get", "--raw", `/apis/${GROUP_VERSION}`])) as { resources: { name: string }[] };
     expect(discovery.resources.map((r) => r.name).sort()).toEqual([RUNTIMES.lambda.metric, RUNTIMES.worker.metric]);
+  });
+
+  it("each function evaluates the caller the proxy signed for: the cluster admin (allowed by RBAC) is refused by the function's policy", async () => {
+    for (const runtime of ["worker", "lambda"] as const) {
+      const { ns, queue, metric } = RUNTIMES[runtime];
+      const r = await cp!.kubectl(["get", "--raw", `/apis/${GROUP_VERSION}/namespaces/${ns}/${metric}?labelSelector=${encodeURIComponent(`queue=${queue}`)}`]);
+      expect(r.status, `${runtime}: ${r.stdout}`).not.toBe(0);
+      expect(r.stderr, runtime).toMatch(/Forbidden/);
+      // the function's own answer (the proxy here runs no cluster policies): it saw the admin, not the proxy, as the caller
+      expect(r.stderr, runtime).toContain(`user "kubernetes-admin" may not read it in namespace "${ns}": no ExternalMetricPolicy applies to user "kubernetes-admin"`);
+      expect(r.stderr, runtime).toContain("the bridge's policy.defaultAction is Deny");
+    }
   });
 
   for (const runtime of ["worker", "lambda"] as const) {
