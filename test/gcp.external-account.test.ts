@@ -14,6 +14,9 @@
  * - gRPC through the official client (Node and Lambda: google-auth-library's
  *   `AwsClient` with the AWS credentials Lambda puts in the environment).
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createLambdaHandler } from "../functions/lambda.ts";
 import { buildBridge, type Bridge } from "../shared/bridge.ts";
@@ -198,6 +201,30 @@ describe("Workload Identity Federation through the official client (Node and Lam
     expect(sts.impersonations).toEqual([expect.objectContaining({ email: sts.serviceAccount, body: expect.objectContaining({ scope: expect.arrayContaining([CLOUD_PLATFORM]) }) })]);
     expect(fakes.store.requests.at(-1)).toMatchObject({ transport: "grpc", caller: sts.serviceAccount });
     expect(fakes.grpc.callers.at(-1)).toMatchObject({ iss: sts.serviceAccount, opaque: true });
+  });
+
+  it("an OIDC token from a file (a projected ServiceAccount token, as on EKS or any cluster) through IdentityPoolClient", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-wif-"));
+    try {
+      writeFileSync(join(dir, "token"), sts.oidcToken);
+      const fileConfig = { ...sts.credentialConfig("oidc-url"), credential_source: { file: join(dir, "token") } };
+      const bridge = buildBridge(
+        config(fakes.grpc.endpoint),
+        "test.yaml",
+        {
+          env: { GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(fileConfig) },
+          now: () => Date.now(),
+          transports: { "gcp-monitoring": createGrpcTransportFactory({ rootCertificates: fakes.grpc.caCert }) },
+        },
+        { log: () => {} },
+      );
+      const a = await read(bridge);
+      expect(a.status, JSON.stringify(a.body)).toBe(200);
+      expect(sts.sts[0]!.form).toMatchObject({ subject_token: sts.oidcToken, subject_token_type: "urn:ietf:params:oauth:token-type:jwt" });
+      expect(fakes.store.requests.at(-1)!.caller).toMatch(/^principal:\/\/iam\.googleapis\.com\/.*\/subject\/system:serviceaccount:emb:bridge$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a refused identity is a 500 carrying the reason (STS invalid_grant, IAM Credentials PERMISSION_DENIED), never a value; STS down is a 503", async () => {
