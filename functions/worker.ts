@@ -38,6 +38,16 @@
  * start-up notices (no `policy:` section: every read denied; explicit Allow
  * without policies: "running open") are logged whenever the bridge is built.
  *
+ * Logs and metrics (docs/deploy.md "Logs" and "Metrics"): one JSON line
+ * per request on the console — Workers Logs (`[observability]` in
+ * wrangler.toml) and `wrangler tail` read it — a values read's line being
+ * its audit record (caller, namespace, metric, selector, decision,
+ * provider, cache, code, error kind and text, latency, value served); at
+ * `LOG_LEVEL` (a var, default info; read when the bridge is built) and
+ * above, probes at debug. When a Workers Analytics Engine dataset is bound
+ * as `BRIDGE_ANALYTICS`, each values read is also written there as a data
+ * point ({@link analyticsPoint}) for SQL queries and Grafana.
+ *
  * Only the default export may be exported: workerd treats every export of
  * the main module as an entrypoint.
  */
@@ -53,6 +63,7 @@ import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import { loadProviderModules } from "../shared/providers/registry.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";
+import { consoleSink, createLogger, LOG_LEVEL_ENV, parseLevel } from "../shared/observability/log.ts";
 
 /** The Workers `ExecutionContext` as the handler sees it. */
 interface WorkerContext {
@@ -84,11 +95,45 @@ let built: { text: string; result: Promise<{ app?: Hono; error?: StatusError }> 
 /** The signing mode last logged in this isolate (logged again only when it changes). */
 let loggedMode: string | undefined;
 
-/** One JSON log line (Workers Logs / `wrangler tail` read the console). */
-function log(record: LogRecord): void {
-  const line = JSON.stringify({ time: new Date().toISOString(), ...record });
-  if (record.level === "info") console.log(line);
-  else console.error(line);
+/** One JSON log line (Workers Logs / `wrangler tail` read the console): the shared logger at `LOG_LEVEL`, set when the bridge is built. */
+let log = createLogger({ sink: consoleSink });
+
+/** The binding of a Workers Analytics Engine dataset (`[[analytics_engine_datasets]] binding = "BRIDGE_ANALYTICS"`). */
+const ANALYTICS_BINDING = "BRIDGE_ANALYTICS";
+
+/** What the bridge uses of an Analytics Engine dataset binding. */
+interface AnalyticsDataset {
+  writeDataPoint(point: { indexes?: string[]; blobs?: (string | null)[]; doubles?: number[] }): void;
+}
+
+/** The dataset bound for this request, if any. */
+let analytics: AnalyticsDataset | undefined;
+
+/**
+ * The Analytics Engine data point of a values read's audit record (other
+ * records: none). `index1` the metric rule; blobs 1–8: metric, provider,
+ * namespace, decision, cache, errorKind, user, selector (cut to 256
+ * characters); doubles 1–4: HTTP code, duration ms, value served (NaN when
+ * none), its age in seconds (NaN when none). Names follow the Prometheus
+ * labels (`shared/observability/metrics.ts`).
+ */
+function analyticsPoint(record: LogRecord): { indexes: string[]; blobs: (string | null)[]; doubles: number[] } | undefined {
+  if (typeof record["metric"] !== "string" || typeof record["provider"] !== "string") return undefined;
+  const text = (k: string) => (typeof record[k] === "string" ? (record[k] as string).slice(0, 256) : null);
+  const num = (k: string) => (typeof record[k] === "number" ? (record[k] as number) : Number.NaN);
+  return {
+    indexes: [record["metric"] as string],
+    blobs: ["metric", "provider", "namespace", "decision", "cache", "errorKind", "user", "selector"].map(text),
+    doubles: [num("code"), num("durationMs"), num("value"), num("ageSeconds")],
+  };
+}
+
+/** The app's request log: the console line, and the Analytics Engine point when a dataset is bound. */
+function requestLog(record: LogRecord): void {
+  log(record);
+  if (analytics === undefined) return;
+  const point = analyticsPoint(record);
+  if (point !== undefined) analytics.writeDataPoint(point);
 }
 
 /** Log the signing mode on the first request of the isolate (and when it changes). */
@@ -124,13 +169,14 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   const build = async (): Promise<{ app?: Hono; error?: StatusError }> => {
     try {
       const { config } = loadConfig(text, source);
+      log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
       await loadProviderModules(config.providers);
-      const bridge = fromConfig(config, runtime satisfies RuntimeEnv);
+      const bridge = fromConfig(config, runtime satisfies RuntimeEnv, { log: requestLog });
       for (const record of policyStartupNotices(bridge.config)) log(record);
       return { app: bridge.app };
     } catch (err) {
       const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);
-      console.error(JSON.stringify({ level: "error", msg: "invalid config", source, error: detail }));
+      log({ level: "error", msg: "invalid config", source, error: detail });
       return { error: internalError(`the bridge's config is invalid:\n${detail}`, undefined, err) };
     }
   };
@@ -141,6 +187,8 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
 export default {
   async fetch(request: Request, env: WorkerEnv, ctx: WorkerContext): Promise<Response> {
     runtime.env = stringBindings(env);
+    const dataset = env?.[ANALYTICS_BINDING] as Partial<AnalyticsDataset> | undefined;
+    analytics = typeof dataset?.writeDataPoint === "function" ? (dataset as AnalyticsDataset) : undefined;
     const mode = signingMode(runtime.env);
     logSigningMode(mode);
     const bound = runtime.env[CONFIG_BINDING];

@@ -130,7 +130,7 @@ const REQUEST_ID = "requestId" as never;
  * Every answer is logged once (`options.log`): a values read as the audit
  * record `{ msg: "request", requestId, method, path, user, groups, namespace, metric,
  * selector, provider, decision (allow | deny), code, durationMs, cache (hit |
- * load) }` plus, when it failed, `errorKind` (`shared/observability/metrics.ts`
+ * load), value and ageSeconds (when served) }` plus, when it failed, `errorKind` (`shared/observability/metrics.ts`
  * {@link errorKind}) and `error` — the Status message, e.g. a
  * missing-credentials 500's text — at info (2xx), warn (4xx) or error (5xx);
  * probes (`/healthz`, `/livez`, `/readyz`) at debug; every other answer
@@ -234,6 +234,10 @@ export function createApp(options: BridgeOptions): Hono {
         if (read.provider !== undefined) record["provider"] = read.provider;
         if (read.decision !== undefined) record["decision"] = read.decision;
         if (read.cache !== undefined) record["cache"] = read.cache;
+        if (read.value !== undefined && status === 200) {
+          record["value"] = read.value;
+          record["ageSeconds"] = read.ageSeconds;
+        }
         if (failure !== undefined) {
           record["errorKind"] = errorKind(failure);
           record["error"] = failure.message;
@@ -337,6 +341,8 @@ export function createApp(options: BridgeOptions): Hono {
       const served = metrics.served.get(rule.name);
       served.value = sum;
       served.oldestMs = oldest;
+      audit.value = sum;
+      audit.ageSeconds = (now - oldest) / 1000;
       return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
     };
     if (options.authorize !== undefined) {
@@ -402,6 +408,10 @@ interface ReadAudit {
   decision?: "allow" | "deny";
   /** `hit`: answered from the provider cache without a load; `load`: waited for one (a miss or joined a load in flight) */
   cache?: "hit" | "load";
+  /** the value served: the sum of the items (what the HPA compares with its target), as a float */
+  value?: number;
+  /** age of the oldest item served, seconds */
+  ageSeconds?: number;
 }
 
 /** Each value as a float for the served-value gauge, made once per reading (values are shared, immutable). */

@@ -20,6 +20,8 @@ import { officialTransports } from "../providers/gcp-monitoring/official-transpo
 import { loadProviderModules } from "../providers/registry.ts";
 import type { RuntimeEnv } from "../providers/types.ts";
 import { signingMode, signingNotice } from "../signing.ts";
+import { createLogger, LOG_LEVEL_ENV, parseLevel } from "../observability/log.ts";
+import { DEFAULT_EMF_NAMESPACE, withEmf } from "../observability/emf.ts";
 import { readConfigText, readSigningKeys, type LambdaEnv } from "./sources.ts";
 import { ssmReader } from "./ssm.ts";
 
@@ -49,9 +51,25 @@ function refusingApis(app: Hono, err: StatusError): LambdaHandler {
   return handle(outer);
 }
 
+/** The environment variable naming the CloudWatch namespace of the EMF metrics (default {@link DEFAULT_EMF_NAMESPACE}). */
+export const METRICS_NAMESPACE_ENV = "BRIDGE_METRICS_NAMESPACE";
+
+/**
+ * A sink writing each line with `process.stdout.write`: Lambda's patched
+ * `console` would prefix it with a timestamp, request id and level, and
+ * CloudWatch extracts EMF only from a log event that is one JSON object.
+ */
+const stdoutLine = (line: string) => void process.stdout.write(line);
+
 /** Options of {@link createLambdaHandler}. */
 export interface LambdaHandlerOptions {
-  /** structured log sink; default: JSON lines on stderr (CloudWatch Logs) */
+  /**
+   * structured log sink, given every record (no level filter); default: the
+   * shared logger (`shared/observability/log.ts`) at `LOG_LEVEL` (default
+   * info), one JSON object per line on stdout. Either way a values read's
+   * audit record carries its CloudWatch EMF metrics (`withEmf`,
+   * `shared/observability/emf.ts`; namespace `BRIDGE_METRICS_NAMESPACE`).
+   */
   log?: (record: LogRecord) => void;
   /**
    * Provider transports (`RuntimeEnv.transports`), for tests that point the
@@ -72,20 +90,26 @@ export interface LambdaHandlerOptions {
  * load retried on the next event. Without signing keys and without
  * `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`, `/apis` is answered 500 naming
  * `BRIDGE_SIGNING_KEYS` and health probes still answer. Logs the policy
- * start-up notices and the signing-mode warning/error at every load.
+ * start-up notices and the signing-mode warning/error at every load, and
+ * one audit record per values read with its EMF metrics (an invalid
+ * `LOG_LEVEL` is a config fault: 500 naming it).
  */
 export function createLambdaHandler(env: LambdaEnv = process.env, options: LambdaHandlerOptions = {}): LambdaHandler {
   let ready: Promise<LambdaHandler> | undefined;
-  const emit = (record: LogRecord) => (options.log ? options.log(record) : console.error(JSON.stringify(record)));
+  let logger: ((record: LogRecord) => void) | undefined;
+  const emit = (record: LogRecord) => (options.log ? options.log(record) : (logger ?? ((r: LogRecord) => console.error(JSON.stringify(r))))(record));
   const load = async (): Promise<LambdaHandler> => {
     const ssm = ssmReader();
     try {
+      if (options.log === undefined) logger ??= createLogger({ level: parseLevel(env[LOG_LEVEL_ENV]), sink: stdoutLine });
+      const namespace = env[METRICS_NAMESPACE_ENV] || DEFAULT_EMF_NAMESPACE;
       const [{ text, source }, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
       const { config } = loadConfig(text, source);
       // only the configured providers' chunks are loaded (shared/providers/registry.ts)
       const [transports] = await Promise.all([options.transports ?? lambdaTransports(config), loadProviderModules(config.providers)]);
       const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), ...(transports ? { transports } : {}) };
-      const bridge = fromConfig(config, runtime, options.log ? { log: options.log } : {});
+      const sink = options.log ?? logger!;
+      const bridge = fromConfig(config, runtime, { log: (record) => sink(withEmf(record, namespace)) });
       const mode = signingMode(runtimeEnv);
       for (const record of policyStartupNotices(config)) emit(record);
       const notice = signingNotice(mode);
