@@ -169,6 +169,11 @@ describe("Workload Identity Federation over REST (the Worker's path)", () => {
     expect(noAws.status).toBe(500);
     expect(noAws.body.message).toContain("missing: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION");
 
+    const huge = { ...sts.credentialConfig("oidc-url"), credential_source: { url: `${sts.origin}/oidc-huge` } };
+    const hugeRead = await read(restBridge({ GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(huge) }));
+    expect(hugeRead.status).toBe(500);
+    expect(hugeRead.body.message).toContain("answered more than 65536 bytes");
+
     const file = { ...sts.credentialConfig("oidc-url"), credential_source: { file: "/var/run/secrets/tokens/gcp" } };
     const fileRead = await read(restBridge({ GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(file) }));
     expect(fileRead.status).toBe(500);

@@ -17,7 +17,8 @@
  *   **verifies its SigV4 signature** with the known AWS secret (as AWS STS
  *   would when Google replays it). An OIDC subject token must equal the one
  *   the fake hands out at `GET /oidc` (JSON `{id_token}`, needing header
- *   `Metadata-Flavor: Google`-style `x-token-header: yes`).
+ *   `Metadata-Flavor: Google`-style `x-token-header: yes`); `GET /oidc-huge`
+ *   answers 1 MiB of text.
  * - IAM Credentials `POST /v1/projects/-/serviceAccounts/{email}:generateAccessToken`:
  *   Bearer = a federated token issued with the `cloud-platform` scope, JSON
  *   `{scope: [...], lifetime: "3600s"}`; answers `{accessToken, expireTime}`
@@ -183,6 +184,11 @@ export async function startStsFake(issued: Map<string, string>, now: () => numbe
         res.end(JSON.stringify(body));
       };
       const url = new URL(req.url ?? "/", "http://fake");
+      if (req.method === "GET" && url.pathname === "/oidc-huge") {
+        // a token URL answering far more than any token (1 MiB)
+        res.writeHead(200, { "content-type": "text/plain" });
+        return res.end("x".repeat(1 << 20));
+      }
       if (req.method === "GET" && url.pathname === "/oidc") {
         fake.oidcReads++;
         if (req.headers["x-token-header"] !== "yes") return json(403, { error: "missing x-token-header" });

@@ -275,8 +275,7 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
       if (name === "TimeoutError" || name === "AbortError") throw serviceUnavailable(`${where} timed out`, undefined, undefined, err);
       throw serviceUnavailable(`${where} is unreachable (${(err as Error).message})`, undefined, undefined, err);
     }
-    const text = await response.text();
-    if (raw && text.length > MAX_SUBJECT_TOKEN_BYTES) throw internalError(`${where} answered more than ${MAX_SUBJECT_TOKEN_BYTES} bytes`);
+    const text = raw ? await boundedText(response, MAX_SUBJECT_TOKEN_BYTES, where) : await response.text();
     const body = jsonOrUndefined(text);
     if (!response.ok) {
       const oauth = oauthErrorSchema.safeParse(body);
@@ -293,6 +292,35 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     }
     return { body, text };
   }
+}
+
+/**
+ * A response body as text, read up to `limit` bytes; the rest is cancelled.
+ *
+ * @throws StatusError 500 when the body is longer than `limit` bytes
+ */
+async function boundedText(response: Response, limit: number, where: string): Promise<string> {
+  if (response.body === null) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw internalError(`${where} answered more than ${limit} bytes`);
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return new TextDecoder().decode(all);
 }
 
 /** The subject token in a `url` source's answer (`format` text or json). */
