@@ -428,7 +428,7 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
     expect(broken.reason).toBe("FailedDiscoveryCheck");
     expect(broken.message).toContain("x509: certificate signed by unknown authority");
     await waitFor("the proxy to take the APIService back", async () => ((await apiService()).spec.service.name === PROXY ? true : undefined), {
-      timeoutMs: 75_000,
+      timeoutMs: 90_000,
       intervalMs: 1000,
       context,
     });
@@ -461,4 +461,22 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
     show("GET /metrics as monitoring/not-prometheus", status.message);
     expect(status.message).toContain("system:serviceaccount:monitoring:not-prometheus");
   }, 120_000);
+
+  it("uninstalling KEDA's release deletes the APIService (it is in KEDA's release manifest); the proxy creates it again within a minute", async () => {
+    await helmOk(["uninstall", "keda", "-n", NS]);
+    const t0 = Date.now();
+    const gone = await cp!.kubectl(["get", "apiservice", API_SERVICE]);
+    show("kubectl get apiservice right after helm uninstall keda", gone.stderr + gone.stdout);
+    await waitFor("the proxy to create the APIService again", async () => ((await cp!.kubectl(["get", "apiservice", API_SERVICE])).status === 0 ? true : undefined), {
+      timeoutMs: 90_000,
+      intervalMs: 1000,
+      context,
+    });
+    console.log(`APIService recreated ${Date.now() - t0} ms after helm uninstall keda`);
+    const recreated = await apiService();
+    expect(recreated.spec.service.name).toBe(PROXY);
+    await waitForAPIServiceAvailable(cp!, processes, { timeoutMs: 30_000, context });
+    // our metric still reads; KEDA's Service is gone with its release, so its metric no longer does
+    expect(await readValue("default", OUR_METRIC, "queue=orders")).toBe(String(QUEUE_DEPTH));
+  }, 150_000);
 });
