@@ -19,7 +19,7 @@ const ORACLES = ["test/**/*.oracle.test.ts"];
 const E2E = ["test/**/*.e2e.test.ts"];
 
 /**
- * Four projects (`npx vitest run --project <name>` runs one):
+ * Five projects (`npx vitest run --project <name>` runs one):
  * - `unit`: in-process suites (fakes on 127.0.0.1 included), files in parallel;
  * - `integration`: {@link INTEGRATION}; its `globalSetup` builds the Worker
  *   bundle the runtime suites share (`test/setup/worker-bundle.ts`, cached
@@ -28,7 +28,10 @@ const E2E = ["test/**/*.e2e.test.ts"];
  *   (infra/tools/go.ts);
  * - `e2e`: {@link E2E}, each of which starts its own control plane, one file
  *   at a time and after everything else, so a control plane never shares the
- *   machine's cores with other suites.
+ *   machine's cores with other suites (against the newest Kubernetes
+ *   release, or the one `EMB_K8S_VERSION` names: test/k8s/cluster.ts);
+ * - `e2e-floor`: test/k8s.e2e.test.ts again with `EMB_K8S_VERSION=v1.30`,
+ *   the oldest minor the chart claims, in the same sequential group.
  *
  * Ordering, as vitest 5.1 really does it (`groupSpecs` in its runner,
  * checked with timestamps): a project with `fileParallelism: false` and
@@ -79,6 +82,20 @@ export default defineConfig({
         test: {
           name: "e2e",
           include: E2E,
+          fileParallelism: false,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        // The core scaling e2e again on the oldest Kubernetes minor the chart
+        // claims (Chart.yaml kubeVersion; docs/compatibility.md). Same
+        // sequential group as e2e: one control plane at a time.
+        extends: true,
+        test: {
+          name: "e2e-floor",
+          include: ["test/k8s.e2e.test.ts"],
+          env: { EMB_K8S_VERSION: "v1.30" },
+          globalSetup: ["test/setup/k8s-build.ts"],
           fileParallelism: false,
           sequence: { groupOrder: 0 },
         },

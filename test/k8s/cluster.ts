@@ -25,17 +25,46 @@ import { createCA, createSigningKeyPair, type CertificateAuthority, type KeyPair
 const HERE = dirname(fileURLToPath(import.meta.url));
 
 /**
- * Build (or find cached) binaries with test/k8s/build.sh; resolves to their
- * directory. Cold: many minutes (module download + compile); warm: about a second.
+ * The Go modules that pin a Kubernetes release for the e2e suites, newest
+ * first: test/k8s/go.mod (the newest release tested) and test/k8s/v1.30/go.mod
+ * (the oldest minor the chart's `kubeVersion` claims; docs/compatibility.md).
+ * Each builds with the same test/k8s/build.sh (v1.30/build.sh is a link to it).
+ */
+export const K8S_MODULES: readonly { version: string; dir: string }[] = [HERE, join(HERE, "v1.30")].map((dir) => ({
+  version: /^\s*(?:require\s+)?k8s\.io\/kubernetes\s+(v\S+)/m.exec(readFileSync(join(dir, "go.mod"), "utf8"))![1]!,
+  dir,
+}));
+
+/**
+ * The module of the Kubernetes release the e2e suites run against:
+ * `EMB_K8S_VERSION` (a release such as `v1.30.14`, or a minor such as
+ * `v1.30` / `1.30`), else the newest ({@link K8S_MODULES}[0]).
+ *
+ * @throws Error naming the releases there are when none matches
+ */
+export function k8sModule(requested: string | undefined = process.env["EMB_K8S_VERSION"]): { version: string; dir: string } {
+  if (requested === undefined || requested.trim() === "") return K8S_MODULES[0]!;
+  const want = requested.trim().startsWith("v") ? requested.trim() : `v${requested.trim()}`;
+  const found = K8S_MODULES.find((m) => m.version === want || m.version.startsWith(`${want}.`));
+  if (found === undefined) throw new Error(`EMB_K8S_VERSION=${requested}: no test/k8s module pins it; there are ${K8S_MODULES.map((m) => m.version).join(", ")}`);
+  return found;
+}
+
+/**
+ * Build (or find cached) binaries with test/k8s/build.sh for the release
+ * `EMB_K8S_VERSION` selects ({@link k8sModule}; default the newest);
+ * resolves to their directory. Cold: many minutes (module download +
+ * compile); warm: about a second.
  *
  * @throws Error with the script's output when it fails or times out (default 40 min)
  */
-export async function buildControlPlane(options: { timeoutMs?: number; log?: (line: string) => void } = {}): Promise<string> {
+export async function buildControlPlane(options: { timeoutMs?: number; log?: (line: string) => void; version?: string } = {}): Promise<string> {
   const started = Date.now();
+  const module = k8sModule(options.version);
   const { status, stdout, stderr } = await new Promise<{ status: number | string; stdout: string; stderr: string }>((resolve) => {
     execFile(
       "bash",
-      [join(HERE, "build.sh")],
+      [join(module.dir, "build.sh")],
       {
         encoding: "utf8",
         timeout: options.timeoutMs ?? 40 * 60_000,
