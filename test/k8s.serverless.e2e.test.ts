@@ -116,7 +116,13 @@ function jsonLines(name: string): Record<string, unknown>[] {
   return readFileSync(p.logFile, "utf8")
     .split("\n")
     .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as Record<string, unknown>];
+      } catch {
+        return []; // a line cut by a concurrent write
+      }
+    });
 }
 
 interface Hpa {
