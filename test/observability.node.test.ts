@@ -5,34 +5,16 @@
  * error kind in separate labels and logged with its text, probes not logged
  * at info, the exposition linted by the linter `promtool check metrics` runs.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { goBinary } from "../infra/tools/go.ts";
+import { promlint, sample } from "./helpers/promlint.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
-
-/** Lint a Prometheus text exposition with client_golang's promlint (what `promtool check metrics` runs): its problems, one per line. */
-export function promlint(exposition: string): string[] {
-  const binary = goBinary(join(ROOT, "test/promlint"), "promlint");
-  const r = spawnSync(binary, [], { input: exposition, encoding: "utf8" });
-  if (r.status === 1 || r.error) throw new Error(`promlint failed: ${r.error?.message ?? r.stderr}`);
-  return r.stdout.split("\n").filter((l) => l !== "");
-}
-
-/** The value of one sample line `name{labels} value` (labels in any order), or undefined. */
-export function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const ok = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
-    if (ok) return Number(line.slice(line.lastIndexOf(" ") + 1));
-  }
-  return undefined;
-}
 
 const PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 

@@ -395,7 +395,7 @@ export class Forwarder {
       return response;
     } catch (err) {
       if (err instanceof BackendError) {
-        this.#metrics.backendRequests.inc({ backend: client.name, code: err.kind });
+        this.#metrics.backendRequests.inc({ backend: client.name, code: "none" }); // no HTTP answer: the kind is emb_proxy_backend_errors_total{kind}
         this.#metrics.backendErrors.inc({ backend: client.name, kind: err.kind });
         if (!quiet) this.#log({ level: "warn", msg: "backend call failed", requestId: request.requestId, backend: client.name, kind: err.kind, error: err.message });
       }

@@ -7,7 +7,9 @@
  * merged discovery listed it, every other name counts as `other`, so random
  * request paths cannot grow the series count.
  */
+import { X509Certificate } from "node:crypto";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { BRIDGE_VERSION } from "../observability/prometheus.ts";
 
 const PREFIX = "emb_proxy_";
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5];
@@ -40,6 +42,56 @@ export interface ProxyMetrics {
   policyDecisions: Counter<"layer" | "decision">;
   /** cluster policy objects by state: accepted (enforced), invalid (left out) */
   clusterPolicies: Gauge<"state">;
+  /** 1, labelled with the proxy's version and Node's (`emb_proxy_build_info`) */
+  buildInfo: Gauge<"version" | "node">;
+  /** 1 when the proxy's last APIService registration succeeded, else 0 (absent while registration is off) */
+  apiServiceRegistered: Gauge;
+  /** when the last APIService registration succeeded, seconds since the epoch */
+  apiServiceLastSuccess: Gauge;
+}
+
+/**
+ * Export the serving certificate's expiry at every scrape:
+ * `emb_proxy_serving_certificate_expiry_timestamp_seconds` — its `notAfter`,
+ * seconds since the epoch (alert on `… - time() < 7 * 86400`); absent
+ * while there is no certificate or it does not parse. The PEM is parsed
+ * once per distinct text (`node:crypto` X509Certificate).
+ *
+ * @param read the current serving certificate PEM (leaf first), or undefined
+ */
+export function registerServingCertificate(metrics: ProxyMetrics, read: () => string | undefined): void {
+  let parsed: { pem: string; expiry: number | undefined } | undefined;
+  new Gauge({
+    name: `${PREFIX}serving_certificate_expiry_timestamp_seconds`,
+    help: "notAfter of the proxy's serving certificate, seconds since the epoch.",
+    registers: [metrics.registry],
+    collect() {
+      this.reset();
+      const pem = read();
+      if (pem === undefined || pem === "") return;
+      if (parsed?.pem !== pem) {
+        let expiry: number | undefined;
+        try {
+          expiry = Date.parse(new X509Certificate(pem).validTo) / 1000;
+        } catch {
+          expiry = undefined;
+        }
+        parsed = { pem, expiry };
+      }
+      if (parsed.expiry !== undefined && Number.isFinite(parsed.expiry)) this.set(parsed.expiry);
+    },
+  });
+}
+
+/**
+ * Record an APIService registration attempt: `emb_proxy_apiservice_registered`
+ * 1 or 0, and on success `emb_proxy_apiservice_last_registration_success_timestamp_seconds`.
+ *
+ * @param nowMs ms since the epoch
+ */
+export function recordRegistration(metrics: ProxyMetrics, ok: boolean, nowMs: number): void {
+  metrics.apiServiceRegistered.set(ok ? 1 : 0);
+  if (ok) metrics.apiServiceLastSuccess.set(nowMs / 1000);
 }
 
 /** Entries held and bytes accounted (the cache's own estimate) by one bounded cache or memo. */
@@ -79,6 +131,8 @@ export function createMetrics(defaults = true): ProxyMetrics {
   const registry = new Registry();
   if (defaults) collectDefaultMetrics({ register: registry, prefix: PREFIX });
   const registers = [registry];
+  const buildInfo = new Gauge({ name: `${PREFIX}build_info`, help: "The proxy's version and Node's, as labels; the value is 1.", labelNames: ["version", "node"], registers });
+  buildInfo.set({ version: BRIDGE_VERSION, node: process.version }, 1);
   return {
     registry,
     requests: new Counter({ name: `${PREFIX}requests_total`, help: "Requests answered by the proxy.", labelNames: ["code", "kind", "metric"], registers }),
@@ -121,5 +175,16 @@ export function createMetrics(defaults = true): ProxyMetrics {
       registers,
     }),
     clusterPolicies: new Gauge({ name: `${PREFIX}cluster_policies`, help: "ExternalMetricPolicy and ClusterExternalMetricPolicy objects by state (accepted, invalid).", labelNames: ["state"], registers }),
+    buildInfo,
+    apiServiceRegistered: new Gauge({
+      name: `${PREFIX}apiservice_registered`,
+      help: "1 when the proxy's last APIService registration (or re-assertion) succeeded, else 0; absent when the proxy does not register.",
+      registers,
+    }),
+    apiServiceLastSuccess: new Gauge({
+      name: `${PREFIX}apiservice_last_registration_success_timestamp_seconds`,
+      help: "When the proxy last registered (or re-asserted) the APIService, seconds since the epoch.",
+      registers,
+    }),
   };
 }

@@ -31,7 +31,7 @@ import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
-import { createMetrics, registerCacheSizes, type ProxyMetrics } from "./metrics.ts";
+import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
 import type { ServingMaterial } from "./tls.ts";
@@ -152,6 +152,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   let shuttingDown = false;
   let registered = false;
   let serving = options.serving;
+  registerServingCertificate(metrics, () => serving.certPem);
   // Readiness is the proxy's own state only. A remote backend being down
   // must not make it unready: an unready pod leaves the Service without
   // endpoints, the aggregator marks the APIService FailedDiscoveryCheck, and
@@ -208,8 +209,10 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     try {
       const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem });
       registered = true;
+      recordRegistration(metrics, true, now());
       log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: API_SERVICE_NAME, outcome });
     } catch (err) {
+      recordRegistration(metrics, false, now());
       log({ level: "error", msg: "APIService registration failed", apiService: API_SERVICE_NAME, error: (err as Error).message });
     }
     if (config.admission === undefined) return;
