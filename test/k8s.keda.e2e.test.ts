@@ -4,6 +4,8 @@
  * built from the Go modules) with the repository's pinned helm
  * (infra/tools/validate.ts):
  *
+ *  0. (Chart, tls.mode existing without self-registration) a render against
+ *     the cluster takes the APIService's caBundle from the existing Secret.
  *  1. A stand-in for KEDA's metrics server (an HTTPS server answering the
  *     External Metrics API as KEDA's does: one `externalmetrics` resource in
  *     discovery, ExternalMetricValueLists for its `s<N>-…` metrics) owns
@@ -23,7 +25,8 @@
  *     kedaorg-certs) and a bridge metric read.
  *  4. A KEDA `helm upgrade`: what it does to the APIService, and the proxy
  *     taking it back.
- *  5. The chart's ServiceMonitor and /metrics RBAC: scraping as the
+ *  5. `helm uninstall keda` deletes the APIService; the proxy recreates it.
+ *  6. The chart's ServiceMonitor and /metrics RBAC: scraping as the
  *     ServiceMonitor says (its CA Secret, server name, a ServiceAccount
  *     token), Prometheus's bound ServiceAccount reads /metrics through the
  *     proxy's TokenReview + SubjectAccessReview; another ServiceAccount
@@ -269,6 +272,21 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
     await cp?.stop();
     if (work !== "") rmSync(work, { recursive: true, force: true });
   }, 120_000);
+
+  it("tls.mode existing without self-registration: a render against the cluster (helm --dry-run=server) takes caBundle from ca.crt of the existing Secret", async () => {
+    const ns = "emb-existing";
+    const ca = await createCA("existing-ca");
+    const leaf = await ca.issue(`${PROXY}.${ns}.svc`, ["server"], { dns: [`${PROXY}.${ns}.svc`] });
+    await cp!.kubectlOk(["create", "namespace", ns]);
+    const files = { "ca.crt": ca.cert, "tls.crt": leaf.cert, "tls.key": leaf.key };
+    for (const [name, pem] of Object.entries(files)) writeFileSync(join(work, `existing-${name}`), pem);
+    await cp!.kubectlOk(["-n", ns, "create", "secret", "generic", "external-metrics-bridge-proxy-tls", "--type=kubernetes.io/tls", ...Object.keys(files).map((k) => `--from-file=${k}=${join(work, `existing-${k}`)}`)]);
+    const rendered = await helmOk(["template", "emb", CHART, "-n", ns, "--dry-run=server", "--set", "tls.mode=existing", "--set", "registration.selfRegister=false"]);
+    const docs = rendered.split(/^---$/m).map((d) => parse(d) as { kind?: string; spec?: { caBundle?: string }; webhooks?: { clientConfig: { caBundle?: string } }[] } | null);
+    const b64 = Buffer.from(ca.cert).toString("base64");
+    expect(docs.find((d) => d?.kind === "APIService")?.spec?.caBundle).toBe(b64);
+    expect(docs.find((d) => d?.kind === "ValidatingWebhookConfiguration")?.webhooks?.map((w) => w.clientConfig.caBundle)).toEqual([b64, b64]);
+  }, 60_000);
 
   it("KEDA's release owns the APIService first (helm install keda; the operator patches caBundle) and serves its metric through the aggregator", async () => {
     await helmOk(["install", "keda", writeKedaChart("2.20.2"), "-n", NS]);
