@@ -9,13 +9,23 @@
  * drain it gracefully.
  */
 import { readFileSync } from "node:fs";
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
 import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn-config.ts";
 import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
 import { loadKubeConfig, subjectAccessReviewer, tokenReviewer } from "../../shared/proxy/kube.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
+import { parseLevel, type Level } from "../../shared/observability/log.ts";
+
+/** `--log-level`: a level of the shared logger (`shared/observability/log.ts`). */
+function logLevel(value: string): Level {
+  try {
+    return parseLevel(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
 import { startProxy } from "../../shared/proxy/server.ts";
 import { DEFAULT_ROTATION } from "../../shared/proxy/rotation.ts";
 import { startServing, type Serving } from "../../shared/proxy/serving.ts";
@@ -88,6 +98,7 @@ export function proxyCommand(): Command {
     .addOption(new Option("--readiness-interval-seconds <s>", "period of the readiness loop, which also refreshes the discovery list held from backends").default(10).argParser(seconds))
     .addOption(new Option("--shutdown-delay-seconds <s>", "on SIGTERM, stay up unready this long before closing the listener").default(5).argParser(seconds))
     .addOption(new Option("--drain-timeout-seconds <s>", "longest wait for in-flight requests on shutdown").default(20).argParser(seconds))
+    .addOption(new Option("--log-level <level>", "lowest level logged: debug, info, warn, error").env("LOG_LEVEL").default("info").argParser(logLevel))
     .addHelpText(
       "after",
       `
@@ -181,8 +192,9 @@ async function main(argv: string[]): Promise<void> {
     readinessIntervalSeconds: number;
     shutdownDelaySeconds: number;
     drainTimeoutSeconds: number;
+    logLevel: Level;
   }>();
-  const log = jsonLogger();
+  const log = jsonLogger(Date.now, opts.logLevel);
   const fail = (message: string): never => {
     console.error(message);
     process.exit(2);

@@ -213,19 +213,3 @@ export function batchedLines<S extends LineStream>(streamOf: (level: Level) => S
   sink.flush = flush;
   return sink;
 }
-
-/**
- * Remembers a state per key and says whether it changed — for messages
- * that must be logged once per state change, not on every probe (e.g. a
- * backend down). Bounded by the number of keys the caller uses.
- */
-export class ChangeLog<S> {
-  readonly #states = new Map<string, S>();
-  /** True when `state` differs from the last one recorded for `key` (the first counts as a change). */
-  changed(key: string, state: S): boolean {
-    const before = this.#states.get(key);
-    if (this.#states.has(key) && before === state) return false;
-    this.#states.set(key, state);
-    return true;
-  }
-}
