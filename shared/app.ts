@@ -44,7 +44,7 @@ import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./pr
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
 import { createLogger, parseLevel, LOG_LEVEL_ENV } from "./observability/log.ts";
-import { BridgeMetrics, errorKind, type Count, type RequestKind } from "./observability/metrics.ts";
+import { BridgeMetrics, errorKind, type Count, type Histogram, type RequestKind, type Served } from "./observability/metrics.ts";
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
@@ -147,16 +147,18 @@ export function createApp(options: BridgeOptions): Hono {
   const metrics = options.metrics ?? runtime.metrics ?? new BridgeMetrics();
   const allowed = metrics.policy.get("bridge", "allow");
   const denied = metrics.policy.get("bridge", "deny");
-  /** requests_total cells by kind, then code (no string joining per request) */
-  const requestCounts = new Map<RequestKind, Map<number, Count>>();
+  /** requests_total cells by kind, then code, and each kind's histogram (no label joining per request) */
+  const requestCounts = new Map<RequestKind, { codes: Map<number, Count>; duration: Histogram }>();
   const countRequest = (kind: RequestKind, code: number, seconds: number): void => {
-    let byCode = requestCounts.get(kind);
-    if (byCode === undefined) requestCounts.set(kind, (byCode = new Map()));
-    let cell = byCode.get(code);
-    if (cell === undefined) byCode.set(code, (cell = metrics.requests.get(kind, String(code))));
+    let byKind = requestCounts.get(kind);
+    if (byKind === undefined) requestCounts.set(kind, (byKind = { codes: new Map(), duration: metrics.requestDuration.get(kind) }));
+    let cell = byKind.codes.get(code);
+    if (cell === undefined) byKind.codes.set(code, (cell = metrics.requests.get(kind, String(code))));
     cell.n++;
-    metrics.requestDuration.get(kind).observe(seconds);
+    byKind.duration.observe(seconds);
   };
+  /** each rule's served-value cell */
+  const servedCells = new Map<MetricRule, Served>();
   const deadlineMs = options.deadlineMs ?? REQUEST_DEADLINE_MS;
   const rules = new Map<string, MetricRule>();
   for (const rule of config.metrics) {
@@ -338,7 +340,8 @@ export function createApp(options: BridgeOptions): Hono {
         if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
         return item;
       });
-      const served = metrics.served.get(rule.name);
+      let served = servedCells.get(rule);
+      if (served === undefined) servedCells.set(rule, (served = metrics.served.get(rule.name)));
       served.value = sum;
       served.oldestMs = oldest;
       audit.value = sum;
