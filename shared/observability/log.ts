@@ -56,6 +56,19 @@ export function parseLevel(text: string | undefined): Level {
 export const SECRET_FIELD =
   /^(authorization|proxy-authorization|cookie|set-cookie|signature|x-emb-signature|token|bearer|access_?token|id_?token|refresh_?token|password|passwd|secret|client_?secret|credentials?|private_?key|accesskeyid|secretaccesskey|sessiontoken|aws_?secret_?access_?key|aws_?session_?token|signing_?keys?|bridge_signing_keys)$/i;
 
+/** {@link SECRET_FIELD} verdicts by field name: records reuse a few names, so the pattern runs once per name (at most 1,024 remembered). */
+const secretFields = new Map<string, boolean>();
+
+function isSecretField(key: string): boolean {
+  let secret = secretFields.get(key);
+  if (secret === undefined) {
+    secret = SECRET_FIELD.test(key);
+    if (secretFields.size >= 1024) secretFields.clear();
+    secretFields.set(key, secret);
+  }
+  return secret;
+}
+
 /** What a redacted value is written as. */
 export const REDACTED = "[REDACTED]";
 
@@ -94,7 +107,7 @@ export function redact<T>(value: T, depth = 0): T {
   for (const key in value as Record<string, unknown>) {
     const field = (value as Record<string, unknown>)[key];
     let next: unknown = field;
-    if (SECRET_FIELD.test(key)) next = REDACTED;
+    if (isSecretField(key)) next = REDACTED;
     else if (typeof field === "string") {
       if (key === "error" || key === "message" || key === "reason") next = redactText(field);
     } else if (typeof field === "object" && field !== null) next = redact(field, depth + 1);
