@@ -327,7 +327,7 @@ describe("gcp-monitoring credentials over the official client", () => {
   it("no Application Default Credentials is a 500 naming the provider", async () => {
     const res = await bridge("{ source: default }", {}).app.request(`${NS}/pubsub_backlog?labelSelector=subscription%3Dorders`);
     expect(res.status).toBe(500);
-    expect(((await res.json()) as any).message).toMatch(/provider gcp: .*refused the bridge's credentials \(UNAUTHENTICATED\).*Could not load the default credentials/);
+    expect(((await res.json()) as any).message).toMatch(/provider gcp: .*no Google credentials were found, so nothing was sent to Google \(UNAUTHENTICATED\).*Could not load the default credentials/);
   });
 
   it("a key the service does not know is refused with 500; a missing key variable too, before any call", async () => {

@@ -103,9 +103,13 @@ export function codeForHttpStatus(status: number): string {
   }
 }
 
+/** google-auth-library's message when Application Default Credentials found no identity (`googleauth.ts` `getApplicationDefaultAsync`). */
+const NO_CREDENTIALS = /Could not load the default credentials/;
+
 /**
  * Classify a Google API failure:
- * - `UNAUTHENTICATED`, `PERMISSION_DENIED` → 500 naming the provider (no retry helps)
+ * - `UNAUTHENTICATED`, `PERMISSION_DENIED` → 500 naming the provider (no retry helps);
+ *   when no credentials were found at all, the message says nothing was sent
  * - `INVALID_ARGUMENT`, `FAILED_PRECONDITION` → 500: the rule's query is wrong
  * - `NOT_FOUND` → 404 (project or metric type unknown to Cloud Monitoring)
  * - `RESOURCE_EXHAUSTED` (read quota, HTTP 429) → 503 with Google's own
@@ -124,6 +128,11 @@ export function googleErrorToStatus(providerName: string, what: string, err: unk
     switch (err.code) {
       case "UNAUTHENTICATED":
       case "PERMISSION_DENIED":
+        // google-auth-library found no identity at all (Application Default Credentials:
+        // no GOOGLE_APPLICATION_CREDENTIALS, no metadata server): nothing reached Google.
+        if (NO_CREDENTIALS.test(err.message)) {
+          return internalError(`${where} failed: no Google credentials were found, so nothing was sent to Google ${detail}`, undefined, err);
+        }
         return internalError(`${where} failed: Google refused the bridge's credentials ${detail}`, undefined, err);
       case "INVALID_ARGUMENT":
       case "FAILED_PRECONDITION":
