@@ -36,6 +36,7 @@
  * Ignore` admits. The work is synchronous and in memory (one policy
  * evaluation per External metric), far inside the webhook's 3 s timeout.
  */
+import { readBounded } from "../bounded-body.ts";
 import type { ConfigIssue } from "../config/yaml.ts";
 import { badRequest, forbidden, invalid, requestEntityTooLarge, tooManyRequests, type Status } from "../k8s/status.ts";
 import { metricKey } from "../metric-name.ts";
@@ -255,21 +256,10 @@ async function readBody(request: Request, limit: number): Promise<string> {
   if (Number.isFinite(declared) && declared > limit) {
     throw requestEntityTooLarge(`the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted`);
   }
-  if (request.body === null) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      throw requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+  const bytes = await readBounded(request.body, limit, () =>
+    requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`),
+  );
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
 }
 
 /**

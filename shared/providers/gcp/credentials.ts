@@ -83,22 +83,43 @@ export function readServiceAccountKey(
   credentials: Extract<GcpCredentials, { source: "environment" }>,
   runtime: RuntimeEnv,
 ): ServiceAccountKey {
-  const variable = credentials.variable;
-  const text = runtime.env[variable];
-  const where = `provider ${providerName}: credentials.source is "environment" but ${variable}`;
+  const where = `provider ${providerName}: credentials.source is "environment" but ${credentials.variable}`;
+  return readJsonVariable(runtime.env[credentials.variable], where, serviceAccountKeySchema, {
+    expected: "a service-account key file's content",
+    kind: "a service-account key",
+  }).data;
+}
+
+/**
+ * Parse and validate the JSON of a credentials variable.
+ *
+ * @param text the variable's value (`undefined` when unset)
+ * @param where the start of every message, naming the provider and the variable
+ * @param what `expected`: what the JSON should be (said when it is not
+ *   JSON); `kind`: what the schema describes (said when it does not match)
+ * @returns the JSON as parsed and its validated form
+ * @throws StatusError 500 when the variable is unset or blank, not JSON, or
+ *   does not match `schema` (the message names the failing fields, never the content)
+ */
+function readJsonVariable<S extends z.ZodMiniType>(
+  text: string | undefined,
+  where: string,
+  schema: S,
+  what: { expected: string; kind: string },
+): { json: unknown; data: z.infer<S> } {
   if (text === undefined || text.trim() === "") throw internalError(`${where} is not set`);
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
-    throw internalError(`${where} does not hold JSON (expected a service-account key file's content)`);
+    throw internalError(`${where} does not hold JSON (expected ${what.expected})`);
   }
-  const parsed = serviceAccountKeySchema.safeParse(json);
+  const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
-    throw internalError(`${where} is not a service-account key (${fields})`);
+    throw internalError(`${where} is not ${what.kind} (${fields})`);
   }
-  return parsed.data;
+  return { json, data: parsed.data };
 }
 
 /** Google STS's token endpoint (`https://sts.googleapis.com/v1/token`), used when a configuration names none. */
@@ -156,20 +177,10 @@ export function readExternalAccount(
   credentials: Extract<GcpCredentials, { source: "externalAccount" }>,
   runtime: RuntimeEnv,
 ): { json: Record<string, unknown>; config: ExternalAccountConfig } {
-  const variable = credentials.variable;
-  const text = runtime.env[variable];
-  const where = `provider ${providerName}: credentials.source is "externalAccount" but ${variable}`;
-  if (text === undefined || text.trim() === "") throw internalError(`${where} is not set`);
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw internalError(`${where} does not hold JSON (expected the credential configuration gcloud iam workload-identity-pools create-cred-config writes)`);
-  }
-  const parsed = externalAccountSchema.safeParse(json);
-  if (!parsed.success) {
-    const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
-    throw internalError(`${where} is not an external_account credential configuration (${fields})`);
-  }
-  return { json: json as Record<string, unknown>, config: parsed.data };
+  const where = `provider ${providerName}: credentials.source is "externalAccount" but ${credentials.variable}`;
+  const { json, data } = readJsonVariable(runtime.env[credentials.variable], where, externalAccountSchema, {
+    expected: "the credential configuration gcloud iam workload-identity-pools create-cred-config writes",
+    kind: "an external_account credential configuration",
+  });
+  return { json: json as Record<string, unknown>, config: data };
 }

@@ -40,12 +40,13 @@
  * when an endpoint is unreachable, times out or answers 5xx/429.
  */
 import { SignatureV4 } from "@smithy/signature-v4";
+import { readBounded } from "../../bounded-body.ts";
 import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
 import { parseRetryAfter } from "../backoff.ts";
 import type { ExternalAccountConfig } from "./credentials.ts";
 import { jsonOrUndefined } from "./errors.ts";
-import { MONITORING_READ_SCOPE } from "./token.ts";
+import { MONITORING_READ_SCOPE, RenewingToken } from "./token.ts";
 
 /** What the REST transport needs of a token source (also met by `ServiceAccountTokenSource`). */
 export interface AccessTokenSource {
@@ -61,8 +62,6 @@ export interface AccessTokenSource {
 export const CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
 const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
-/** A token is renewed when less than this is left, ms. */
-const RENEW_BEFORE_MS = 60_000;
 /** Lifetime asked of an impersonated token when the configuration names none, seconds (Google's default). */
 const DEFAULT_IMPERSONATION_LIFETIME_SECONDS = 3600;
 /** Largest subject token read from a `url` source, bytes. */
@@ -129,11 +128,11 @@ export interface ExternalAccountOptions {
 export class ExternalAccountTokenSource implements AccessTokenSource {
   exchanges = 0;
   private readonly options: ExternalAccountOptions;
-  private current: { token: string; expiresAt: number } | undefined;
-  private inflight: Promise<string> | undefined;
+  private readonly cached: RenewingToken;
 
   constructor(options: ExternalAccountOptions) {
     this.options = options;
+    this.cached = new RenewingToken(() => options.now());
   }
 
   /**
@@ -144,22 +143,18 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
    *   times out, or answers 5xx/429
    */
   async token(signal?: AbortSignal): Promise<string> {
-    if (this.current !== undefined && this.current.expiresAt - RENEW_BEFORE_MS > this.options.now()) return this.current.token;
-    this.inflight ??= this.exchange(signal).finally(() => {
-      this.inflight = undefined;
-    });
-    return this.inflight;
+    return this.cached.get(() => this.exchange(signal));
   }
 
   invalidate(): void {
-    this.current = undefined;
+    this.cached.invalidate();
   }
 
   private get where(): string {
     return `provider ${this.options.providerName}: Workload Identity Federation (${this.options.config.audience})`;
   }
 
-  private async exchange(signal?: AbortSignal): Promise<string> {
+  private async exchange(signal?: AbortSignal): Promise<{ token: string; expiresAt: number }> {
     this.exchanges++;
     const { config } = this.options;
     const scope = this.options.scope ?? MONITORING_READ_SCOPE;
@@ -185,8 +180,7 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     const federated = stsResponseSchema.safeParse(sts.body);
     if (!federated.success) throw serviceUnavailable(`${this.where}: Google STS's answer has no access_token`);
     if (impersonate === undefined) {
-      this.current = { token: federated.data.access_token, expiresAt: this.options.now() + federated.data.expires_in * 1000 };
-      return federated.data.access_token;
+      return { token: federated.data.access_token, expiresAt: this.options.now() + federated.data.expires_in * 1000 };
     }
     const lifetime = config.service_account_impersonation?.token_lifetime_seconds ?? DEFAULT_IMPERSONATION_LIFETIME_SECONDS;
     const answer = await this.call("generateAccessToken", impersonate, {
@@ -198,8 +192,7 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     const impersonated = impersonationResponseSchema.safeParse(answer.body);
     const expiresAt = impersonated.success ? Date.parse(impersonated.data.expireTime) : Number.NaN;
     if (!impersonated.success || Number.isNaN(expiresAt)) throw serviceUnavailable(`${this.where}: generateAccessToken's answer has no accessToken/expireTime`);
-    this.current = { token: impersonated.data.accessToken, expiresAt };
-    return impersonated.data.accessToken;
+    return { token: impersonated.data.accessToken, expiresAt };
   }
 
   /** The subject token of `credential_source`. */
@@ -300,27 +293,8 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
  * @throws StatusError 500 when the body is longer than `limit` bytes
  */
 async function boundedText(response: Response, limit: number, where: string): Promise<string> {
-  if (response.body === null) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw internalError(`${where} answered more than ${limit} bytes`);
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    all.set(c, at);
-    at += c.byteLength;
-  }
-  return new TextDecoder().decode(all);
+  const bytes = await readBounded(response.body, limit, () => internalError(`${where} answered more than ${limit} bytes`));
+  return new TextDecoder().decode(bytes);
 }
 
 /** The subject token in a `url` source's answer (`format` text or json). */

@@ -29,6 +29,49 @@ const ASSERTION_LIFETIME_SECONDS = 3600;
 /** A token is renewed when less than this is left, ms. */
 const RENEW_BEFORE_MS = 60_000;
 
+/**
+ * One cached access token, renewed when less than 60 s of it is left, with
+ * at most one exchange in flight: callers arriving while it runs share it
+ * (and so the first caller's deadline). A failed exchange is not cached.
+ * Used by every GCP token source (service-account key, Workload Identity
+ * Federation).
+ */
+export class RenewingToken {
+  private current: { token: string; expiresAt: number } | undefined;
+  private inflight: Promise<string> | undefined;
+  private readonly now: () => number;
+
+  /** @param now clock, ms since epoch */
+  constructor(now: () => number) {
+    this.now = now;
+  }
+
+  /**
+   * The cached token while it has more than 60 s left, else the result of
+   * the exchange in flight, else of a new `exchange()` (`expiresAt` in ms
+   * since epoch).
+   *
+   * @throws whatever `exchange` throws
+   */
+  get(exchange: () => Promise<{ token: string; expiresAt: number }>): Promise<string> {
+    if (this.current !== undefined && this.current.expiresAt - RENEW_BEFORE_MS > this.now()) return Promise.resolve(this.current.token);
+    this.inflight ??= exchange()
+      .then((fresh) => {
+        this.current = fresh;
+        return fresh.token;
+      })
+      .finally(() => {
+        this.inflight = undefined;
+      });
+    return this.inflight;
+  }
+
+  /** Forget the cached token (after the API answered 401 to it). */
+  invalidate(): void {
+    this.current = undefined;
+  }
+}
+
 const tokenResponseSchema = z.looseObject({
   access_token: z.string().check(z.minLength(1)),
   expires_in: z._default(z.coerce.number().check(z.positive()), 3600),
@@ -53,11 +96,11 @@ export class ServiceAccountTokenSource {
   /** token exchanges made (for tests) */
   exchanges = 0;
   private readonly options: TokenSourceOptions;
-  private current: { token: string; expiresAt: number } | undefined;
-  private inflight: Promise<string> | undefined;
+  private readonly cached: RenewingToken;
 
   constructor(options: TokenSourceOptions) {
     this.options = options;
+    this.cached = new RenewingToken(() => options.now());
   }
 
   /**
@@ -69,20 +112,15 @@ export class ServiceAccountTokenSource {
    *   503 when the endpoint is unreachable, times out or fails with 5xx
    */
   async token(signal?: AbortSignal): Promise<string> {
-    const now = this.options.now();
-    if (this.current !== undefined && this.current.expiresAt - RENEW_BEFORE_MS > now) return this.current.token;
-    this.inflight ??= this.exchange(signal).finally(() => {
-      this.inflight = undefined;
-    });
-    return this.inflight;
+    return this.cached.get(() => this.exchange(signal));
   }
 
   /** Forget the cached token (after the API answered 401 to it). */
   invalidate(): void {
-    this.current = undefined;
+    this.cached.invalidate();
   }
 
-  private async exchange(signal?: AbortSignal): Promise<string> {
+  private async exchange(signal?: AbortSignal): Promise<{ token: string; expiresAt: number }> {
     const { key, providerName } = this.options;
     const where = `provider ${providerName}: getting an access token for ${key.client_email} from ${key.token_uri}`;
     this.exchanges++;
@@ -126,7 +164,6 @@ export class ServiceAccountTokenSource {
     }
     const parsed = tokenResponseSchema.safeParse(body);
     if (!parsed.success) throw serviceUnavailable(`${where} failed: the token endpoint's answer has no access_token`);
-    this.current = { token: parsed.data.access_token, expiresAt: this.options.now() + parsed.data.expires_in * 1000 };
-    return parsed.data.access_token;
+    return { token: parsed.data.access_token, expiresAt: this.options.now() + parsed.data.expires_in * 1000 };
   }
 }
