@@ -46,6 +46,7 @@ import {
   shippedProxyConfig,
   startBridgeProcess,
   waitForAPIServiceAvailable,
+  localProxyFlags,
   withFlags,
   type Condition,
 } from "./k8s/shipped.ts";
@@ -303,15 +304,7 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
       );
       return file;
     };
-    proxyArgs = withFlags(shipped.proxyArgs, {
-      "--kubeconfig": cp.tokenKubeconfig("proxy", token),
-      "--bind-address": "127.0.0.1",
-      "--secure-port": String(proxyPort),
-      "--service-port": String(proxyPort),
-      "--readiness-interval-seconds": "1",
-      "--shutdown-delay-seconds": "0",
-      "--drain-timeout-seconds": "2",
-    });
+    proxyArgs = withFlags(shipped.proxyArgs, localProxyFlags(cp.tokenKubeconfig("proxy", token), proxyPort));
     proxyEnv = { ...env, POD_NAMESPACE: PROXY_NS, POD_NAME: "proxy-0" };
     const proxy = startProxy("Warn");
     await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });

@@ -34,7 +34,7 @@ import { buildLambda } from "../infra/lambda/build.ts";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
-import { e2eBridgeConfig, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { e2eBridgeConfig, localProxyFlags, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
@@ -209,13 +209,7 @@ describe("real Kubernetes: the HPA scales through the proxy on the Worker (worke
     );
     const proxyArgs = withFlags(shipped.proxyArgs, {
       "--config": proxyConfig,
-      "--kubeconfig": cp.tokenKubeconfig("proxy", token),
-      "--bind-address": "127.0.0.1",
-      "--secure-port": String(proxyPort),
-      "--service-port": String(proxyPort),
-      "--readiness-interval-seconds": "1",
-      "--shutdown-delay-seconds": "0",
-      "--drain-timeout-seconds": "2",
+      ...localProxyFlags(cp.tokenKubeconfig("proxy", token), proxyPort),
     });
     const proxy = startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...proxyArgs], {
       logFile: join(work, "proxy.log"),
