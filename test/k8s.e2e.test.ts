@@ -44,7 +44,7 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
-import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, localProxyFlags, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -310,15 +310,7 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     );
     const proxyArgs = withFlags(shipped.proxyArgs, {
       "--config": proxyConfig,
-      "--kubeconfig": proxyKubeconfig,
-      "--bind-address": "127.0.0.1",
-      "--secure-port": String(proxyPort),
-      // The aggregator dials the ExternalName host on the APIService's port
-      // (in a cluster: Service port 443 → targetPort 6443).
-      "--service-port": String(proxyPort),
-      "--readiness-interval-seconds": "1",
-      "--shutdown-delay-seconds": "0",
-      "--drain-timeout-seconds": "2",
+      ...localProxyFlags(proxyKubeconfig, proxyPort),
     });
     const proxy = startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...proxyArgs], {
       logFile: join(work, "proxy.log"),
