@@ -50,7 +50,7 @@ import { parse, stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
 import { createCA } from "./k8s/pki.ts";
-import { API_SERVICE, e2eBridgeConfig, startBridgeProcess, waitForAPIServiceAvailable, withFlags } from "./k8s/shipped.ts";
+import { API_SERVICE, e2eBridgeConfig, localProxyFlags, startBridgeProcess, waitForAPIServiceAvailable, withFlags } from "./k8s/shipped.ts";
 import { ensureTool } from "../infra/tools/validate.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -366,13 +366,7 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
         join(ROOT, "functions/proxy/main.ts"),
         ...withFlags(args, {
           "--config": localConfig,
-          "--kubeconfig": cp!.tokenKubeconfig("proxy", token),
-          "--bind-address": "127.0.0.1",
-          "--secure-port": String(proxyPort),
-          "--service-port": String(proxyPort),
-          "--readiness-interval-seconds": "1",
-          "--shutdown-delay-seconds": "0",
-          "--drain-timeout-seconds": "2",
+          ...localProxyFlags(cp!.tokenKubeconfig("proxy", token), proxyPort),
         }),
       ],
       { logFile: join(work, "proxy.log"), env: { ...env, POD_NAMESPACE: NS, POD_NAME: "proxy-0" } },
