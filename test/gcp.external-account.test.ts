@@ -23,34 +23,16 @@ import { buildBridge, type Bridge } from "../shared/bridge.ts";
 import { createGrpcTransportFactory } from "../shared/providers/gcp-monitoring/grpc.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { startStsFake, type StsFake } from "./fakes/google-sts.ts";
+import { gcpBacklogConfig, ordersBacklogSeries } from "./helpers/gcp.ts";
 import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
-const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
 const MONITORING_READ = "https://www.googleapis.com/auth/monitoring.read";
 const CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform";
 
 function config(endpoint: string, variable = "GOOGLE_EXTERNAL_ACCOUNT_JSON") {
-  return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 0 }
-providers:
-  gcp:
-    type: gcp-monitoring
-    project: test-project
-    endpoint: ${endpoint}
-    credentials: { source: externalAccount${variable === "GOOGLE_EXTERNAL_ACCOUNT_JSON" ? "" : `, variable: ${variable}`} }
-    timeoutSeconds: 1
-metrics:
-  - name: pubsub_backlog
-    provider: gcp
-    query:
-      metricType: ${BACKLOG}
-      resourceType: pubsub_subscription
-      selectorLabels: { subscription: resource.labels.subscription_id }
-`;
+  const credentials = `{ source: externalAccount${variable === "GOOGLE_EXTERNAL_ACCOUNT_JSON" ? "" : `, variable: ${variable}`} }`;
+  return gcpBacklogConfig(endpoint, { credentials, cacheTTLSeconds: 0, providerLines: ["timeoutSeconds: 1"] });
 }
 
 let fakes: GoogleFakes;
@@ -58,14 +40,7 @@ let sts: StsFake;
 beforeAll(async () => {
   fakes = await startGoogleFakes();
   sts = await startStsFake(fakes.oauth.issued);
-  fakes.store.series = [
-    {
-      metricType: BACKLOG,
-      resourceType: "pubsub_subscription",
-      resourceLabels: { project_id: "test-project", subscription_id: "orders" },
-      points: [{ end: Date.now() - 30_000, value: { int64Value: "42" } }],
-    },
-  ];
+  fakes.store.series = ordersBacklogSeries();
 });
 afterAll(async () => {
   await sts?.close();

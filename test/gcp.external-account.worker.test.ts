@@ -10,31 +10,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { startStsFake, type StsFake } from "./fakes/google-sts.ts";
+import { gcpBacklogConfig, ordersBacklogSeries } from "./helpers/gcp.ts";
 import { buildWorker, startWorker, type WorkerBuild } from "./helpers/worker.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
-const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
 
 function config(endpoint: string) {
-  return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 0 }
-providers:
-  gcp:
-    type: gcp-monitoring
-    project: test-project
-    endpoint: ${endpoint}
-    credentials: { source: externalAccount }
-metrics:
-  - name: pubsub_backlog
-    provider: gcp
-    query:
-      metricType: ${BACKLOG}
-      resourceType: pubsub_subscription
-      selectorLabels: { subscription: resource.labels.subscription_id }
-`;
+  return gcpBacklogConfig(endpoint, { credentials: "{ source: externalAccount }", cacheTTLSeconds: 0 });
 }
 
 describe("gcp-monitoring with Workload Identity Federation inside the Worker (workerd)", () => {
@@ -44,14 +26,7 @@ describe("gcp-monitoring with Workload Identity Federation inside the Worker (wo
   beforeAll(async () => {
     [fakes, build] = await Promise.all([startGoogleFakes(), buildWorker()]);
     sts = await startStsFake(fakes.oauth.issued);
-    fakes.store.series = [
-      {
-        metricType: BACKLOG,
-        resourceType: "pubsub_subscription",
-        resourceLabels: { project_id: "test-project", subscription_id: "orders" },
-        points: [{ end: Date.now() - 30_000, value: { int64Value: "42" } }],
-      },
-    ];
+    fakes.store.series = ordersBacklogSeries();
   });
   afterAll(async () => {
     await sts?.close();

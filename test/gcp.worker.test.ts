@@ -9,32 +9,13 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
+import { BACKLOG, gcpBacklogConfig } from "./helpers/gcp.ts";
 import { buildWorker, startWorker, type RunningWorker, type WorkerBuild } from "./helpers/worker.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
-const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
 
 function config(endpoint: string) {
-  return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 30 }
-providers:
-  gcp:
-    type: gcp-monitoring
-    project: test-project
-    endpoint: ${endpoint}
-    credentials: { source: environment, variable: GCP_KEY }
-    batchWindowSeconds: 0.05
-metrics:
-  - name: pubsub_backlog
-    provider: gcp
-    query:
-      metricType: ${BACKLOG}
-      resourceType: pubsub_subscription
-      selectorLabels: { subscription: resource.labels.subscription_id }
-`;
+  return gcpBacklogConfig(endpoint, { credentials: "{ source: environment, variable: GCP_KEY }", cacheTTLSeconds: 30, providerLines: ["batchWindowSeconds: 0.05"] });
 }
 
 describe("gcp-monitoring inside the Worker (workerd)", () => {
