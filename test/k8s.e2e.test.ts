@@ -44,7 +44,7 @@ import {
   type ControlPlane,
   type LoggedProcess,
 } from "./k8s/cluster.ts";
-import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, localProxyFlags, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, localProxyFlags, placeholderDeployment, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -180,16 +180,7 @@ function proxyLog(msg: string): Record<string, unknown>[] {
 /** A Deployment of `replicas` (pods stay Pending: no kubelet) and an HPA on it with `metrics` (none = the v2 default, CPU). */
 function scaledWorkload(ns: string, name: string, replicas: number, min: number, max: number, metrics?: object[]): object[] {
   return [
-    {
-      apiVersion: "apps/v1",
-      kind: "Deployment",
-      metadata: { name, namespace: ns },
-      spec: {
-        replicas,
-        selector: { matchLabels: { app: name } },
-        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name, image: "registry.invalid/worker:1" }] } },
-      },
-    },
+    placeholderDeployment(name, ns, replicas),
     {
       apiVersion: "autoscaling/v2",
       kind: "HorizontalPodAutoscaler",

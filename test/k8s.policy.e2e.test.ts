@@ -47,6 +47,7 @@ import {
   startBridgeProcess,
   waitForAPIServiceAvailable,
   localProxyFlags,
+  placeholderDeployment,
   withFlags,
   type Condition,
 } from "./k8s/shipped.ts";
@@ -124,16 +125,7 @@ function brokenPolicy(ns: string, name: string): object {
 /** A Deployment (pods stay Pending: no kubelet) and an autoscaling/v2 HPA on `queue`'s depth. */
 function hpaOn(ns: string, name: string, queue: string): object[] {
   return [
-    {
-      apiVersion: "apps/v1",
-      kind: "Deployment",
-      metadata: { name, namespace: ns },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: name } },
-        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name, image: "registry.invalid/worker:1" }] } },
-      },
-    },
+    placeholderDeployment(name, ns),
     {
       apiVersion: "autoscaling/v2",
       kind: "HorizontalPodAutoscaler",

@@ -34,7 +34,7 @@ import { buildLambda } from "../infra/lambda/build.ts";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
-import { e2eBridgeConfig, localProxyFlags, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { e2eBridgeConfig, localProxyFlags, placeholderDeployment, PROXY_NS, PROXY_SERVICE, shippedManifests, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
@@ -73,16 +73,7 @@ function workload(runtime: Runtime, target: number, min: number, max: number): s
   const { ns, queue, metric } = RUNTIMES[runtime];
   return yamlDocs(
     { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
-    {
-      apiVersion: "apps/v1",
-      kind: "Deployment",
-      metadata: { name: "worker", namespace: ns },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: "worker" } },
-        template: { metadata: { labels: { app: "worker" } }, spec: { containers: [{ name: "worker", image: "registry.invalid/worker:1" }] } },
-      },
-    },
+    placeholderDeployment("worker", ns),
     {
       apiVersion: "autoscaling/v2",
       kind: "HorizontalPodAutoscaler",

@@ -119,6 +119,25 @@ export function localProxyFlags(kubeconfig: string, port: number): Record<string
   };
 }
 
+/**
+ * An apps/v1 Deployment `name` in namespace `ns` with `replicas` (default 1)
+ * of a placeholder image: the HPA's scale target in the e2e suites. No
+ * kubelet runs there, so its pods stay Pending, which an External
+ * AverageValue target does not mind (the HPA reads only the scale subresource).
+ */
+export function placeholderDeployment(name: string, ns: string, replicas = 1): Record<string, unknown> {
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: ns },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { app: name } }, spec: { containers: [{ name, image: "registry.invalid/worker:1" }] } },
+    },
+  };
+}
+
 /** The APIService the proxy registers. */
 export const API_SERVICE = "v1beta1.external.metrics.k8s.io";
 
