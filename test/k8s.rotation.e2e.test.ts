@@ -31,7 +31,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { buildControlPlane, freePorts, logTails, startControlPlane, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./k8s/cluster.ts";
-import { API_SERVICE, e2eBridgeConfig, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
+import { API_SERVICE, e2eBridgeConfig, placeholderDeployment, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "./k8s/shipped.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
@@ -476,17 +476,8 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
 
 function workload(): string {
   return yamlDocs(
-    {
-      apiVersion: "apps/v1",
-      kind: "Deployment",
-      metadata: { name: "worker", namespace: NS },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: "worker" } },
-        // No kubelet runs: pods stay Pending, which an AverageValue target does not mind.
-        template: { metadata: { labels: { app: "worker" } }, spec: { containers: [{ name: "worker", image: "registry.invalid/worker:1" }] } },
-      },
-    },
+    // No kubelet runs: pods stay Pending, which an AverageValue target does not mind.
+    placeholderDeployment("worker", NS),
     {
       apiVersion: "autoscaling/v2",
       kind: "HorizontalPodAutoscaler",
