@@ -24,6 +24,7 @@
  * main chunk.
  */
 import { readFileSync } from "node:fs";
+import { readBounded } from "../bounded-body.ts";
 import type { LogRecord } from "../app.ts";
 import { fromConfig } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
@@ -143,9 +144,17 @@ export class InProcessBackend implements Backend {
     } catch (err) {
       throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
     }
+    const tooLarge = () => new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`);
     const light = lightweight(response);
-    const body = light !== undefined ? Buffer.from(light.body, "utf8") : Buffer.from(await response.arrayBuffer());
-    if (body.length > MAX_RESPONSE_BYTES) throw new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`);
+    let body: Buffer;
+    if (light !== undefined) {
+      body = Buffer.from(light.body, "utf8");
+      if (body.length > MAX_RESPONSE_BYTES) throw tooLarge();
+    } else {
+      // A streamed answer is read only up to the bound, as every other body the proxy reads.
+      const bytes = await readBounded(response.body, MAX_RESPONSE_BYTES, tooLarge);
+      body = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    }
     const headers: Record<string, string> = {};
     const source = light?.headers ?? response.headers;
     if (source instanceof Headers) source.forEach((value, key) => (headers[key] = value));
