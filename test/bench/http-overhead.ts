@@ -10,6 +10,8 @@
  *
  * Environment: `BENCH_DURATION` measured seconds per scenario (default 5),
  * `BENCH_WARMUP` seconds of unmeasured load before each (default 1),
+ * `BENCH_SPIN_MICROS` the busy-loop µs per request of the calibration
+ * scenarios, comma-separated (default `10,20`; empty: none),
  * `BENCH_CONNECTIONS` concurrent keep-alive connections (default 50, at most
  * 1000), `BENCH_SERIES` distinct series read (default 50), `BENCH_GROUPS`
  * the scenario groups to run, comma-separated (default `http,https,worker`:
@@ -33,6 +35,10 @@
  *   and the measured path is the bridge's own: routing, selector parse, rule
  *   lookup, policy evaluation, cache hit, Quantity formatting, JSON, logging
  *   (JSON lines to stdout, here /dev/null);
+ * - A + N µs busy loop (calibration): the trivial route spinning N µs of
+ *   JavaScript before answering: what a server doing N µs more work per
+ *   request than A reaches against A on this machine and load generator
+ *   (the bridge's own code on a cache hit is about 13 µs, Hono included);
  * - bridge, misses coalesced: cacheTTLSeconds 0 and every connection reads
  *   the same series, so each read needs a backend value and concurrent reads
  *   share one GetQueueAttributes call; the SDK commands sent are counted
@@ -91,6 +97,8 @@ import {
 } from "./servers.ts";
 
 const BASELINE_A = "A: trivial Hono (HTTP)";
+/** The name of the calibration scenario with `spinMicros` µs of busy work per request. */
+const spinName = (spinMicros: number) => `A + ${spinMicros} µs busy loop (calibration)`;
 const BASELINE_B = "B: trivial Hono (HTTPS, client cert)";
 /** `BENCH_QUICK=1` (`npm run bench -- --quick`): short runs for a smoke test, figures meaningless. */
 const QUICK = process.env["BENCH_QUICK"] === "1";
@@ -253,6 +261,8 @@ interface Settings {
   connections: number;
   series: number;
   groups: Set<string>;
+  /** µs of busy work per request of the calibration scenarios (`BENCH_SPIN_MICROS`) */
+  spins: number[];
 }
 
 const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -271,6 +281,11 @@ async function main(): Promise<void> {
     connections: Math.round(envNumber("BENCH_CONNECTIONS", 50, 1000)),
     series: Math.round(envNumber("BENCH_SERIES", 50, 1000)),
     groups: new Set((process.env["BENCH_GROUPS"] ?? "http,https,worker").split(",").map((g) => g.trim())),
+    spins: (process.env["BENCH_SPIN_MICROS"] ?? "10,20").split(",").filter((x) => x.trim() !== "").map((x) => {
+      const n = Number(x);
+      if (!Number.isFinite(n) || n < 0 || n > 10_000) throw new Error(`BENCH_SPIN_MICROS: ${x} is not a number of µs between 0 and 10000`);
+      return n;
+    }),
   };
   for (const g of settings.groups) if (!["http", "https", "worker"].includes(g)) throw new Error(`BENCH_GROUPS: unknown group ${g} (http, https, worker)`);
   const load0 = os.loadavg();
@@ -293,6 +308,14 @@ async function httpScenarios(settings: Settings, fauxqs: Child, seriesPath: (i: 
     const a = await spawnChild("hono-http", {});
     await expectValue("baseline A", await get(`${a.url}${trivialPath()}`), "1");
     await scenario(BASELINE_A, { url: a.url, path: trivialPath }, [node(a, "hono")], settings);
+    await a.stop();
+  }
+  // Calibration (P1): the trivial route plus a fixed busy loop per request. What these reach against A shows what any
+  // server doing that many µs of work more than the trivial route per request can reach on this machine and load generator.
+  for (const spinMicros of settings.spins) {
+    const a = await spawnChild("hono-http", { spinMicros });
+    await expectValue(`baseline A + ${spinMicros} µs`, await get(`${a.url}${trivialPath()}`), "1");
+    await scenario(spinName(spinMicros), { url: a.url, path: trivialPath }, [node(a, "hono")], settings, BASELINE_A);
     await a.stop();
   }
   {
@@ -492,6 +515,7 @@ function cpuOf(r: Row): number {
 function writeBenchReport(settings: Settings, startedAt: Date, load0: number[]): void {
   const goalRows = [
     ratioRow("P1", "cache-hit read, Node bridge vs trivial Hono route of the same JSON (HTTP, closed loop)", "bridge, cached", { rps: 0.5, p99: 2 }),
+    ...settings.spins.map((us) => ratioRow(`P1-calibration-${us}us`, `calibration: trivial Hono plus ${us} µs of busy JavaScript per request vs trivial Hono (HTTP)`, spinName(us), {})),
     ratioRow("http-bridge-miss", "bridge, misses coalesced vs trivial Hono (HTTP)", "bridge, misses coalesced", {}),
     ratioRow("http-proxy-forward", "proxy → bridge (cached) vs trivial Hono over HTTPS", "proxy → bridge (cached)", {}),
     ratioRow("http-proxy-hit", "proxy cache hit vs trivial Hono over HTTPS", "proxy cache hit", {}),

@@ -29,6 +29,9 @@
  * Prints figures and writes report row `P5` and figure `p5-rss` when
  * `BENCH_REPORT_DIR` is set; asserts nothing, but exits 1 when a read failed.
  * `BENCH_QUICK=1`: 2,000 series, 1 s pause (smoke test).
+ * `BENCH_HEAP_SNAPSHOT=1`: also print the proxy's V8 heap figures from its
+ * `/metrics` and write a V8 heap snapshot of it after the pause
+ * (`--heapsnapshot-signal`, into the working directory) for Chrome DevTools.
  * Linux only (`/proc`).
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -77,6 +80,9 @@ interface Measurement {
   atRest: number;
   peak: number;
   settled: number;
+  /** of `settled`: anonymous pages (V8 heap, malloc) and file-backed pages (the node binary and libraries), bytes */
+  settledAnon: number;
+  settledFile: number;
   reads: ClosedLoopResult;
   note?: string;
 }
@@ -94,7 +100,7 @@ async function measure(label: string, pid: number, url: string, caPem: string, c
     await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000));
     sample();
     const m = procMemory(pid);
-    return { label, samples, atRest, peak: Math.max(m.peak, ...samples.map((s) => s[1])), settled: m.rss, reads };
+    return { label, samples, atRest, peak: Math.max(m.peak, ...samples.map((s) => s[1])), settled: m.rss, settledAnon: m.anon, settledFile: m.file, reads };
   } finally {
     clearInterval(timer);
   }
@@ -147,6 +153,7 @@ async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: num
  */
 async function cacheCounters(client: FrontProxyClient, url: string, caPem: string): Promise<Record<string, number>> {
   const res = await client.get(`${url}/metrics`, caPem);
+  if (process.env["BENCH_HEAP_SNAPSHOT"]) process.stderr.write(res.text.split("\n").filter((l) => /heap|resident|external|nodejs_gc/.test(l) && !l.startsWith("#")).join("\n") + "\n");
   const out: Record<string, number> = {};
   for (const m of res.text.matchAll(/^\w*cache_requests_total\{result="(\w+)"\} ([0-9.e+]+)$/gm)) out[m[1]!] = Number(m[2]);
   for (const m of res.text.matchAll(/^\w*cache_(entries|bytes)\{cache="([\w-]+)"\} ([0-9.e+]+)$/gm)) out[`${m[1]}:${m[2]}`] = Number(m[3]);
@@ -202,7 +209,7 @@ cache: { ttlSeconds: ${PROXY_TTL_SECONDS}, maxEntries: ${SERIES} }
     let stderr = "";
     proxyProc = spawn(
       process.execPath,
-      [...flags, bundle.file, "--config", config, "--kubeconfig", writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake), "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
+      [...flags, ...(process.env["BENCH_HEAP_SNAPSHOT"] ? ["--heapsnapshot-signal=SIGUSR2"] : []), bundle.file, "--config", config, "--kubeconfig", writeFakeKubeconfig(join(dir, "kubeconfig.yaml"), fake), "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
       { env: { ...process.env, ...imageEnv(), BRIDGE_SIGNING_KEYS: client.keys, POD_NAMESPACE: "emb" }, stdio: ["ignore", "ignore", "pipe"] },
     );
     proxyProc.stderr!.on("data", (chunk: Buffer) => void (stderr = (stderr + chunk.toString("utf8")).slice(-4000)));
@@ -226,6 +233,11 @@ cache: { ttlSeconds: ${PROXY_TTL_SECONDS}, maxEntries: ${SERIES} }
     proxy.note = `cache: ${after["miss"] ?? 0} misses, ${after["coalesced"] ?? 0} coalesced over the run; held after the pause: ${sizes}; ${VERIFY} series re-read after the pause: ${hits} cache hits${withinTtl ? "" : ` (the run outlasted the ${PROXY_TTL_SECONDS} s TTL: the earliest entries had expired)`}`;
     if (held < SERIES) failures.push(`after the pause the proxy holds ${held} values entries, not ${SERIES}`);
     if (verify.ok !== VERIFY || (withinTtl && hits !== VERIFY)) failures.push(`re-reading ${VERIFY} series after the pause: ${hits} cache hits, ${verify.ok} ok (expected ${VERIFY})`);
+    if (process.env["BENCH_HEAP_SNAPSHOT"]) {
+      // A V8 heap snapshot of the proxy holding the series (Node's --heapsnapshot-signal), written into its working directory.
+      proxyProc.kill("SIGUSR2");
+      await new Promise((r) => setTimeout(r, 15_000));
+    }
     proxyProc.kill("SIGTERM");
     await bridge.stop();
     await fauxqs.stop();
@@ -248,8 +260,8 @@ function report(startedAt: Date, flags: string[], base: Measurement, proxy: Meas
   const lines = [
     `Proxy memory with ${SERIES.toLocaleString("en-US")} cached series — ${startedAt.toISOString()}, Node ${process.version} ${flags.join(" ")} (MB = 2^20 bytes)`,
     "",
-    "process | RSS at rest | peak RSS | settled RSS | reads ok | p99 ms",
-    ...[base, proxy].map((m) => `${m.label} | ${mb(m.atRest)} | ${mb(m.peak)} | ${mb(m.settled)} | ${m.reads.ok}/${m.reads.requests} | ${m.reads.p99.toFixed(1)}`),
+    "process | RSS at rest | peak RSS | settled RSS | of which anonymous | of which file-backed (node binary, libraries) | reads ok | p99 ms",
+    ...[base, proxy].map((m) => `${m.label} | ${mb(m.atRest)} | ${mb(m.peak)} | ${mb(m.settled)} | ${mb(m.settledAnon)} | ${mb(m.settledFile)} | ${m.reads.ok}/${m.reads.requests} | ${m.reads.p99.toFixed(1)}`),
     ...(proxy.note ? ["", proxy.note] : []),
   ];
   console.log(lines.join("\n"));
@@ -279,7 +291,7 @@ function report(startedAt: Date, flags: string[], base: Measurement, proxy: Meas
     ],
     notes: [
       `${SERIES} reads, each a distinct selector (3 of ${QUEUES} queues), ${CONCURRENCY} at a time over keep-alive connections (closed loop); RSS sampled every ${SAMPLE_MS} ms; settled = ${SETTLE_SECONDS} s after the last read. Node flags of the image: ${flags.join(" ") || "(none)"}.`,
-      ...[base, proxy].map((m) => `${m.label}: at rest ${mb(m.atRest)} MB, peak ${mb(m.peak)} MB, settled ${mb(m.settled)} MB; reads took ${m.reads.seconds.toFixed(1)} s (p50 ${m.reads.p50.toFixed(1)} ms, p99 ${m.reads.p99.toFixed(1)} ms).`),
+      ...[base, proxy].map((m) => `${m.label}: at rest ${mb(m.atRest)} MB, peak ${mb(m.peak)} MB, settled ${mb(m.settled)} MB (${mb(m.settledAnon)} anonymous, ${mb(m.settledFile)} file-backed: the node binary and libraries); reads took ${m.reads.seconds.toFixed(1)} s (p50 ${m.reads.p50.toFixed(1)} ms, p99 ${m.reads.p99.toFixed(1)} ms).`),
       ...(proxy.note ? [proxy.note] : []),
       ...failures.map((f) => `FAILED: ${f}`),
     ],

@@ -122,7 +122,7 @@ export async function startRole(role: string, options: Record<string, unknown>):
       return { url: emulator.endpoint, close: () => emulator.stop() };
     }
     case "hono-http": {
-      const app = trivialApp();
+      const app = trivialApp((options["spinMicros"] as number | undefined) ?? 0);
       const server = await new Promise<ServerType>((resolve) => {
         const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
       });
@@ -460,14 +460,17 @@ export async function servingPems(): Promise<{ certPem: string; keyPem: string; 
 
 /**
  * Resident memory of process `pid` from `/proc/<pid>/status` (Linux, proc(5)):
- * current (`VmRSS`) and peak (`VmHWM`), bytes.
+ * current (`VmRSS`) and peak (`VmHWM`), and the current RSS split into
+ * anonymous pages (`RssAnon`: the V8 heap, malloc, buffers) and file-backed
+ * pages (`RssFile`: the node binary's and shared libraries' mapped code and
+ * data, the same for any Node program), bytes.
  *
  * @throws Error when the process does not exist (ENOENT)
  */
-export function procMemory(pid: number): { rss: number; peak: number } {
+export function procMemory(pid: number): { rss: number; peak: number; anon: number; file: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: kb("VmRSS"), peak: kb("VmHWM") };
+  return { rss: kb("VmRSS"), peak: kb("VmHWM"), anon: kb("RssAnon"), file: kb("RssFile") };
 }
 
 /**

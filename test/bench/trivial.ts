@@ -13,8 +13,14 @@ import { Hono } from "hono";
 
 export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
-/** The trivial app: GET `/apis/external.metrics.k8s.io/v1beta1/namespaces/:namespace/:metric` → a fixed one-item list. */
-export function trivialApp(): Hono {
+/**
+ * The trivial app: GET `/apis/external.metrics.k8s.io/v1beta1/namespaces/:namespace/:metric` → a fixed one-item list.
+ *
+ * @param spinMicros µs of busy JavaScript before each answer (default 0): the
+ *   calibration scenarios of `bench:http-overhead` use it to show what a server
+ *   that does only that much more work per request than the trivial route reaches
+ */
+export function trivialApp(spinMicros = 0): Hono {
   const app = new Hono();
   const body = {
     kind: "ExternalMetricValueList",
@@ -22,7 +28,14 @@ export function trivialApp(): Hono {
     metadata: {},
     items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "bench-q0" }, timestamp: "2026-01-01T00:00:00Z", value: "1" }],
   };
-  app.get(`${V1}/namespaces/:namespace/:metric`, (c) => c.json(body));
+  const spinMs = spinMicros / 1000;
+  app.get(`${V1}/namespaces/:namespace/:metric`, (c) => {
+    if (spinMs > 0) {
+      const until = performance.now() + spinMs;
+      while (performance.now() < until);
+    }
+    return c.json(body);
+  });
   return app;
 }
 
