@@ -3,9 +3,10 @@
  * `npm run bench:memory` (bundled there by esbuild and run with the image's
  * Node flags, as the proxy is): serves test/bench/trivial.ts with the
  * certificate and key in `TRIVIAL_CERT_PEM` / `TRIVIAL_KEY_PEM`, prints its
- * URL as one line on stdout, and runs until killed.
+ * URL as one line on stdout, and runs until killed. `TRIVIAL_HOLD=1`: keep
+ * one answer per distinct request (trivial.ts `trivialApp`'s `hold`).
  */
 import { startTrivialHttps } from "./trivial.ts";
 
-const { url } = await startTrivialHttps(process.env["TRIVIAL_CERT_PEM"] ?? "", process.env["TRIVIAL_KEY_PEM"] ?? "");
+const { url } = await startTrivialHttps(process.env["TRIVIAL_CERT_PEM"] ?? "", process.env["TRIVIAL_KEY_PEM"] ?? "", process.env["TRIVIAL_HOLD"] === "1");
 process.stdout.write(`${url}\n`);

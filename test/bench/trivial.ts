@@ -19,8 +19,13 @@ export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
  * @param spinMicros µs of busy JavaScript before each answer (default 0): the
  *   calibration scenarios of `bench:http-overhead` use it to show what a server
  *   that does only that much more work per request than the trivial route reaches
+ * @param hold keep one answer per distinct path and query, as a cache holding
+ *   every series read would (default false): a three-item list naming the
+ *   request's `labelSelector`, made once per distinct request and kept in a
+ *   Map for the process's life — the floor of "a server holding N answers"
+ *   for `bench:memory`
  */
-export function trivialApp(spinMicros = 0): Hono {
+export function trivialApp(spinMicros = 0, hold = false): Hono {
   const app = new Hono();
   const body = {
     kind: "ExternalMetricValueList",
@@ -29,10 +34,21 @@ export function trivialApp(spinMicros = 0): Hono {
     items: [{ metricName: "queue_messages_ready", metricLabels: { queue: "bench-q0" }, timestamp: "2026-01-01T00:00:00Z", value: "1" }],
   };
   const spinMs = spinMicros / 1000;
+  const held = new Map<string, string>();
   app.get(`${V1}/namespaces/:namespace/:metric`, (c) => {
     if (spinMs > 0) {
       const until = performance.now() + spinMs;
       while (performance.now() < until);
+    }
+    if (hold) {
+      const key = c.req.url;
+      let text = held.get(key);
+      if (text === undefined) {
+        const selector = c.req.query("labelSelector") ?? "";
+        const items = [0, 1, 2].map((i) => ({ metricName: "queue_messages_ready", metricLabels: { queue: `${selector.slice(0, 40)}-${i}` }, timestamp: new Date().toISOString().slice(0, 19) + "Z", value: String(i + 1) }));
+        held.set(key, (text = JSON.stringify({ ...body, items })));
+      }
+      return c.body(text, 200, { "Content-Type": "application/json" });
     }
     return c.json(body);
   });
@@ -45,8 +61,8 @@ export function trivialApp(spinMicros = 0): Hono {
  *
  * @returns the server and its `https://127.0.0.1:<port>` URL
  */
-export async function startTrivialHttps(certPem: string, keyPem: string): Promise<{ server: https.Server; url: string }> {
-  const listener = getRequestListener(trivialApp().fetch);
+export async function startTrivialHttps(certPem: string, keyPem: string, hold = false): Promise<{ server: https.Server; url: string }> {
+  const listener = getRequestListener(trivialApp(0, hold).fetch);
   const server = https.createServer(
     { cert: certPem, key: keyPem, requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.2", maxHeaderSize: 64 * 1024 },
     (req, res) => void listener(req, res),
