@@ -35,6 +35,7 @@ import { buildNodeServer } from "../../infra/node/build.ts";
 import { buildWorker } from "../../infra/worker/build.ts";
 import { toEvent } from "../helpers/lambda.ts";
 import { writeReport, type BenchRow } from "./report.ts";
+import { procMemory } from "./servers.ts";
 import { ROOT } from "../setup/worker-bundle.ts";
 
 const exec = promisify(execFile);
@@ -175,8 +176,7 @@ async function rssAtRest(argv: string[], port: number, env: Record<string, strin
       await new Promise((r) => setTimeout(r, 50));
     }
     await new Promise((r) => setTimeout(r, 1000));
-    const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
-    return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+    return procMemory(child.pid!).rss;
   } finally {
     child.kill("SIGTERM");
     await new Promise((r) => child.once("exit", r));
