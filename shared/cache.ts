@@ -111,10 +111,19 @@ export interface RefreshAheadOptions {
   /** most keys remembered (default: the cache's `maxEntries`); the oldest remembered is dropped first */
   maxKeys?: number;
   /**
-   * Most bytes of remembered keys (default: the cache's `maxBytes` / 4); a
-   * key counts `key.length × 4 + 256` (the key, the loader's item, overhead).
+   * Most bytes of remembered keys and loaders (default: the cache's
+   * `maxBytes` / 4); a remembered key counts `key.length × 2 + loaderBytes`.
    */
   maxBytes?: number;
+  /**
+   * Estimated bytes of one remembered loader and its record, a fixed
+   * estimate per key (the cache cannot measure a closure): the closure (~64), what it captures (the query item of one
+   * series, e.g. a CloudWatch `MetricDataQuery`, and the provider's `this`,
+   * shared) and the remembered record (~80). Default 512. A caller whose
+   * loaders capture more passes its own figure: the estimate is what bounds
+   * the memory of remembered loaders.
+   */
+  loaderBytes?: number;
   /**
    * Timer for rounds (tests inject one): run `run` after `ms`, return a
    * cancel function. Default `setTimeout`, unref'd where the runtime allows.
@@ -176,6 +185,8 @@ export class CacheFullError extends Error {
 }
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
+/** Default {@link RefreshAheadOptions.loaderBytes}, bytes. */
+const DEFAULT_LOADER_BYTES = 512;
 
 /**
  * TTL + LRU cache with in-flight coalescing, keyed by string.
@@ -215,8 +226,8 @@ export class CoalescingCache<V> {
   #rememberedBytes = 0;
   /** refresh-ahead: TTL (ms) → when its next round is due (ms since epoch) */
   readonly #rounds = new Map<number, number>();
-  /** earliest value of `#rounds` (Infinity when none) */
-  #nextRoundAt = Number.POSITIVE_INFINITY;
+  /** refresh-ahead: TTL (ms) → the key its next round starts with (where the last one hit the in-flight bound) */
+  readonly #roundStart = new Map<number, string>();
   #cancelTimer: (() => void) | undefined;
   /** when the armed timer fires (ms since epoch by `now`) */
   #timerAt = Number.POSITIVE_INFINITY;
@@ -240,6 +251,7 @@ export class CoalescingCache<V> {
             leadMs: r.leadMs ?? ((ttlMs) => Math.min(ttlMs / 10, 3000)),
             maxKeys: r.maxKeys ?? this.#maxEntries,
             maxBytes: r.maxBytes ?? this.#maxBytes / 4,
+            loaderBytes: r.loaderBytes ?? DEFAULT_LOADER_BYTES,
             setTimer: r.setTimer ?? defaultSetTimer,
           };
   }
@@ -259,16 +271,14 @@ export class CoalescingCache<V> {
    *   {@link CacheFullError} when `maxEntries` loads are in flight
    */
   get(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, options: CacheReadOptions = {}): Promise<V> {
-    if (this.#refresh !== undefined && ttlMs > 0 && !this.#closed) this.#remember(key, ttlMs, load);
+    const remember = this.#refresh !== undefined && ttlMs > 0 && !this.#closed;
     const entry = this.#entries.get(key);
+    // The clock is read once per read, and only when something needs it.
+    const now = remember || entry !== undefined ? this.#now() : 0;
+    // (#remember may run a round; a round never changes the stored entries synchronously: `entry` stays right)
+    if (remember) this.#remember(key, ttlMs, load, now);
     if (entry !== undefined) {
-      const now = this.#now();
-      if (entry.ok && ttlMs > 0 && now - entry.storedAt <= Math.min(ttlMs, entry.keepMs)) {
-        this.#touch(key, entry);
-        this.stats.hits++;
-        this.#lastOutcome = "hit";
-        return Promise.resolve(entry.value);
-      }
+      if (this.#freshHit(key, entry, ttlMs, now)) return Promise.resolve(entry.value);
       if (!entry.ok && now < entry.expiresAt && now >= entry.storedAt) {
         // (a clock stepped back past storedAt does not stretch a failure's life)
         this.stats.failureHits++;
@@ -302,12 +312,24 @@ export class CoalescingCache<V> {
    */
   peek(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>): V | undefined {
     const entry = this.#entries.get(key);
-    if (entry === undefined || !entry.ok || ttlMs <= 0 || this.#now() - entry.storedAt > Math.min(ttlMs, entry.keepMs)) return undefined;
-    if (this.#refresh !== undefined && !this.#closed) this.#remember(key, ttlMs, load);
+    if (entry === undefined || !entry.ok) return undefined;
+    const now = this.#now();
+    if (!this.#freshHit(key, entry, ttlMs, now)) return undefined;
+    if (this.#refresh !== undefined && !this.#closed) this.#remember(key, ttlMs, load, now);
+    return entry.value;
+  }
+
+  /**
+   * The hit branch of {@link get} and {@link peek}: whether `entry` is a
+   * stored value no older than `ttlMs` nor than its own `keepMs` at `now`;
+   * when it is, the hit is counted and `key` becomes the most recently used.
+   */
+  #freshHit(key: string, entry: Entry<V>, ttlMs: number, now: number): entry is Extract<Entry<V>, { ok: true }> {
+    if (!entry.ok || ttlMs <= 0 || now - entry.storedAt > Math.min(ttlMs, entry.keepMs)) return false;
     this.#touch(key, entry);
     this.stats.hits++;
     this.#lastOutcome = "hit";
-    return entry.value;
+    return true;
   }
 
   /** How the last {@link get} call was answered (set synchronously inside it). */
@@ -494,7 +516,7 @@ export class CoalescingCache<V> {
     this.#cancelTimer = undefined;
     this.#timerAt = Number.POSITIVE_INFINITY;
     this.#rounds.clear();
-    this.#nextRoundAt = Number.POSITIVE_INFINITY;
+    this.#roundStart.clear();
     this.#remembered.clear();
     this.#rememberedBytes = 0;
     for (const [record, key] of this.#refreshing) {
@@ -504,17 +526,16 @@ export class CoalescingCache<V> {
     this.#refreshing.clear();
   }
 
-  /** Refresh-ahead: note a read of `key` (its loader and TTL), start its TTL's rounds, run a round that is due. */
-  #remember(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>): void {
-    const now = this.#now();
+  /** Refresh-ahead: note a read of `key` at `now` (its loader and TTL), start its TTL's rounds, run a round that is due. */
+  #remember(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, now: number): void {
     const known = this.#remembered.get(key);
     if (known !== undefined) {
       known.lastReadAt = now;
       known.load = load;
       known.ttlMs = ttlMs;
     } else {
-      const bytes = key.length * 4 + 256;
       const limits = this.#refresh!;
+      const bytes = key.length * 2 + limits.loaderBytes;
       if (bytes > limits.maxBytes) return;
       while (this.#remembered.size > 0 && (this.#remembered.size >= limits.maxKeys || this.#rememberedBytes + bytes > limits.maxBytes)) {
         this.#forget(this.#remembered.keys().next().value as string);
@@ -525,10 +546,17 @@ export class CoalescingCache<V> {
     if (!this.#rounds.has(ttlMs)) {
       const entry = this.#entries.get(key);
       const base = entry?.ok === true && entry.storedAt <= now ? entry.storedAt : now;
-      this.#setRound(ttlMs, base + ttlMs - this.#lead(ttlMs));
+      this.#rounds.set(ttlMs, base + ttlMs - this.#lead(ttlMs));
     }
-    if (now >= this.#nextRoundAt) this.#runDueRounds(now);
+    if (now >= this.#nextRoundAt()) this.#runDueRounds(now);
     else this.#arm(now);
+  }
+
+  /** When the earliest round is due, ms since epoch (Infinity when none): the least value of `#rounds` (one per distinct TTL: a few). */
+  #nextRoundAt(): number {
+    let next = Number.POSITIVE_INFINITY;
+    for (const at of this.#rounds.values()) if (at < next) next = at;
+    return next;
   }
 
   #forget(key: string): void {
@@ -543,28 +571,24 @@ export class CoalescingCache<V> {
     return Number.isFinite(lead) ? Math.min(Math.max(0, lead), ttlMs / 2) : 0;
   }
 
-  #setRound(ttlMs: number, at: number): void {
-    this.#rounds.set(ttlMs, at);
-    this.#nextRoundAt = Math.min(...this.#rounds.values());
-  }
-
   /** Arm the timer for the next round (when it is not armed for that time already). */
   #arm(now: number): void {
-    if (this.#closed || this.#nextRoundAt === this.#timerAt) return;
+    const nextRoundAt = this.#nextRoundAt();
+    if (this.#closed || nextRoundAt === this.#timerAt) return;
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
-    this.#timerAt = this.#nextRoundAt;
-    if (!Number.isFinite(this.#nextRoundAt)) return;
+    this.#timerAt = nextRoundAt;
+    if (!Number.isFinite(nextRoundAt)) return;
     this.#cancelTimer = this.#refresh!.setTimer(
       () => {
         this.#cancelTimer = undefined;
         this.#timerAt = Number.POSITIVE_INFINITY;
         if (this.#closed) return;
         const t = this.#now();
-        if (t >= this.#nextRoundAt) this.#runDueRounds(t);
+        if (t >= this.#nextRoundAt()) this.#runDueRounds(t);
         else this.#arm(t); // an injected clock that has not reached the round yet
       },
-      Math.max(0, this.#nextRoundAt - now),
+      Math.max(0, nextRoundAt - now),
     );
   }
 
@@ -574,22 +598,36 @@ export class CoalescingCache<V> {
       if (at > now) continue;
       const refreshed = this.#round(ttlMs);
       if (refreshed > 0) this.#rounds.set(ttlMs, now + ttlMs - this.#lead(ttlMs));
-      else this.#rounds.delete(ttlMs); // nothing read recently: no more rounds until a read
+      else {
+        this.#rounds.delete(ttlMs); // nothing read recently: no more rounds until a read
+        this.#roundStart.delete(ttlMs);
+      }
     }
-    this.#nextRoundAt = this.#rounds.size > 0 ? Math.min(...this.#rounds.values()) : Number.POSITIVE_INFINITY;
     this.#arm(now);
   }
 
   /**
    * One round for the keys remembered with `ttlMs`: reload each one read
    * since its value was stored (all started now, so a batcher behind the
-   * loaders groups them); forget the others. Returns how many were reloaded
-   * or already loading.
+   * loaders groups them); forget the others. Returns how many were reloaded,
+   * already loading, or left for the next round.
+   *
+   * When `maxEntries` loads are in flight the round stops starting loads,
+   * and the next round of this TTL starts with the first key left out (then
+   * wraps around), so every remembered key is refreshed in turn rather than
+   * the same first keys every round.
    */
   #round(ttlMs: number): number {
     this.stats.refreshRounds++;
+    const keys = [...this.#remembered.keys()];
+    const startKey = this.#roundStart.get(ttlMs);
+    this.#roundStart.delete(ttlMs);
+    const first = startKey === undefined ? 0 : Math.max(0, keys.indexOf(startKey));
     let refreshed = 0;
-    for (const [key, known] of [...this.#remembered]) {
+    let full = false;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[(first + i) % keys.length]!;
+      const known = this.#remembered.get(key)!;
       if (known.ttlMs !== ttlMs) continue;
       const entry = this.#entries.get(key);
       if (entry === undefined || !entry.ok || known.lastReadAt <= entry.storedAt) {
@@ -597,8 +635,12 @@ export class CoalescingCache<V> {
         continue;
       }
       refreshed++;
-      if (this.#inflight.has(key)) continue;
-      if (this.#inflight.size >= this.#maxEntries) break;
+      if (full || this.#inflight.has(key)) continue;
+      if (this.#inflight.size >= this.#maxEntries) {
+        full = true;
+        this.#roundStart.set(ttlMs, key); // the next round starts here
+        continue;
+      }
       this.stats.refreshes++;
       this.#start(key, known.load, true);
     }
@@ -620,5 +662,154 @@ function jsonSize(value: unknown): number {
     return text === undefined ? 64 : text.length * 2;
   } catch {
     return 64;
+  }
+}
+
+/** One entry of a {@link BoundedMap}: a node of its recency list. */
+interface BoundedNode<K, V> {
+  key: K;
+  value: V;
+  /** accounted size, bytes */
+  bytes: number;
+  /** towards the least recently used end */
+  older: BoundedNode<K, V> | undefined;
+  /** towards the most recently used end */
+  newer: BoundedNode<K, V> | undefined;
+}
+
+/** Options of a {@link BoundedMap}. */
+export interface BoundedMapOptions<K, V> {
+  /** most entries kept (≥ 1) */
+  maxEntries: number;
+  /** most bytes kept, as counted by `sizeOf` (> 0) */
+  maxBytes: number;
+  /**
+   * Estimated bytes one entry holds, key and value and bookkeeping included
+   * (e.g. `key.length × 2 + 64` for a string key whose value is shared).
+   * Called once per {@link BoundedMap.set}; must not throw.
+   */
+  sizeOf: (key: K, value: V) => number;
+}
+
+/**
+ * A map bounded by entries AND bytes, least recently used dropped first:
+ * the one small bounded memo of this code base (the proxy's authorization
+ * memo, route memo and parsed-selector memo use it). A memo, not a cache:
+ * it has no expiry — what it holds must stay true while the process runs
+ * (e.g. a value derived from its key only).
+ *
+ * - `get` and `set` are O(1): a `Map` from key to a node of a doubly linked
+ *   recency list (a hit moves one node; no re-hashing, no allocation).
+ * - Each entry counts `sizeOf(key, value)` bytes; past `maxEntries` or
+ *   `maxBytes` the least recently used entries are dropped.
+ * - An entry larger than `maxBytes` on its own is refused (`set` returns
+ *   false and nothing is dropped for it); an older entry of the same key is
+ *   then removed, so a stale value is never answered.
+ *
+ * @example
+ * const routes = new BoundedMap<string, string>({ maxEntries: 10_000, maxBytes: 2 << 20, sizeOf: (k) => k.length * 2 + 64 });
+ */
+export class BoundedMap<K, V> {
+  readonly maxEntries: number;
+  readonly maxBytes: number;
+  readonly #sizeOf: (key: K, value: V) => number;
+  readonly #nodes = new Map<K, BoundedNode<K, V>>();
+  /** least recently used */
+  #oldest: BoundedNode<K, V> | undefined;
+  /** most recently used */
+  #newest: BoundedNode<K, V> | undefined;
+  #bytes = 0;
+  /** entries dropped to stay within the bounds */
+  evictions = 0;
+
+  constructor(options: BoundedMapOptions<K, V>) {
+    if (!(options.maxEntries >= 1) || !(options.maxBytes > 0)) throw new RangeError("BoundedMap needs maxEntries ≥ 1 and maxBytes > 0");
+    this.maxEntries = options.maxEntries;
+    this.maxBytes = options.maxBytes;
+    this.#sizeOf = options.sizeOf;
+  }
+
+  /** The value of `key` (it becomes the most recently used), or undefined. */
+  get(key: K): V | undefined {
+    const node = this.#nodes.get(key);
+    if (node === undefined) return undefined;
+    if (node !== this.#newest) {
+      this.#unlink(node);
+      this.#append(node);
+    }
+    return node.value;
+  }
+
+  /** Whether `key` is held (its recency is not changed). */
+  has(key: K): boolean {
+    return this.#nodes.has(key);
+  }
+
+  /**
+   * Keep `value` for `key` as the most recently used entry, dropping least
+   * recently used entries past the bounds.
+   *
+   * @returns false when the entry alone is larger than `maxBytes` (not kept)
+   */
+  set(key: K, value: V): boolean {
+    this.delete(key);
+    const bytes = this.#sizeOf(key, value);
+    if (!(bytes <= this.maxBytes)) return false;
+    const node: BoundedNode<K, V> = { key, value, bytes, older: undefined, newer: undefined };
+    this.#nodes.set(key, node);
+    this.#append(node);
+    this.#bytes += bytes;
+    while (this.#oldest !== undefined && (this.#nodes.size > this.maxEntries || this.#bytes > this.maxBytes)) {
+      this.delete(this.#oldest.key);
+      this.evictions++;
+    }
+    return true;
+  }
+
+  /** Forget `key`; returns whether it was held. */
+  delete(key: K): boolean {
+    const node = this.#nodes.get(key);
+    if (node === undefined) return false;
+    this.#nodes.delete(key);
+    this.#unlink(node);
+    this.#bytes -= node.bytes;
+    return true;
+  }
+
+  /** Forget everything. */
+  clear(): void {
+    this.#nodes.clear();
+    this.#oldest = this.#newest = undefined;
+    this.#bytes = 0;
+  }
+
+  /** Entries held. */
+  get size(): number {
+    return this.#nodes.size;
+  }
+
+  /** Bytes accounted to the entries held (their `sizeOf` sum). */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Keys from the least to the most recently used (for tests and diagnostics). */
+  *keys(): IterableIterator<K> {
+    for (let n = this.#oldest; n !== undefined; n = n.newer) yield n.key;
+  }
+
+  #unlink(node: BoundedNode<K, V>): void {
+    if (node.older !== undefined) node.older.newer = node.newer;
+    else this.#oldest = node.newer;
+    if (node.newer !== undefined) node.newer.older = node.older;
+    else this.#newest = node.older;
+    node.older = node.newer = undefined;
+  }
+
+  #append(node: BoundedNode<K, V>): void {
+    node.older = this.#newest;
+    if (this.#newest !== undefined) this.#newest.newer = node;
+    else this.#oldest = node;
+    this.#newest = node;
   }
 }
