@@ -142,6 +142,57 @@ const REQUEST_ID = "requestId" as never;
  *   `LOG_LEVEL` is not a level (without `options.log`)
  */
 export function createApp(options: BridgeOptions): Hono {
+  return createBridgeApp(options).app;
+}
+
+/**
+ * A values read handed to the bridge inside the same process (the proxy's
+ * `inProcess` backend, `shared/proxy/in-process.ts`): the caller is already
+ * authenticated, there is no socket, no `Request` and no Hono routing.
+ */
+export interface DirectRead {
+  /** `/apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/<metric>?labelSelector=…`, as received (percent-encoded) */
+  pathAndQuery: string;
+  /** the caller the proxy authenticated; the bridge's policies decide for it (its `authenticate` hook is not called) */
+  caller: Caller;
+  /** the request id of the read (the answer's `X-Request-Id` and the audit record's `requestId`) */
+  requestId: string;
+  /** aborted at the caller's deadline or when nobody waits any more; cancels the provider call */
+  signal: AbortSignal;
+}
+
+/** The bridge's app and its direct entry for values reads. */
+export interface BridgeApp {
+  app: Hono;
+  /**
+   * Answer a values read without HTTP: the same handler, checks, policies,
+   * cache, audit record, metrics and answer (status, headers, JSON body) as
+   * `GET pathAndQuery` through {@link BridgeApp.app} from the same caller.
+   * Only values reads
+   * (`/apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/<metric>`) are
+   * served here: any other path is answered 404, as the app's values route
+   * answers a path it does not know (discovery goes through `app.fetch`).
+   */
+  readValues(read: DirectRead): Response | Promise<Response>;
+}
+
+/** The `c` of a {@link DirectRead}: the members of a Hono Context the values handler and `serve` read, and nothing else. */
+interface DirectContext {
+  /** the caller, already authenticated (serve skips `authenticate`) */
+  caller: Caller;
+  req: { method: string; path: string; url: string; raw: { signal: AbortSignal }; header(name: string): string | undefined };
+  env: undefined;
+  get(key: string): unknown;
+  set(key: string, value: unknown): void;
+}
+
+/**
+ * Build the bridge's Hono app and its direct values entry (see
+ * {@link createApp} for what every answer carries and logs).
+ *
+ * @throws Error as {@link createApp}
+ */
+export function createBridgeApp(options: BridgeOptions): BridgeApp {
   const { config, providers, runtime } = options;
   const log = options.log ?? createLogger({ level: parseLevel(runtime.env[LOG_LEVEL_ENV]), now: runtime.now });
   const metrics = options.metrics ?? runtime.metrics ?? new BridgeMetrics();
@@ -196,7 +247,9 @@ export function createApp(options: BridgeOptions): Hono {
       let res: Response;
       let failure: StatusError | undefined;
       try {
-        if (path === "/apis" || path.startsWith("/apis/")) {
+        const given = (c as unknown as Partial<DirectContext>).caller;
+        if (given !== undefined) read.caller = given;
+        else if (path === "/apis" || path.startsWith("/apis/")) {
           const authenticated = authenticate(c.req.raw);
           read.caller = authenticated instanceof Promise ? await authenticated : authenticated;
         }
@@ -273,7 +326,7 @@ export function createApp(options: BridgeOptions): Hono {
   app.get(PREFIX, serve((c) => json(c, discovery), "discovery"));
   app.get(`${PREFIX}/`, serve((c) => json(c, discovery), "discovery"));
 
-  app.get(`${PREFIX}/*`, serve((c, caller, audit) => {
+  const valuesRead = serve((c, caller, audit) => {
     const url = new URL(c.req.url); // parsed once: path segments and query
     const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
@@ -371,7 +424,8 @@ export function createApp(options: BridgeOptions): Hono {
       decide(audit, undefined);
     }
     return readSeries();
-  }, "values"));
+  }, "values");
+  app.get(`${PREFIX}/*`, valuesRead);
 
   /** Record the policy layer's decision: an authorizer that threw a 403 denied; one that returned allowed. */
   const decide = (audit: ReadAudit, err: unknown): void => {
@@ -396,8 +450,31 @@ export function createApp(options: BridgeOptions): Hono {
     ),
   );
 
-  return app;
+  const readValues = (direct: DirectRead): Response | Promise<Response> => {
+    const q = direct.pathAndQuery.indexOf("?");
+    const path = q < 0 ? direct.pathAndQuery : direct.pathAndQuery.slice(0, q);
+    const vars = new Map<string, unknown>();
+    const c: DirectContext = {
+      caller: direct.caller,
+      req: {
+        method: "GET",
+        path,
+        url: DIRECT_ORIGIN + direct.pathAndQuery,
+        raw: { signal: direct.signal },
+        header: (name) => (name.toLowerCase() === "x-request-id" ? direct.requestId : undefined),
+      },
+      env: undefined,
+      get: (key) => vars.get(key),
+      set: (key, value) => void vars.set(key, value),
+    };
+    // The values route's handler itself, as Hono would call it for `${PREFIX}/*`: any other path is its 404.
+    return valuesRead(c as unknown as Context);
+  };
+  return { app, readValues };
 }
+
+/** The origin of the URLs a {@link DirectRead} is parsed against (never resolved). */
+const DIRECT_ORIGIN = "http://in-process.invalid";
 
 /** What the audit record of one request says beyond the request line (filled in as the read goes). */
 interface ReadAudit {

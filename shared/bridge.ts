@@ -3,7 +3,7 @@
  * The single place every entry point (Node, Worker, Lambda, demo) starts from.
  */
 import type { Hono } from "hono";
-import { createApp, type AuthorizationRequest, type BridgeOptions } from "./app.ts";
+import { createBridgeApp, type AuthorizationRequest, type BridgeOptions, type DirectRead } from "./app.ts";
 import type { Caller } from "./identity.ts";
 import type { Selector } from "./k8s/selector.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
@@ -16,6 +16,8 @@ import type { Provider, RuntimeEnv } from "./providers/types.ts";
 /** A built bridge: its Hono app plus what it was built from (for tests and tools). */
 export interface Bridge {
   app: Hono;
+  /** values reads without HTTP, for the proxy's in-process backend (`shared/app.ts` `BridgeApp.readValues`) */
+  readValues(read: DirectRead): Response | Promise<Response>;
   config: BridgeConfig;
   providers: Map<string, Provider>;
 }
@@ -26,7 +28,7 @@ export interface Bridge {
  * @param text YAML config (see `shared/config/config.ts`)
  * @param source name used in config error messages
  * @param runtime environment bag and clock of the entry point
- * @param options passed to {@link createApp} (log sink, deadline)
+ * @param options passed to `createApp` (log sink, deadline)
  * @throws ConfigError when the config is invalid (every issue with its line)
  */
 export function buildBridge(
@@ -54,8 +56,8 @@ export function fromConfig(
   const hooks = policyHooks(config);
   const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
   const authorize = hooks.authorize !== undefined ? rememberAllowed(hooks.authorize) : undefined;
-  const app = createApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
-  return { app, config, providers };
+  const { app, readValues } = createBridgeApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
+  return { app, readValues, config, providers };
 }
 
 /** Most remembered Allow decisions per selector (then that selector's are forgotten at once). */
