@@ -119,6 +119,22 @@ function isValuesPath(path: string): boolean {
 export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   const { authenticator, authorizer, forwarder, metrics, log } = deps;
   const app = new Hono<Env>();
+  // prom-client children per label values, made once: `inc({…})` hashes its label object on every call.
+  const requestCells = new Map<string, { inc(): void }>();
+  const durationCells = new Map<string, { observe(seconds: number): void }>();
+  const countRequest = (code: number, kind: string, metric: string, seconds: number): void => {
+    const key = `${code} ${kind} ${metric}`;
+    let cell = requestCells.get(key);
+    if (cell === undefined) {
+      // Bounded by codes × kinds × metric labels (the discovered names or "other"); cleared if that ever grows past 4096.
+      if (requestCells.size >= 4096) requestCells.clear();
+      requestCells.set(key, (cell = metrics.requests.labels({ code: String(code), kind, metric })));
+    }
+    cell.inc();
+    let duration = durationCells.get(kind);
+    if (duration === undefined) durationCells.set(kind, (duration = metrics.requestDuration.labels({ kind })));
+    duration.observe(seconds);
+  };
 
   app.use("*", async (c, next) => {
     const started = performance.now();
@@ -134,8 +150,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const kind = c.get("kind");
     const seconds = (performance.now() - started) / 1000;
     const metric = c.get("metric");
-    metrics.requests.inc({ code: String(code), kind, metric: metric !== undefined ? forwarder.metricLabel(metric) : "" });
-    metrics.requestDuration.observe({ kind }, seconds);
+    countRequest(code, kind, metric !== undefined ? forwarder.metricLabel(metric) : "", seconds);
     if (kind === "probe") return;
     const error = c.get("error");
     log({
