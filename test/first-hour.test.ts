@@ -107,6 +107,7 @@ describe("--help on every npm script (commander, as the admin CLI)", () => {
     [["run", "serve", "--", "--help"], ["Usage: npm run serve --", "--config <file>", "--insecure-allow-unsigned", "BRIDGE_SIGNING_KEYS"]],
     [["run", "queue", "--", "--help"], ["Usage: npm run queue --", "add N | drain N | purge | depth", "SQS_PORT"]],
     [["run", "build:lambda", "--", "--help"], ["Usage: npm run build:lambda --", "--config <file>", "--outdir <dir>"]],
+    [["run", "build:node", "--", "--help"], ["Usage: npm run build:node --", "--outdir <dir>"]],
   ])("npm %j prints its options and exits 0", async (args, expected) => {
     const r = await runToEnd(npm(args));
     expect(r.stderr).not.toMatch(/ERR_PARSE_ARGS|Error/);
@@ -140,6 +141,19 @@ describe("npm run build:lambda -- --config bridge.yaml, as the README writes it"
       expect(r.stderr).not.toMatch(/ENOENT/);
       expect(r.code).toBe(0);
       expect(readdirSync(join(dir, "out"))).toEqual(expect.arrayContaining(["index.mjs", "bridge.yaml"]));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
+});
+
+describe("npm run build:node -- --outdir out, from another directory", () => {
+  it("writes the Node server's bundle relative to the directory npm was typed in", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-first-hour-"));
+    try {
+      const r = await runToEnd(npm(["run", "build:node", "--", "--outdir", "out"], { cwd: dir }));
+      expect(r.code).toBe(0);
+      expect(readdirSync(join(dir, "out"))).toEqual(expect.arrayContaining(["node.mjs", "chunks"]));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

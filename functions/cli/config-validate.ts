@@ -8,11 +8,13 @@
  * backend's `bridgeConfig` file is validated too when it can be read here
  * (the proxy loads it; an in-cluster path such as `/etc/…` usually cannot
  * be, which is a note, not an error).
- * Exit 0 when every FILE is valid, 2 otherwise.
+ * Exit 0 when every FILE is valid, 2 otherwise. A BridgeConfig is checked,
+ * and its problems printed, by `../config-check.ts`, as the Worker and
+ * Lambda builds do: same messages, same exit status.
  */
-import { loadConfig } from "../../shared/config/config.ts";
-import { ConfigError, formatIssue, parseYamlDocuments, type ConfigIssue } from "../../shared/config/yaml.ts";
+import { ConfigError, parseYamlDocuments, type ConfigIssue } from "../../shared/config/yaml.ts";
 import { loadProxyConfig } from "../../shared/proxy/config.ts";
+import { checkBridgeDocuments, INVALID_CONFIG_EXIT, printConfigIssues, unreadableIssue } from "../config-check.ts";
 import { EXIT, plural, printJson, type Io, type OutputFormat } from "./io.ts";
 import { readText, STDIN } from "./workspace.ts";
 
@@ -42,11 +44,15 @@ export interface ValidatedFile {
 export function validateConfigText(text: string, source: string): ValidatedFile {
   const out: ValidatedFile = { file: source, valid: false, issues: [], notes: [] };
   try {
-    const kinds = new Set(parseYamlDocuments(text, source).map((d) => (d.value as { kind?: unknown } | null)?.kind));
+    const documents = parseYamlDocuments(text, source);
+    const kinds = new Set(documents.map((d) => (d.value as { kind?: unknown } | null)?.kind));
     if (kinds.has("BridgeConfig")) {
       out.kind = "BridgeConfig";
-      const { config } = loadConfig(text, source, { readFile: readText });
-      out.summary = `${plural(Object.keys(config.providers).length, "provider")}, ${plural(config.metrics.length, "metric rule")}, ${plural(config.policy?.policies.policies.length ?? 0, "policy", "policies")}`;
+      const { config, issues } = checkBridgeDocuments(documents, source, { readFile: readText });
+      out.issues.push(...issues);
+      if (config !== undefined) {
+        out.summary = `${plural(Object.keys(config.providers).length, "provider")}, ${plural(config.metrics.length, "metric rule")}, ${plural(config.policy?.policies.policies.length ?? 0, "policy", "policies")}`;
+      }
     } else if (kinds.has("ProxyConfig")) {
       out.kind = "ProxyConfig";
       const proxy = loadProxyConfig(text, source);
@@ -84,7 +90,7 @@ export function configValidate(files: readonly string[], options: ValidateOption
     try {
       text = readText(file);
     } catch (err) {
-      return { file: source, valid: false, notes: [], issues: [{ source, line: 1, column: 1, path: "", message: `cannot read: ${(err as Error).message}` }] };
+      return { file: source, valid: false, notes: [], issues: [unreadableIssue(source, err)] };
     }
     return validateConfigText(text, source);
   });
@@ -93,10 +99,10 @@ export function configValidate(files: readonly string[], options: ValidateOption
   else {
     for (const r of results) {
       if (r.valid) io.out(`${r.file}: valid ${r.kind}${r.summary !== undefined ? ` (${r.summary})` : ""}`);
-      else for (const issue of r.issues) io.err(formatIssue(issue));
+      else printConfigIssues(r.issues, io.err);
       for (const n of r.notes) io.out(`note: ${r.file}: ${n}`);
     }
     if (invalid > 0) io.err(`${plural(invalid, "invalid file")} of ${files.length}`);
   }
-  return invalid === 0 ? EXIT.OK : EXIT.USAGE;
+  return invalid === 0 ? EXIT.OK : INVALID_CONFIG_EXIT;
 }

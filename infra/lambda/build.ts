@@ -28,42 +28,21 @@
  * The AWS SDK is bundled rather than taken from the runtime: the runtime's
  * copy changes version without notice, and the bundled one is the one tested.
  *
- * **The official Google client in one bundle.** `@google-cloud/monitoring`
- * needs nothing from disk on the bridge's path: its generated
- * `MetricServiceClient` loads its service definition from `protos.json`
- * through `require()` (bundled) and `GrpcClient.loadProtoJSON`. What broke
- * a plain bundle is that three CommonJS modules of the stack compute a
- * directory from `__dirname` when they load, and an ES module has no
- * `__dirname`: loading the bundle threw `ReferenceError`. The banner below
- * gives the bundle CommonJS's `__dirname`/`__filename` (the artifact's
- * directory and `index.mjs`). The modules that use them are listed in
- * {@link DIRNAME_USERS} with why the directory they compute is never read
- * by the bridge; the build fails if any other bundled module refers to
- * `__dirname` or `__filename`, so a dependency update that starts reading
- * files beside itself is caught here instead of on a cold start. (The
- * alternative, `external` google-gax with its `node_modules` shipped beside
- * the bundle, is about 70 packages: 31 MB on disk, 5.5 MB compressed, or
- * 20 MB / 2.4 MB without type declarations and maps, against the ≈ 0.5 MB
- * compressed the client adds to this bundle.) `test/build.test.ts` proves
- * the result: the built
- * artifact, in a fresh Node 24 process, reads Cloud Monitoring through the
- * official client over TLS against a gRPC fake of MetricService.
+ * The bundling itself (ES modules, one chunk per dynamic import, the
+ * CommonJS banner and the review of `__dirname` users that lets the
+ * official Google client run from one bundle) is `infra/build-common.ts`
+ * `bundleForNode`, shared with the Node server's build (`infra/node/build.ts`).
  */
-import { build, type Metafile } from "esbuild";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { gzipSync } from "node:zlib";
-import { loadConfig } from "../../shared/config/config.ts";
-import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
+import { join } from "node:path";
+import { ConfigError } from "../../shared/config/yaml.ts";
+import { checkBridgeConfigFile, INVALID_CONFIG_EXIT, printConfigIssues } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
+import { bundleForNode, CHUNK_DIR, ROOT, type NodeBundle } from "../build-common.ts";
 
-/** Repository root. */
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+export { ESBUILD_TARGET, DIRNAME_USERS, CHUNK_DIR, type ArtifactFile } from "../build-common.ts";
 
-/** The Lambda runtime identifier and the matching esbuild target. */
+/** The Lambda runtime identifier (its esbuild target: `ESBUILD_TARGET`, `infra/build-common.ts`). */
 export const LAMBDA_RUNTIME = "nodejs24.x";
-export const ESBUILD_TARGET = "node24";
 
 /**
  * The files of the output directory that serverless.yml packages (its
@@ -73,86 +52,20 @@ export const ESBUILD_TARGET = "node24";
  */
 export const PACKAGED_FILES = ["index.mjs", "index.mjs.LEGAL.txt", "bridge.yaml", "chunks/*.mjs", "chunks/*.LEGAL.txt"] as const;
 
-/** Directory of the split chunks inside the output directory. */
-export const CHUNK_DIR = "chunks";
-
 /** Whether `name` (a path relative to the output directory, `/`-separated) is one of {@link PACKAGED_FILES} (`*` matches within one path segment). */
 export function isPackaged(name: string): boolean {
   return PACKAGED_FILES.some((pattern) => new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`).test(name));
 }
 
-/**
- * Bundled modules allowed to refer to `__dirname`/`__filename`, with why
- * the directory they compute is never read by the bridge (paths relative to
- * the repository root, as esbuild's metafile names them).
- */
-export const DIRNAME_USERS: Readonly<Record<string, string>> = {
-  "node_modules/google-gax/build/src/grpc.js":
-    "googleProtoFilesDir, the .proto include path of GrpcClient.loadProto()/GoogleProtoFilesRoot; the generated MetricServiceClient uses loadProtoJSON() with its bundled protos.json",
-  "node_modules/@grpc/grpc-js/build/src/channelz.js": "channelz.proto, loaded only when a gRPC server registers the channelz admin service",
-  "node_modules/@grpc/grpc-js/build/src/orca.js": "ORCA load-report protos, loaded only by a server or an xDS client with ORCA",
-};
-
-/**
- * Prepended to the bundle: CommonJS's `require` (for Node built-ins and the
- * CommonJS modules' own `require` calls), `__filename` and `__dirname`,
- * which an ES module does not have.
- */
-const BANNER = [
-  'import { createRequire as __bridgeCreateRequire } from "node:module";',
-  "const require = __bridgeCreateRequire(import.meta.url);",
-  "const __filename = import.meta.filename, __dirname = import.meta.dirname;",
-].join(" ");
-
-/** One file of the artifact. */
-export interface ArtifactFile {
-  name: string;
-  /** bytes */
-  bytes: number;
-  /** bytes, gzip level 9 */
-  gzipBytes: number;
-}
-
-/** What a build produced. */
-export interface LambdaBuild {
-  outdir: string;
-  /** the handler module, `index.mjs` (handler string `index.handler`) */
-  entry: string;
-  /** size of `index.mjs`, bytes */
-  bytes: number;
-  /** size of `index.mjs` gzip-compressed, bytes */
-  gzipBytes: number;
-  /** every file written (not `meta.json`), with sizes; chunks as `chunks/NAME` */
-  files: ArtifactFile[];
-  /** bytes each npm package (or `(bridge)` for this repository) contributes to `index.mjs` (not the chunks), largest first */
-  packages: [string, number][];
-  metafile: Metafile;
-}
-
-/** Package name of a metafile input path, or `(bridge)` for this repository's own files. */
-function packageOf(input: string): string {
-  const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*node_modules\/)/.exec(input);
-  return m ? m[1]! : "(bridge)";
-}
-
-/**
- * The bundled modules that refer to `__dirname` or `__filename` and are not
- * in {@link DIRNAME_USERS}.
- */
-function unreviewedDirnameUsers(metafile: Metafile): string[] {
-  const inputs = Object.values(metafile.outputs).flatMap((o) => Object.entries(o.inputs).filter(([, v]) => v.bytesInOutput > 0).map(([k]) => k));
-  return inputs.filter((input) => {
-    if (!/\.[cm]?js$/.test(input) || DIRNAME_USERS[input] !== undefined) return false;
-    return /\b__(?:dirname|filename)\b/.test(readFileSync(join(ROOT, input), "utf8"));
-  });
-}
+/** What a Lambda build produced: the handler module is `index.mjs` (handler string `index.handler`). */
+export type LambdaBuild = NodeBundle;
 
 /**
  * Bundle the Lambda handler into `outdir` (emptied first).
  *
- * @param options.config a config file to ship as `bridge.yaml`
- * @throws Error when esbuild fails (with its messages), or when a bundled
- *   module not in {@link DIRNAME_USERS} refers to `__dirname`/`__filename`
+ * @param options.config a config file to validate ({@link validateLambdaConfig}) and ship as `bridge.yaml`
+ * @throws ConfigError (every problem located; nothing is written) when the
+ *   config is invalid or unreadable; as `bundleForNode` when bundling fails
  */
 export async function buildLambda(options: { outdir: string; config?: string }): Promise<LambdaBuild> {
   if (options.config !== undefined) validateLambdaConfig(options.config);
@@ -161,74 +74,15 @@ export async function buildLambda(options: { outdir: string; config?: string }):
 
 /**
  * Validate a config file as the Lambda handler loads it (`loadConfig(text,
- * source)` with no file access: `policy.files` is refused there too).
+ * source)` with no file access: `policy.files` is refused there too),
+ * through `functions/config-check.ts` as the other tools do.
  *
- * @throws ConfigError with every problem located; Error when unreadable
+ * @throws ConfigError with every problem located (an unreadable file is one
+ *   problem, `cannot read: …`)
  */
 export function validateLambdaConfig(path: string): void {
-  loadConfig(readFileSync(path, "utf8"), path);
-}
-
-/**
- * Bundle one Node entry point the way the Lambda artifact is bundled (ES
- * modules, `splitting`, the CommonJS banner, the `__dirname` review) into
- * `outdir` (emptied first) as `<name>.mjs` plus `chunks/`. Also builds the
- * Node server's artifact (`infra/node/build.ts`).
- *
- * @param options.source the entry point, relative to the repository root
- * @param options.name the entry module's name without `.mjs`
- * @throws as {@link buildLambda}
- */
-export async function bundleForNode(options: { outdir: string; config?: string; source: string; name: string }): Promise<LambdaBuild> {
-  const outdir = resolve(options.outdir);
-  rmSync(outdir, { recursive: true, force: true });
-  mkdirSync(outdir, { recursive: true });
-  const entryFile = `${options.name}.mjs`;
-  const entry = join(outdir, entryFile);
-  const result = await build({
-    absWorkingDir: ROOT,
-    entryPoints: [join(ROOT, options.source)],
-    outdir,
-    entryNames: options.name,
-    chunkNames: `${CHUNK_DIR}/[name]-[hash]`,
-    outExtension: { ".js": ".mjs" },
-    // every dynamic import() becomes a chunk loaded only when reached
-    splitting: true,
-    bundle: true,
-    platform: "node",
-    target: ESBUILD_TARGET,
-    format: "esm",
-    minify: true,
-    keepNames: true,
-    sourcemap: "linked",
-    legalComments: "external",
-    metafile: true,
-    logLevel: "warning",
-    banner: { js: BANNER },
-  });
-  const unreviewed = unreviewedDirnameUsers(result.metafile);
-  if (unreviewed.length > 0) {
-    rmSync(outdir, { recursive: true, force: true });
-    throw new Error(
-      `these bundled modules refer to __dirname/__filename, which in the bundle is the artifact's directory: ${unreviewed.join(", ")}. ` +
-        "Check what they read from there; if the bridge never reads it, add them to DIRNAME_USERS in infra/lambda/build.ts with the reason.",
-    );
-  }
-  writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
-  if (options.config) copyFileSync(options.config, join(outdir, "bridge.yaml"));
-  const files = readdirSync(outdir, { recursive: true, encoding: "utf8" })
-    .filter((name) => name !== "meta.json" && name !== CHUNK_DIR)
-    .sort()
-    .map((name): ArtifactFile => {
-      const data = readFileSync(join(outdir, name));
-      return { name, bytes: data.length, gzipBytes: gzipSync(data, { level: 9 }).length };
-    });
-  const main = files.find((f) => f.name === entryFile)!;
-  const sizes = new Map<string, number>();
-  const entryOutput = Object.entries(result.metafile.outputs).find(([name]) => name.endsWith(`/${entryFile}`) || name === entryFile)![1];
-  for (const [input, { bytesInOutput }] of Object.entries(entryOutput.inputs)) sizes.set(packageOf(input), (sizes.get(packageOf(input)) ?? 0) + bytesInOutput);
-  const packages = [...sizes].sort((a, b) => b[1] - a[1]);
-  return { outdir, entry, bytes: main.bytes, gzipBytes: main.gzipBytes, files, packages, metafile: result.metafile };
+  const check = checkBridgeConfigFile(path);
+  if (check.config === undefined) throw new ConfigError(check.issues);
 }
 
 async function main(): Promise<void> {
@@ -261,9 +115,9 @@ if (import.meta.main) {
   try {
     await main();
   } catch (err) {
-    // an invalid --config: the loader's messages, one a line, and exit 2 (as `config validate`)
-    if (err instanceof ConfigError) for (const issue of err.issues) console.error(formatIssue(issue));
-    else console.error((err as Error).message);
-    process.exit(2);
+    // an invalid --config: the loader's messages, one a line, and exit 2 (functions/config-check.ts, as `config validate`)
+    if (err instanceof ConfigError) process.exit(printConfigIssues(err.issues));
+    console.error((err as Error).message);
+    process.exit(INVALID_CONFIG_EXIT);
   }
 }

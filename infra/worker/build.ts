@@ -2,6 +2,12 @@
  * Build the Cloudflare Worker with only the providers a config uses.
  *
  *   node infra/worker/build.ts [--providers aws-sqs,…] [--config FILE [--json]] [--all] [--outdir dist/worker] [-- WRANGLER_ARGS…]
+ *   node infra/worker/build.ts --help
+ *
+ * Arguments are parsed by commander (`functions/script-args.ts`, as the
+ * Lambda build): a usage error exits 2, and relative `--config` and
+ * `--outdir` paths are resolved against the directory `npm run` was typed
+ * in when run by an npm script, else the working directory (`callerPath`).
  *
  * `npm run build:worker` (plain `wrangler deploy --dry-run`) bundles every
  * provider (wrangler.toml `[alias]` → `infra/worker/providers.ts`), which a
@@ -35,23 +41,25 @@
  *
  * only validates the config the Worker would bundle (`infra/worker/bridge.yaml`,
  * or FILE) as `functions/worker.ts` loads it (`loadConfig(text, source)`), and
- * exits 2 with the loader's located messages when it is invalid. `npm run
+ * exits 2 with the loader's located messages when it is invalid
+ * (`functions/config-check.ts`, as `config validate` and the Lambda build;
+ * so does a build with an invalid config). The config is parsed once,
+ * whatever the options (`--json` converts the parsed documents). `npm run
  * build:worker` runs it first (`prebuild:worker` in package.json), so plain
  * `wrangler deploy --dry-run` never packages a config the Worker would refuse.
  */
 import { execFile } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs, promisify } from "node:util";
-import { loadConfig } from "../../shared/config/config.ts";
-import { parseYamlDocuments } from "../../shared/config/yaml.ts";
+import { promisify } from "node:util";
+import type { BridgeConfig } from "../../shared/config/config.ts";
+import { ConfigError } from "../../shared/config/yaml.ts";
 import { PROVIDER_TYPES } from "../../shared/providers/registry.ts";
+import { checkBridgeConfig, checkBridgeConfigFile, configOrExit, type ConfigCheck } from "../../functions/config-check.ts";
+import { callerPath, parseOrExit } from "../../functions/script-args.ts";
+import { ROOT } from "../build-common.ts";
 
 const exec = promisify(execFile);
-
-/** Repository root. */
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** The import specifier `shared/providers/registry.ts` loads its table from; the alias key. */
 export const TABLE_SPECIFIER = "./provider-loaders.ts";
@@ -67,10 +75,20 @@ export const BUNDLED_CONFIG_SPECIFIER = "../infra/worker/bridge.yaml";
  * @throws ConfigError when the config is invalid
  */
 export function jsonConfigModule(text: string, source: string): string {
-  providersOfConfig(text, source); // validated here, with line numbers
-  const values = parseYamlDocuments(text, source).map((d) => d.value);
+  return jsonModuleOf(validCheck(checkBridgeConfig(text, source)));
+}
+
+/** {@link jsonConfigModule} of a config checked already (`functions/config-check.ts`): its parsed documents, not parsed again. @throws ConfigError when it is invalid */
+export function jsonModuleOf(check: ConfigCheck): string {
+  const values = validCheck(check).documents!.map((d) => d.value);
   const json = JSON.stringify(values.length === 1 ? values[0] : values);
-  return `// Written by infra/worker/build.ts --json from ${JSON.stringify(source)}.\nexport default ${JSON.stringify(json)};\n`;
+  return `// Written by infra/worker/build.ts --json from ${JSON.stringify(check.source)}.\nexport default ${JSON.stringify(json)};\n`;
+}
+
+/** `check` when its config is valid. @throws ConfigError with its issues otherwise */
+function validCheck(check: ConfigCheck): ConfigCheck & { config: BridgeConfig } {
+  if (check.config === undefined) throw new ConfigError(check.issues);
+  return check as ConfigCheck & { config: BridgeConfig };
 }
 
 /** Each provider type's implementation: module path (from the repository root) and export name. */
@@ -86,7 +104,11 @@ export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; n
  * @throws ConfigError when the config is invalid (every problem, located)
  */
 export function providersOfConfig(text: string, source: string): string[] {
-  const { config } = loadConfig(text, source);
+  return providersOf(validCheck(checkBridgeConfig(text, source)).config);
+}
+
+/** The provider types a validated config uses, sorted, each once. */
+export function providersOf(config: BridgeConfig): string[] {
   return [...new Set(Object.values(config.providers).map((p) => p.type))].sort();
 }
 
@@ -143,8 +165,8 @@ export async function buildWorker(options: {
   types?: readonly string[];
   outdir: string;
   wranglerArgs?: readonly string[];
-  /** bundle this config as JSON and leave the YAML parser out (see the file comment) */
-  jsonConfig?: { text: string; source: string };
+  /** bundle this config as JSON and leave the YAML parser out (see the file comment): its text, or the check of it (`functions/config-check.ts`, not parsed again) */
+  jsonConfig?: { text: string; source: string } | ConfigCheck;
 }): Promise<WorkerBuildResult> {
   const types = [...(options.types ?? PROVIDER_TYPES)];
   const dir = join(ROOT, ".cache/worker-build");
@@ -154,7 +176,8 @@ export async function buildWorker(options: {
   const aliases = [`${TABLE_SPECIFIER}:${table}`];
   if (options.jsonConfig !== undefined) {
     const configModule = join(dir, `config-${types.join("+") || "none"}.json.ts`);
-    writeFileSync(configModule, jsonConfigModule(options.jsonConfig.text, options.jsonConfig.source));
+    const json = options.jsonConfig;
+    writeFileSync(configModule, "text" in json ? jsonConfigModule(json.text, json.source) : jsonModuleOf(json));
     aliases.push(`${BUNDLED_CONFIG_SPECIFIER}:${configModule}`, `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`);
   }
   const args = ["deploy", "--dry-run", "--outdir", options.outdir, ...aliases.flatMap((a) => ["--alias", a]), ...(options.wranglerArgs ?? [])];
@@ -177,64 +200,56 @@ export async function buildWorker(options: {
   return { providers: types, table, aliases, outdir: options.outdir, sizeLine: sizeLine[0], gzipBytes: Math.round(Number(sizeLine[1]) * 1024) };
 }
 
-/** The provider types the bundled `infra/worker/bridge.yaml` uses, or undefined when it holds no config. */
-function bundledConfigProviders(): string[] | undefined {
-  const path = join(ROOT, "infra/worker/bridge.yaml");
-  const text = readFileSync(path, "utf8");
-  if (parseYamlDocuments(text, path).length === 0) return undefined;
-  return providersOfConfig(text, path);
-}
-
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      providers: { type: "string" },
-      config: { type: "string" },
-      all: { type: "boolean", default: false },
-      json: { type: "boolean", default: false },
-      check: { type: "boolean", default: false },
-      outdir: { type: "string", default: join(ROOT, "dist/worker") },
-    },
-  });
+  const { Command } = await import("commander");
+  const program = new Command("node infra/worker/build.ts")
+    .description("Bundle the Cloudflare Worker (wrangler deploy --dry-run) with only the providers a config uses; or, with --check, only validate the config it would bundle.")
+    .option("--providers <types>", `comma-separated provider types to bundle (known: ${PROVIDER_TYPES.join(", ")})`)
+    .option("--config <file>", "a bridge config: its providers are bundled (validated first; default: infra/worker/bridge.yaml when it holds one)")
+    .option("--all", "bundle every provider")
+    .option("--json", "bundle the config (--config, else infra/worker/bridge.yaml) as JSON and leave the YAML parser out")
+    .option("--check", "only validate the config the Worker would bundle (--config, else infra/worker/bridge.yaml)")
+    .option("--outdir <dir>", "where wrangler writes worker.js", join(ROOT, "dist/worker"))
+    .argument("[wrangler-args...]", "after --: arguments for wrangler deploy --dry-run (e.g. -- --metafile)")
+    .addHelpText("after", "\nRelative paths are resolved against the directory npm was run from (else the working directory). Exit 2: an invalid config (wrangler is not run) or bad arguments.");
+  parseOrExit(program);
+  const values = program.opts<{ providers?: string; config?: string; all?: boolean; json?: boolean; check?: boolean; outdir: string }>();
+  const wranglerArgs = program.args;
+  const configPath = values.config !== undefined ? callerPath(values.config) : join(ROOT, "infra/worker/bridge.yaml");
+  const shown = relative(ROOT, configPath) || configPath;
+  // the config, read and parsed once, when anything needs it
+  const needed = values.check === true || values.json === true || (values.all !== true && values.providers === undefined);
+  const check = needed ? checkBridgeConfigFile(configPath) : undefined;
+  const empty = check?.documents?.length === 0;
   if (values.check) {
-    const path = values.config ?? join(ROOT, "infra/worker/bridge.yaml");
-    const text = readFileSync(path, "utf8");
-    const shown = relative(ROOT, path) || path;
-    if (parseYamlDocuments(text, path).length === 0) {
-      console.log(`${shown}: no config bundled (the Worker reads its BRIDGE_CONFIG binding)`);
-      return;
-    }
-    const types = providersOfConfig(text, path); // throws ConfigError: main's caller prints it and exits 2
-    console.log(`${shown}: valid BridgeConfig (providers ${types.join(", ")})`);
+    if (empty) console.log(`${shown}: no config bundled (the Worker reads its BRIDGE_CONFIG binding)`);
+    else console.log(`${shown}: valid BridgeConfig (providers ${providersOf(configOrExit(check!).config).join(", ")})`);
     return;
   }
   let types: string[] | undefined;
   let why: string;
   if (values.all) [types, why] = [undefined, "--all"];
   else if (values.providers !== undefined) [types, why] = [values.providers.split(",").map((t) => t.trim()).filter((t) => t !== ""), "--providers"];
-  else if (values.config !== undefined) [types, why] = [providersOfConfig(readFileSync(values.config, "utf8"), values.config), values.config];
-  else [types, why] = [bundledConfigProviders(), "infra/worker/bridge.yaml"];
-  if (types === undefined && why !== "--all") why = "no bundled config: every provider";
-  let jsonConfig: { text: string; source: string } | undefined;
+  else if (empty && values.config === undefined) [types, why] = [undefined, "no bundled config: every provider"];
+  else [types, why] = [providersOf(configOrExit(check!).config), values.config ?? "infra/worker/bridge.yaml"];
+  let jsonConfig: ConfigCheck | undefined;
   if (values.json) {
-    const source = values.config ?? join(ROOT, "infra/worker/bridge.yaml");
-    jsonConfig = { text: readFileSync(source, "utf8"), source };
-    if (parseYamlDocuments(jsonConfig.text, source).length === 0) throw new Error(`--json needs a config: --config FILE, or one in ${source}`);
+    if (empty) throw new Error(`--json needs a config: --config FILE, or one in ${shown}`);
+    jsonConfig = configOrExit(check!);
   }
   const out = await buildWorker({
     ...(types !== undefined ? { types } : {}),
-    outdir: values.outdir,
-    wranglerArgs: positionals,
+    outdir: callerPath(values.outdir),
+    wranglerArgs,
     ...(jsonConfig !== undefined ? { jsonConfig } : {}),
   });
   console.log(`Worker with providers ${out.providers.join(", ")} (${why})${jsonConfig ? `, config ${jsonConfig.source} bundled as JSON, no YAML parser` : ""}: ${out.outdir}`);
   console.log(`  ${out.sizeLine}`);
-  const shown = out.aliases.map((a) => {
+  const aliases = out.aliases.map((a) => {
     const at = a.indexOf(":");
     return `--alias ${a.slice(0, at)}:./${relative(ROOT, a.slice(at + 1))}`;
   });
-  console.log(`  provider table: ${relative(ROOT, out.table)}; deploy with: npx wrangler deploy ${shown.join(" ")}`);
+  console.log(`  provider table: ${relative(ROOT, out.table)}; deploy with: npx wrangler deploy ${aliases.join(" ")}`);
 }
 
 if (import.meta.main) {

@@ -108,7 +108,15 @@ export interface LoadedSource {
  *   (ExternalMetricPolicy documents included, see `shared/policy/load.ts`)
  */
 export function loadConfig(text: string, source: string, options: PolicyLoadOptions = {}): LoadedSource {
-  const docs = parseYamlDocuments(text, source);
+  return loadConfigDocuments(parseYamlDocuments(text, source), source, options);
+}
+
+/**
+ * {@link loadConfig} on documents already parsed by `parseYamlDocuments`
+ * (for a tool that needs the documents too and parses the text once:
+ * `functions/config-check.ts`). Same result, same errors.
+ */
+export function loadConfigDocuments(docs: readonly SourceDocument[], source: string, options: PolicyLoadOptions = {}): LoadedSource {
   const isBridge = (d: SourceDocument) => (d.value as { kind?: unknown } | null)?.kind === "BridgeConfig";
   const bridgeDocs = docs.filter(isBridge);
   if (bridgeDocs.length !== 1) {
