@@ -54,7 +54,7 @@ import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import type { BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError } from "../../shared/config/yaml.ts";
-import { PROVIDER_TYPES } from "../../shared/providers/registry.ts";
+import { PROVIDER_TYPES, type ProviderType } from "../../shared/providers/registry.ts";
 import { checkBridgeConfig, checkBridgeConfigFile, configOrExit, type ConfigCheck } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 import { ROOT } from "../build-common.ts";
@@ -91,12 +91,17 @@ function validCheck(check: ConfigCheck): ConfigCheck & { config: BridgeConfig } 
   return check as ConfigCheck & { config: BridgeConfig };
 }
 
-/** Each provider type's implementation: module path (from the repository root) and export name. */
-export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; name: string }>> = {
-  "aws-sqs": { path: "shared/providers/aws-sqs/index.ts", name: "sqsModule" },
-  "aws-cloudwatch": { path: "shared/providers/aws-cloudwatch/index.ts", name: "cloudWatchModule" },
-  "gcp-monitoring": { path: "shared/providers/gcp-monitoring/index.ts", name: "monitoringModule" },
-};
+/** The name each provider's `shared/providers/<type>/index.ts` exports its `ProviderModule` under (every type of `PROVIDER_TYPES`: the compiler checks it). */
+const MODULE_EXPORTS = {
+  "aws-sqs": "sqsModule",
+  "aws-cloudwatch": "cloudWatchModule",
+  "gcp-monitoring": "monitoringModule",
+} as const satisfies Record<ProviderType, string>;
+
+/** Each provider type's implementation: module path (from the repository root, `shared/providers/<type>/index.ts`) and export name, in `PROVIDER_TYPES` order. */
+export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; name: string }>> = Object.fromEntries(
+  PROVIDER_TYPES.map((type) => [type, { path: `shared/providers/${type}/index.ts`, name: MODULE_EXPORTS[type] }]),
+);
 
 /**
  * The provider types used by the config text `text` (validated).
@@ -122,7 +127,7 @@ export function providerTable(types: readonly string[], dir: string): string {
   const imports: string[] = [];
   const entries: string[] = [];
   for (const [i, type] of types.entries()) {
-    const impl = PROVIDER_IMPLEMENTATIONS[type];
+    const impl = Object.hasOwn(PROVIDER_IMPLEMENTATIONS, type) ? PROVIDER_IMPLEMENTATIONS[type] : undefined;
     if (impl === undefined) throw new Error(`unknown provider type "${type}" (known: ${PROVIDER_TYPES.join(", ")})`);
     imports.push(`import { ${impl.name} as m${i} } from ${JSON.stringify(relative(dir, join(ROOT, impl.path)))};`);
     entries.push(`  ${JSON.stringify(type)}: bundledEntry(m${i}),`);

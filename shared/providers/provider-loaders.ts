@@ -10,14 +10,16 @@
  * writes a table with only those entries and points wrangler's `--alias`
  * for `./provider-loaders.ts` at it, so the other providers' code is not in
  * the bundle at all (wrangler bundles a dynamic import into the one script).
- * Keep the import path `./provider-loaders.ts` in `registry.ts` as it is,
- * and add a provider both here and to `registry.ts` `PROVIDER_TYPES`.
+ * Keep the import path `./provider-loaders.ts` in `registry.ts` as it is.
+ * The entries are exactly `registry.ts` `PROVIDER_TYPES` (the source; the
+ * compiler checks it), literal because esbuild splits only a static
+ * `import("./…")` into a chunk.
  */
 import { awsProviderSchema } from "./aws/common.ts";
 import { cloudWatchProviderSchema, cloudWatchQuerySchema } from "./aws-cloudwatch/schema.ts";
 import { sqsQuerySchema } from "./aws-sqs/schema.ts";
 import { monitoringProviderSchema, monitoringQuerySchema } from "./gcp-monitoring/schema.ts";
-import type { ProviderEntry } from "./registry.ts";
+import type { ProviderEntry, ProviderType } from "./registry.ts";
 
 /** Every provider, by `type:`. */
 export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
@@ -36,4 +38,4 @@ export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
     querySchema: monitoringQuerySchema,
     load: async () => (await import("./gcp-monitoring/index.ts")).monitoringModule,
   },
-};
+} satisfies Record<ProviderType, ProviderEntry>;
