@@ -1,7 +1,7 @@
 /**
  * Build the in-cluster proxy as ES modules: `functions/proxy/main.ts` and
- * everything it imports (Hono, @peculiar/x509,
- * prom-client, zod, yaml, re2js, commander) bundled by esbuild for Node 24
+ * everything it imports (Hono, prom-client, zod, yaml, re2js, commander)
+ * bundled by esbuild for Node 24
  * into `main.mjs` (plus shared chunks it imports statically), and — split
  * off with esbuild's `splitting` — the in-process bridge
  * (`shared/proxy/in-process.ts`: the bridge's providers and cloud SDKs) in
@@ -9,6 +9,10 @@
  * The container image (`infra/Dockerfile`) ships this directory: no
  * `node_modules`. A proxy without an `inProcess` backend never reads the
  * bridge's chunks; its footprint is that of the statically loaded files.
+ * A second entry point, `x509-worker.mjs` (shared/proxy/x509-worker.ts), is
+ * the worker thread that makes certificates with @peculiar/x509
+ * (shared/proxy/cert-generation.ts): the library sits only in it and the
+ * chunks it imports, never in what the main thread loads (issue 11 P5).
  *
  *   node infra/proxy/build.ts [--outdir dist/proxy]
  *
@@ -42,6 +46,11 @@ export const FORBIDDEN: readonly RegExp[] = [
   // issue 11 P5: +83 MiB / +29 MiB of RSS at import; the proxy has its own client (shared/proxy/kube.ts)
   /node_modules\/@kubernetes\/client-node\//,
   /node_modules\/undici\//,
+  // issue 11 P5: @peculiar/x509 and what it needs, ~9 MB of RSS: only in the certificate worker (x509-worker.mjs) or a dynamic import()
+  /node_modules\/@peculiar\//,
+  /node_modules\/reflect-metadata\//,
+  /node_modules\/tsyringe\//,
+  /node_modules\/asn1js\//,
 ];
 
 /**
@@ -100,8 +109,18 @@ export interface ProxyBuild {
   packages: [string, number][];
   /** the files (names in outdir) the plain proxy loads */
   staticFiles: string[];
-  /** what only an `inProcess` backend loads (dynamic `import()`): files (names in outdir), bytes, gzip bytes, inputs */
+  /**
+   * what only a dynamic `import()` loads — an `inProcess` backend (the
+   * in-process bridge), or a client certificate chain with intermediates
+   * (shared/proxy/client-cert-chain.ts): files (names in outdir), bytes, gzip bytes, inputs
+   */
   lazy: { files: string[]; bytes: number; gzipBytes: number; inputs: string[] };
+  /**
+   * the certificate worker's entry (`x509-worker.mjs`) and the chunks it
+   * imports statically (some may be shared with the main thread's files):
+   * loaded only inside a generation worker thread; ship them with main.mjs
+   */
+  worker: { file: string; files: string[]; inputs: string[] };
 }
 
 /**
@@ -115,7 +134,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: "functions/proxy/main.ts" },
+    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/x509-worker.ts" },
     bundle: true,
     splitting: true,
     platform: "node",
@@ -139,17 +158,20 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   for (const key of Object.keys(outputs)) if (key.endsWith(".mjs")) asciiOnly(resolve(ROOT, key));
   const rel = (abs: string) => relative(outdir, resolve(ROOT, abs));
   const mainKey = Object.keys(outputs).find((k) => rel(k) === "main.mjs")!;
+  const workerKey = Object.keys(outputs).find((k) => rel(k) === "x509-worker.mjs")!;
   // Follow static imports only: what Node loads before main.mjs runs.
-  const loaded = new Set<string>();
-  const visit = (key: string) => {
-    if (loaded.has(key)) return;
+  const visit = (key: string, loaded: Set<string>) => {
+    if (loaded.has(key)) return loaded;
     loaded.add(key);
-    for (const i of outputs[key]!.imports) if (i.kind === "import-statement" && outputs[i.path] !== undefined) visit(i.path);
+    for (const i of outputs[key]!.imports) if (i.kind === "import-statement" && outputs[i.path] !== undefined) visit(i.path, loaded);
+    return loaded;
   };
-  visit(mainKey);
+  const loaded = visit(mainKey, new Set());
+  const workerLoaded = visit(workerKey, new Set());
   const code = Object.keys(outputs).filter((k) => k.endsWith(".mjs"));
   const staticKeys = code.filter((k) => loaded.has(k));
-  const lazyKeys = code.filter((k) => !loaded.has(k));
+  const workerKeys = code.filter((k) => workerLoaded.has(k));
+  const lazyKeys = code.filter((k) => !loaded.has(k) && !workerLoaded.has(k));
   const inputsOf = (keys: string[]) => [...new Set(keys.flatMap((k) => Object.entries(outputs[k]!.inputs).filter(([, v]) => v.bytesInOutput > 0).map(([i]) => i)))];
   const inputs = inputsOf(staticKeys);
   const bad = inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)));
@@ -166,6 +188,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     packages: packageSizes(outputs, staticKeys),
     staticFiles: staticKeys.map(rel),
     lazy: { files: lazyKeys.map(rel), ...sizes(lazyKeys), inputs: inputsOf(lazyKeys) },
+    worker: { file: join(outdir, "x509-worker.mjs"), files: workerKeys.map(rel), inputs: inputsOf(workerKeys) },
   };
 }
 
@@ -207,6 +230,7 @@ if (import.meta.main) {
     const kib = (n: number) => `${(n / 1024).toFixed(0)} KiB`;
     console.log(`${out.file} and the ${out.staticFiles.length - 1} chunks it imports: ${kib(out.bytes)} (gzip ${kib(out.gzipBytes)})`);
     console.log(`in-process bridge (loaded only for an inProcess backend): ${out.lazy.files.length} chunks, ${kib(out.lazy.bytes)} (gzip ${kib(out.lazy.gzipBytes)})`);
+    console.log(`certificate worker (loaded only in a generation worker thread): x509-worker.mjs and ${out.worker.files.length - 1} chunks`);
     console.log("largest inputs by package:");
     for (const [name, bytes] of out.packages.slice(0, 8)) console.log(`  ${name.padEnd(28)} ${kib(bytes)}`);
   } catch (err) {

@@ -30,9 +30,8 @@
  * headers are never trusted without step 1 succeeding. Every authenticated
  * (non-anonymous) user gets `system:authenticated` (`group.AuthenticatedGroupAdder`).
  */
-import { createHash } from "node:crypto";
+import { createHash, X509Certificate } from "node:crypto";
 import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
-import { x509 } from "./x509.ts";
 import { CoalescingCache } from "../cache.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
@@ -211,7 +210,7 @@ export class Authenticator {
     const peer = socket.getPeerCertificate(true);
     if (peer === null || peer.raw === undefined || Object.keys(peer).length === 0) return undefined;
     this.stats.certificateVerifications++;
-    const leaf = new x509.X509Certificate(peer.raw);
+    const leaf = new X509Certificate(peer.raw);
     const intermediates = peerIntermediates(peer);
     const result: CertResult = { generation: config.generation, at: now, frontProxy: undefined, clientCert: undefined };
     if (config.requestHeader !== undefined) {
@@ -228,7 +227,7 @@ export class Authenticator {
       result.clientCert = await verifyAgainst(leaf, intermediates, config.clientCA, now).then(
         async ({ commonName, organizations }) => {
           if (commonName === "") return { ok: true as const, caller: undefined };
-          const fingerprint = await thumbprint(leaf);
+          const fingerprint = thumbprint(leaf);
           const caller: Caller = { user: commonName, groups: organizations, extra: { [CREDENTIAL_ID_KEY]: [`X509SHA256=${fingerprint}`] } };
           return { ok: true as const, caller };
         },
@@ -241,8 +240,8 @@ export class Authenticator {
 }
 
 async function verifyAgainst(
-  leaf: x509.X509Certificate,
-  intermediates: x509.X509Certificate[],
+  leaf: X509Certificate,
+  intermediates: X509Certificate[],
   pool: CertPool,
   nowMs: number,
 ): Promise<{ commonName: string; organizations: string[] }> {
@@ -251,13 +250,13 @@ async function verifyAgainst(
 }
 
 /** The certificates the client sent after its leaf (Node links them through `issuerCertificate`). */
-function peerIntermediates(peer: DetailedPeerCertificate): x509.X509Certificate[] {
-  const out: x509.X509Certificate[] = [];
+function peerIntermediates(peer: DetailedPeerCertificate): X509Certificate[] {
+  const out: X509Certificate[] = [];
   let current = peer;
   for (let i = 0; i < 10; i++) {
     const next = current.issuerCertificate;
     if (next === undefined || next === null || next === current || next.raw === undefined || next.raw.equals(current.raw)) break;
-    out.push(new x509.X509Certificate(next.raw));
+    out.push(new X509Certificate(next.raw));
     current = next;
   }
   return out;

@@ -13,7 +13,7 @@
  * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
  * absent = none).
  */
-import { certificatesFromPem } from "./certs.ts";
+import { certificatesFromPem } from "./pem.ts";
 import { certPool, type CertPool } from "./client-cert.ts";
 import { Informer, type ConfigMap, type KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";

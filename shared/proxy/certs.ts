@@ -1,16 +1,28 @@
 /**
- * X.509 certificates for the proxy through @peculiar/x509 and WebCrypto:
- * a CA, certificates it issues (serving, client), PEM encoding, and PEM
- * bundle parsing. ECDSA P-256 with SHA-256, which Go's crypto/tls (the
- * kube-aggregator's client) and Node's OpenSSL both accept.
+ * Making X.509 certificates through @peculiar/x509 and WebCrypto: a CA,
+ * certificates it issues (serving, client), PEM encoding, and PEM bundle
+ * parsing into @peculiar/x509 objects. ECDSA P-256 with SHA-256, which Go's
+ * crypto/tls (the kube-aggregator's client) and Node's OpenSSL both accept.
+ *
+ * The running proxy never imports this module into its main thread (issue 11
+ * P5: @peculiar/x509 with reflect-metadata, tsyringe and its ASN.1 schemas
+ * is ~9 MB of resident memory): it generates certificates through
+ * `cert-generation.ts`, which runs this module in a short-lived worker
+ * thread (`x509-worker.ts`), and inspects certificates with `pem.ts`
+ * (node:crypto). Tests use it directly to build their PKI.
  */
 import { createPrivateKey, createPublicKey } from "node:crypto";
+import { serviceDnsNames } from "./pem.ts";
 import { x509 } from "./x509.ts";
+
+export { serviceDnsNames };
 
 
 const KEY_ALGORITHM: EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" };
 const SIGNING_ALGORITHM: EcdsaParams = { name: "ECDSA", hash: "SHA-256" };
 const DAY_MS = 24 * 3600 * 1000;
+/** anyExtendedKeyUsage (RFC 5280 §4.2.1.12) */
+const OID_ANY_EKU = "2.5.29.37.0";
 
 /** A certificate with its key pair and their PEM forms. */
 export interface IssuedCertificate {
@@ -33,7 +45,7 @@ export interface CertificateOptions {
    * extended key usages; `undefined` omits the extension (which Go's
    * crypto/x509 treats as "any usage")
    */
-  usages?: ("serverAuth" | "clientAuth")[];
+  usages?: ("serverAuth" | "clientAuth" | "anyExtendedKeyUsage")[];
   /** validity from `notBefore` (default now − 1 h), days (default 365) */
   validDays?: number;
   /**
@@ -46,6 +58,10 @@ export interface CertificateOptions {
   notBefore?: Date;
   /** make it an intermediate CA */
   isCA?: boolean;
+  /** basicConstraints pathLenConstraint of an intermediate CA (with `isCA`) */
+  pathLength?: number;
+  /** "now" for the validity, ms since the epoch (default `Date.now()`) */
+  nowMs?: number;
 }
 
 /**
@@ -54,10 +70,11 @@ export interface CertificateOptions {
  * @param validDays validity in days (default 3650)
  * @param options.validSeconds validity in seconds counted from now (overrides
  *   `validDays`; `notBefore` is backdated by min(1 h, validSeconds / 10))
+ * @param options.nowMs "now", ms since the epoch (default `Date.now()`)
  */
-export async function createCA(commonName: string, validDays = 3650, options: { validSeconds?: number } = {}): Promise<IssuedCertificate> {
+export async function createCA(commonName: string, validDays = 3650, options: { validSeconds?: number; nowMs?: number } = {}): Promise<IssuedCertificate> {
   const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
-  const { notBefore, notAfter } = validity(options.validSeconds, validDays, undefined);
+  const { notBefore, notAfter } = validity(options.validSeconds, validDays, undefined, options.nowMs ?? Date.now());
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomSerial(),
     name: new x509.Name([{ CN: [commonName] }]),
@@ -81,10 +98,10 @@ export async function createCA(commonName: string, validDays = 3650, options: { 
  */
 export async function issueCertificate(ca: IssuedCertificate, options: CertificateOptions): Promise<IssuedCertificate> {
   const keys = (await crypto.subtle.generateKey(KEY_ALGORITHM, true, ["sign", "verify"])) as CryptoKeyPair;
-  const { notBefore, notAfter: wanted } = validity(options.validSeconds, options.validDays ?? 365, options.notBefore);
+  const { notBefore, notAfter: wanted } = validity(options.validSeconds, options.validDays ?? 365, options.notBefore, options.nowMs ?? Date.now());
   const notAfter = options.notAfterLimit !== undefined && options.notAfterLimit < wanted ? options.notAfterLimit : wanted;
   const extensions: x509.Extension[] = [
-    new x509.BasicConstraintsExtension(options.isCA === true, undefined, true),
+    new x509.BasicConstraintsExtension(options.isCA === true, options.isCA === true ? options.pathLength : undefined, true),
     new x509.KeyUsagesExtension(
       options.isCA === true
         ? x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature
@@ -95,7 +112,7 @@ export async function issueCertificate(ca: IssuedCertificate, options: Certifica
     await x509.AuthorityKeyIdentifierExtension.create(ca.keys.publicKey),
   ];
   if (options.usages !== undefined) {
-    extensions.push(new x509.ExtendedKeyUsageExtension(options.usages.map((u) => x509.ExtendedKeyUsage[u])));
+    extensions.push(new x509.ExtendedKeyUsageExtension(options.usages.map((u) => (u === "anyExtendedKeyUsage" ? OID_ANY_EKU : x509.ExtendedKeyUsage[u]))));
   }
   const names = [
     ...(options.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
@@ -119,15 +136,6 @@ export async function issueCertificate(ca: IssuedCertificate, options: Certifica
 }
 
 /**
- * The DNS names the kube-aggregator may dial a Service by: it verifies
- * `<service>.<namespace>.svc` (kube-aggregator `pkg/apiserver/handler_proxy.go`,
- * `ServerName`); the shorter and longer forms serve other in-cluster clients.
- */
-export function serviceDnsNames(service: string, namespace: string): string[] {
-  return [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
-}
-
-/**
  * A fresh CA and a serving certificate for a Service (plus `localhost` and
  * 127.0.0.1 for probes and local runs).
  *
@@ -137,9 +145,11 @@ export async function generateServingCertificate(
   service: string,
   namespace: string,
   validDays = 365,
+  nowMs = Date.now(),
 ): Promise<{ ca: IssuedCertificate; serving: IssuedCertificate }> {
-  const ca = await createCA(`${service}.${namespace}.svc-ca@${Math.floor(Date.now() / 1000)}`);
+  const ca = await createCA(`${service}.${namespace}.svc-ca@${Math.floor(nowMs / 1000)}`, 3650, { nowMs });
   const serving = await issueCertificate(ca, {
+    nowMs,
     commonName: `${service}.${namespace}.svc`,
     dnsNames: [...serviceDnsNames(service, namespace), "localhost"],
     ipAddresses: ["127.0.0.1"],
@@ -154,9 +164,10 @@ export async function generateServingCertificate(
  * creation time (Unix seconds) so successive CAs are told apart in logs.
  *
  * @param validSeconds CA validity, seconds from now
+ * @param nowMs "now", ms since the epoch (default `Date.now()`)
  */
-export function createServingCA(service: string, namespace: string, validSeconds: number): Promise<IssuedCertificate> {
-  return createCA(`${service}.${namespace}.svc-ca@${Math.floor(Date.now() / 1000)}`, 0, { validSeconds });
+export function createServingCA(service: string, namespace: string, validSeconds: number, nowMs = Date.now()): Promise<IssuedCertificate> {
+  return createCA(`${service}.${namespace}.svc-ca@${Math.floor(nowMs / 1000)}`, 0, { validSeconds, nowMs });
 }
 
 /**
@@ -164,9 +175,11 @@ export function createServingCA(service: string, namespace: string, validSeconds
  * signed by `ca`, never outliving it.
  *
  * @param validSeconds validity, seconds from now (cut back to the CA's notAfter)
+ * @param nowMs "now", ms since the epoch (default `Date.now()`)
  */
-export function issueServingCertificate(ca: IssuedCertificate, service: string, namespace: string, validSeconds: number): Promise<IssuedCertificate> {
+export function issueServingCertificate(ca: IssuedCertificate, service: string, namespace: string, validSeconds: number, nowMs = Date.now()): Promise<IssuedCertificate> {
   return issueCertificate(ca, {
+    nowMs,
     commonName: `${service}.${namespace}.svc`,
     dnsNames: [...serviceDnsNames(service, namespace), "localhost"],
     ipAddresses: ["127.0.0.1"],
@@ -214,13 +227,12 @@ export async function signedBy(leaf: x509.X509Certificate, ca: x509.X509Certific
 }
 
 /** notBefore/notAfter from a validity in seconds (from now) or days (from notBefore). */
-function validity(validSeconds: number | undefined, validDays: number, notBefore: Date | undefined): { notBefore: Date; notAfter: Date } {
+function validity(validSeconds: number | undefined, validDays: number, notBefore: Date | undefined, now: number): { notBefore: Date; notAfter: Date } {
   if (validSeconds !== undefined) {
-    const now = Date.now();
     const backdate = Math.min(3600_000, validSeconds * 100);
     return { notBefore: notBefore ?? new Date(now - backdate), notAfter: new Date(now + validSeconds * 1000) };
   }
-  const from = notBefore ?? new Date(Date.now() - 3600_000);
+  const from = notBefore ?? new Date(now - 3600_000);
   return { notBefore: from, notAfter: new Date(from.getTime() + validDays * DAY_MS) };
 }
 

@@ -7,8 +7,7 @@
  *
  * The TLS handshake itself is Node's (`tls.createServer` with
  * `requestCert: true, rejectUnauthorized: false`): it proves the client holds
- * the certificate's key. Chain building and signature checks are
- * @peculiar/x509's `X509ChainBuilder`; this module adds the policy checks:
+ * the certificate's key. This module adds the chain and policy checks:
  *
  * - the chain ends in a certificate of the pool (a trust anchor);
  * - every certificate of the chain is within its validity period;
@@ -16,30 +15,50 @@
  * - extended key usage, as Go's `checkChainForKeyUsage`: every certificate
  *   that has an EKU extension must allow clientAuth (or anyExtendedKeyUsage);
  *   a certificate without the extension allows any usage.
+ *
+ * Two paths (issue 11 P5: @peculiar/x509 is ~9 MB of resident memory, kept
+ * out of the proxy's steady state):
+ *
+ * - **direct** (the normal case: kube-apiserver's front-proxy client
+ *   certificate is signed by the front-proxy CA, no intermediates; a client
+ *   certificate signed by the cluster CA): node:crypto's `X509Certificate`
+ *   (Node's OpenSSL binding) — the leaf is in the pool, or a pool
+ *   certificate is its issuer (`checkIssued`: issuer name, authority key id,
+ *   keyCertSign) and its signature verifies with that certificate's key
+ *   (`verify`); then validity of leaf and anchor and the EKU rule. A
+ *   two-certificate chain has no intermediate, so the CA and path-length
+ *   rules cannot fail there;
+ * - **with intermediates** (a rare configuration: a client CA that signs
+ *   through intermediates the client sends): node:crypto exposes no
+ *   basicConstraints `pathLenConstraint`, so `client-cert-chain.ts` loads
+ *   @peculiar/x509 lazily in the main thread and builds the chain with its
+ *   `X509ChainBuilder`, with the same checks.
  */
-import { x509 } from "./x509.ts";
+import type { X509Certificate } from "node:crypto";
+import { fingerprintHex, notAfter, notBefore, signedBy, subjectNames } from "./pem.ts";
 
 const OID_CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 const OID_ANY_EKU = "2.5.29.37.0";
 
 /** A set of trust anchors (a PEM bundle such as `client-ca-file`). */
 export interface CertPool {
-  certs: x509.X509Certificate[];
-  /** SHA-256 thumbprints (hex) of `certs` */
+  certs: X509Certificate[];
+  /** SHA-256 thumbprints (lowercase hex of the DER) of `certs` */
   thumbprints: Set<string>;
 }
 
-/** Build a pool from parsed certificates. */
-export async function certPool(certs: x509.X509Certificate[]): Promise<CertPool> {
-  const thumbprints = new Set<string>();
-  for (const c of certs) thumbprints.add(await thumbprint(c));
-  return { certs, thumbprints };
+/** Build a pool from parsed certificates (async for the callers written when hashing was WebCrypto's). */
+export async function certPool(certs: X509Certificate[]): Promise<CertPool> {
+  return { certs, thumbprints: new Set(certs.map(fingerprintHex)) };
 }
 
-/** Hex SHA-256 of the certificate's DER. */
-export async function thumbprint(cert: x509.X509Certificate): Promise<string> {
-  return Buffer.from(await cert.getThumbprint("SHA-256")).toString("hex");
+/** Lowercase hex SHA-256 of the certificate's DER. */
+export function thumbprint(cert: X509Certificate): string {
+  return fingerprintHex(cert);
 }
+
+/** Which path verified how many chains (for tests and metrics). */
+export const verificationStats = { direct: 0, withIntermediates: 0 };
 
 /** Thrown when a chain does not verify; `message` follows Go's wording where there is one. */
 export class CertificateVerifyError extends Error {
@@ -59,45 +78,36 @@ export class CertificateVerifyError extends Error {
  *   path length is exceeded, or the chain does not allow clientAuth
  */
 export async function verifyClientCertificate(
-  leaf: x509.X509Certificate,
-  intermediates: readonly x509.X509Certificate[],
+  leaf: X509Certificate,
+  intermediates: readonly X509Certificate[],
   pool: CertPool,
   now: Date,
-): Promise<x509.X509Certificate[]> {
-  const builder = new x509.X509ChainBuilder({ certificates: [...pool.certs, ...intermediates] });
-  let built: x509.X509Certificate[];
-  try {
-    built = [...(await builder.build(leaf))];
-  } catch (err) {
-    throw new CertificateVerifyError(`x509: cannot build a certificate chain: ${(err as Error).message}`);
-  }
-  // The chain is valid up to the first certificate that is a trust anchor.
-  let anchor = -1;
-  for (let i = 0; i < built.length; i++) {
-    if (pool.thumbprints.has(await thumbprint(built[i]!))) {
-      anchor = i;
+): Promise<X509Certificate[]> {
+  let chain: X509Certificate[] | undefined;
+  let anchorProblem: CertificateVerifyError | undefined;
+  if (pool.thumbprints.has(fingerprintHex(leaf))) chain = [leaf];
+  else {
+    for (const ca of pool.certs) {
+      if (!leaf.checkIssued(ca) || !signedBy(leaf, ca)) continue;
+      const problem = validityProblem(ca, now);
+      if (problem !== undefined) {
+        // Another anchor of the same name (a rotated CA) may still be valid.
+        anchorProblem ??= problem;
+        continue;
+      }
+      chain = [leaf, ca];
       break;
     }
   }
-  if (anchor < 0) throw new CertificateVerifyError("x509: certificate signed by unknown authority");
-  const chain = built.slice(0, anchor + 1);
-  for (const cert of chain) {
-    if (now < cert.notBefore || now > cert.notAfter) {
-      throw new CertificateVerifyError(
-        `x509: certificate has expired or is not yet valid: current time ${now.toISOString()} is outside ${cert.notBefore.toISOString()}–${cert.notAfter.toISOString()} (${cert.subject})`,
-      );
-    }
-  }
-  for (let i = 1; i < chain.length; i++) {
-    const ca = chain[i]!;
-    const bc = ca.getExtension(x509.BasicConstraintsExtension);
-    // Go checks CA:true on intermediates only; the anchor is trusted as configured.
-    if (i < chain.length - 1 && (bc === null || !bc.ca)) {
-      throw new CertificateVerifyError(`x509: certificate is not authorized to sign other certificates (${ca.subject})`);
-    }
-    if (bc !== null && bc.pathLength !== undefined && i - 1 > bc.pathLength) {
-      throw new CertificateVerifyError(`x509: too many intermediates for path length constraint (${ca.subject})`);
-    }
+  if (chain === undefined) {
+    if (intermediates.length > 0) {
+      verificationStats.withIntermediates++;
+      const { buildChainWithIntermediates } = await import("./client-cert-chain.ts");
+      chain = await buildChainWithIntermediates(leaf, intermediates, pool, now);
+    } else throw anchorProblem ?? new CertificateVerifyError("x509: certificate signed by unknown authority");
+  } else {
+    verificationStats.direct++;
+    checkValidity(chain, now);
   }
   if (!allowsClientAuth(chain)) {
     throw new CertificateVerifyError("x509: certificate specifies an incompatible key usage");
@@ -105,13 +115,32 @@ export async function verifyClientCertificate(
   return chain;
 }
 
-/** Go's `checkChainForKeyUsage` for the single usage clientAuth. */
-function allowsClientAuth(chain: readonly x509.X509Certificate[]): boolean {
+/**
+ * Every certificate of `chain` within its validity period at `now` (Go's `isValid`).
+ *
+ * @throws CertificateVerifyError naming the first that is not
+ */
+export function checkValidity(chain: readonly X509Certificate[], now: Date): void {
   for (const cert of chain) {
-    const eku = cert.getExtension(x509.ExtendedKeyUsageExtension);
-    if (eku === null) continue;
-    const usages = eku.usages.map(String);
-    if (usages.length === 0) continue;
+    const problem = validityProblem(cert, now);
+    if (problem !== undefined) throw problem;
+  }
+}
+
+function validityProblem(cert: X509Certificate, now: Date): CertificateVerifyError | undefined {
+  const from = notBefore(cert);
+  const to = notAfter(cert);
+  if (now >= from && now <= to) return undefined;
+  return new CertificateVerifyError(
+    `x509: certificate has expired or is not yet valid: current time ${now.toISOString()} is outside ${from.toISOString()}–${to.toISOString()} (${cert.subject.trim().replaceAll("\n", ", ")})`,
+  );
+}
+
+/** Go's `checkChainForKeyUsage` for the single usage clientAuth (`keyUsage` is Node's list of extended key usage OIDs; undefined without the extension). */
+function allowsClientAuth(chain: readonly X509Certificate[]): boolean {
+  for (const cert of chain) {
+    const usages = cert.keyUsage;
+    if (usages === undefined || usages.length === 0) continue;
     if (usages.includes(OID_ANY_EKU)) continue;
     if (!usages.includes(OID_CLIENT_AUTH)) return false;
   }
@@ -122,7 +151,6 @@ function allowsClientAuth(chain: readonly x509.X509Certificate[]): boolean {
  * The subject's CN and O values as the apiserver's x509 authenticator reads
  * them: Go's `pkix.Name.FillFromRDNSequence` keeps the last CN and every O.
  */
-export function subjectOf(cert: x509.X509Certificate): { commonName: string; organizations: string[] } {
-  const name = cert.subjectName;
-  return { commonName: name.getField("CN").at(-1) ?? "", organizations: name.getField("O") };
+export function subjectOf(cert: X509Certificate): { commonName: string; organizations: string[] } {
+  return subjectNames(cert);
 }

@@ -48,16 +48,22 @@
  * can repair it, is replaced by a fresh CA and certificate (nothing works with
  * it anyway).
  *
+ * Certificates are inspected with node:crypto (`pem.ts`) and made in a
+ * short-lived worker thread (`cert-generation.ts`): a replica following the
+ * Secret never loads @peculiar/x509, and the writer loads it only inside that
+ * worker (issue 11 P5).
+ *
  * Sources: client-go `tools/leaderelection` (one writer), cert-manager's CA
  * issuer and trust-manager's bundle overlap (rotation by bundle), kube-aggregator
  * `pkg/apiserver/handler_proxy.go` (verifies the Service name against `caBundle`).
  */
-import { caFromPem, certificatesFromPem, createServingCA, issueServingCertificate, keyMatchesCertificate, serviceDnsNames, signedBy } from "./certs.ts";
+import type { X509Certificate } from "node:crypto";
+import { createServingCAPem, createServingPair, issueServingPem } from "./cert-generation.ts";
+import { certificatePem, certificatesFromPem, dnsNames, keyMatchesCertificate, notAfter, notBefore, serviceDnsNames, signedBy } from "./pem.ts";
 import type { LeaderElector } from "./lease.ts";
 import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import type { ServiceName, ServingMaterial } from "./tls.ts";
-import { x509 } from "./x509.ts";
 
 /** When `ca.crt` last changed (RFC 3339). */
 export const CA_BUNDLE_CHANGED_AT = "external-metrics-bridge.io/ca-bundle-changed-at";
@@ -135,15 +141,15 @@ function decode(secret: Secret | undefined): Stored | undefined {
 
 /** The parsed certificates of a stored Secret. */
 interface Parsed {
-  leaf?: x509.X509Certificate;
-  cas: x509.X509Certificate[];
+  leaf?: X509Certificate;
+  cas: X509Certificate[];
   /** the CA of `cas` that signed `leaf` */
-  leafIssuer?: x509.X509Certificate;
+  leafIssuer?: X509Certificate;
   /** the last CA, when `ca.key` is its key */
-  signer?: x509.X509Certificate;
+  signer?: X509Certificate;
 }
 
-async function parse(s: Stored): Promise<Parsed> {
+function parse(s: Stored): Parsed {
   const certs = (pem: string | undefined) => {
     try {
       return pem === undefined ? [] : certificatesFromPem(pem);
@@ -159,7 +165,7 @@ async function parse(s: Stored): Promise<Parsed> {
   if (last !== undefined && s.caKeyPem !== undefined && keyMatchesCertificate(last, s.caKeyPem)) out.signer = last;
   if (leaf !== undefined) {
     for (const ca of cas) {
-      if (await signedBy(leaf, ca)) {
+      if (signedBy(leaf, ca)) {
         out.leafIssuer = ca;
         break;
       }
@@ -173,15 +179,14 @@ async function parse(s: Stored): Promise<Parsed> {
  * it must parse, match its key, be within its validity, name
  * `<service>.<namespace>.svc`, and be signed by a CA of `ca.crt`.
  */
-async function servingProblem(s: Stored, p: Parsed, service: ServiceName, now: number): Promise<string | undefined> {
+function servingProblem(s: Stored, p: Parsed, service: ServiceName, now: number): string | undefined {
   if (s.certPem === undefined || s.keyPem === undefined) return "tls.crt or tls.key is missing";
   if (p.leaf === undefined) return "tls.crt holds no certificate";
   if (!keyMatchesCertificate(p.leaf, s.keyPem)) return "tls.key is not the key of tls.crt";
-  if (p.leaf.notAfter.getTime() <= now) return `the certificate expired at ${p.leaf.notAfter.toISOString()}`;
-  if (p.leaf.notBefore.getTime() > now) return "the certificate is not valid yet";
+  if (notAfter(p.leaf).getTime() <= now) return `the certificate expired at ${notAfter(p.leaf).toISOString()}`;
+  if (notBefore(p.leaf).getTime() > now) return "the certificate is not valid yet";
   const wanted = serviceDnsNames(service.name, service.namespace)[2]!;
-  const san = p.leaf.getExtension(x509.SubjectAlternativeNameExtension);
-  if (!(san?.names.items ?? []).some((n) => n.type === "dns" && n.value === wanted)) return `the certificate does not cover ${wanted}`;
+  if (!dnsNames(p.leaf).includes(wanted)) return `the certificate does not cover ${wanted}`;
   if (p.cas.length === 0) return "ca.crt holds no certificate";
   if (p.leafIssuer === undefined) return "the certificate is not signed by a CA of ca.crt";
   return undefined;
@@ -193,7 +198,7 @@ async function servingProblem(s: Stored, p: Parsed, service: ServiceName, now: n
 export async function servingFromSecret(secret: Secret | undefined, service: ServiceName, now = Date.now()): Promise<{ material: ServingMaterial } | { problem: string }> {
   const s = decode(secret);
   if (s === undefined) return { problem: "the Secret does not exist" };
-  const problem = await servingProblem(s, await parse(s), service, now);
+  const problem = servingProblem(s, parse(s), service, now);
   if (problem !== undefined) return { problem };
   return { material: { certPem: s.certPem!, keyPem: s.keyPem!, caPem: s.caBundlePem! } };
 }
@@ -214,17 +219,17 @@ export type RotationStep =
 export async function planRotation(secret: Secret | undefined, service: ServiceName, settings: RotationSettings, now = Date.now()): Promise<RotationStep> {
   const s = decode(secret);
   if (s === undefined) return { kind: "create", reason: "the Secret does not exist" };
-  const p = await parse(s);
+  const p = parse(s);
   const overlapMs = settings.overlapSeconds * 1000;
-  const signerUsable = p.signer !== undefined && p.signer.notAfter.getTime() - now > 2 * overlapMs;
-  const problem = await servingProblem(s, p, service, now);
+  const signerUsable = p.signer !== undefined && notAfter(p.signer).getTime() - now > 2 * overlapMs;
+  const problem = servingProblem(s, p, service, now);
   if (problem !== undefined) {
     // Nothing works with it now: repair from the signing CA when it still has time, else start over.
     return signerUsable ? { kind: "reissue", reason: problem } : { kind: "create", reason: problem };
   }
   const leaf = p.leaf!;
-  const remaining = (c: x509.X509Certificate) => c.notAfter.getTime() - now;
-  const lifetime = (c: x509.X509Certificate) => c.notAfter.getTime() - c.notBefore.getTime();
+  const remaining = (c: X509Certificate) => notAfter(c).getTime() - now;
+  const lifetime = (c: X509Certificate) => notAfter(c).getTime() - notBefore(c).getTime();
   const leafDue = remaining(leaf) < lifetime(leaf) / 3;
   const rotating = p.signer !== undefined && p.leafIssuer !== p.signer;
 
@@ -240,7 +245,7 @@ export async function planRotation(secret: Secret | undefined, service: ServiceN
     signer === undefined
       ? "ca.key is missing or is not the key of the last CA of ca.crt"
       : remaining(signer) < Math.max(lifetime(signer) / 3, 2 * overlapMs)
-        ? `the CA expires at ${signer.notAfter.toISOString()}`
+        ? `the CA expires at ${notAfter(signer).toISOString()}`
         : undefined;
   if (caDue !== undefined) {
     // Step (a) drops the old CA's key, so the certificate served now must last
@@ -248,7 +253,7 @@ export async function planRotation(secret: Secret | undefined, service: ServiceN
     // old CA first (while it still has more than 2 × overlap, the renewed one
     // does), instead of forcing step (b) before every reader has the new caBundle.
     if (signerUsable && remaining(leaf) < 2 * overlapMs) {
-      return { kind: "reissue", reason: `the certificate would expire during the CA rotation's overlap (expires ${leaf.notAfter.toISOString()})` };
+      return { kind: "reissue", reason: `the certificate would expire during the CA rotation's overlap (expires ${notAfter(leaf).toISOString()})` };
     }
     return { kind: "add-ca", reason: caDue };
   }
@@ -257,35 +262,50 @@ export async function planRotation(secret: Secret | undefined, service: ServiceN
     const since = now - (s.servingChangedAt ?? 0);
     if (since >= overlapMs) return { kind: "drop-old-ca", reason: "every replica had the overlap to load the certificate of the new CA" };
   }
-  if (leafDue) return { kind: "reissue", reason: `less than a third of the certificate's lifetime is left (expires ${leaf.notAfter.toISOString()})` };
+  if (leafDue) return { kind: "reissue", reason: `less than a third of the certificate's lifetime is left (expires ${notAfter(leaf).toISOString()})` };
   return { kind: "none" };
 }
 
-/** The Secret body after a step (undefined for "none"). */
-async function applyStep(step: RotationStep, secret: Secret | undefined, target: { namespace: string; name: string }, service: ServiceName, settings: RotationSettings, now: number): Promise<Secret | undefined> {
+/**
+ * The Secret body after a step (undefined for "none"). New certificates are
+ * made in a worker thread (`cert-generation.ts`) with validity counted from
+ * `now`; `workerThreadId` is that thread's id (undefined when nothing was made).
+ *
+ * @throws Error when generation fails or passes its deadline
+ */
+async function applyStep(
+  step: RotationStep,
+  secret: Secret | undefined,
+  target: { namespace: string; name: string },
+  service: ServiceName,
+  settings: RotationSettings,
+  now: number,
+): Promise<{ body: Secret; workerThreadId: number | undefined } | undefined> {
   const s = decode(secret) ?? {};
-  const p = await parse(s);
+  const p = parse(s);
   const stamp = new Date(now).toISOString();
   let certPem = s.certPem;
   let keyPem = s.keyPem;
-  let cas = p.cas;
   let caKeyPem = s.caKeyPem;
   const annotations: Record<string, string> = { ...(secret?.metadata?.annotations ?? {}) };
-  const issueFrom = async (caCert: x509.X509Certificate, caKey: string) => {
-    const ca = await caFromPem(caCert.toString("pem"), caKey);
-    const serving = await issueServingCertificate(ca, service.name, service.namespace, settings.certValiditySeconds);
+  let workerThreadId: number | undefined;
+  const issueFrom = async (caCert: X509Certificate, caKey: string) => {
+    const serving = await issueServingPem({ certPem: certificatePem(caCert), keyPem: caKey }, service.name, service.namespace, settings.certValiditySeconds, now);
     certPem = serving.certPem;
     keyPem = serving.keyPem;
+    workerThreadId = serving.threadId;
   };
+  /** CA certificates to keep, as PEM; a new CA is appended as the PEM the worker made */
+  let caPems: string[] = p.cas.map(certificatePem);
   switch (step.kind) {
     case "none":
       return undefined;
     case "create": {
-      const ca = await createServingCA(service.name, service.namespace, settings.caValiditySeconds);
-      const serving = await issueServingCertificate(ca, service.name, service.namespace, settings.certValiditySeconds);
+      const { ca, serving, threadId } = await createServingPair(service.name, service.namespace, settings.caValiditySeconds, settings.certValiditySeconds, now);
+      workerThreadId = threadId;
       certPem = serving.certPem;
       keyPem = serving.keyPem;
-      cas = [ca.cert];
+      caPems = [ca.certPem.trim()];
       caKeyPem = ca.keyPem;
       annotations[CA_BUNDLE_CHANGED_AT] = stamp;
       annotations[SERVING_CHANGED_AT] = stamp;
@@ -297,20 +317,21 @@ async function applyStep(step: RotationStep, secret: Secret | undefined, target:
       annotations[SERVING_CHANGED_AT] = stamp;
       break;
     case "add-ca": {
-      const ca = await createServingCA(service.name, service.namespace, settings.caValiditySeconds);
+      const ca = await createServingCAPem(service.name, service.namespace, settings.caValiditySeconds, now);
       // Keep the CA that signed the certificate being served; drop expired ones.
-      cas = [...p.cas.filter((c) => c === p.leafIssuer || c.notAfter.getTime() > now), ca.cert];
+      caPems = [...p.cas.filter((c) => c === p.leafIssuer || notAfter(c).getTime() > now).map(certificatePem), ca.certPem.trim()];
       caKeyPem = ca.keyPem;
+      workerThreadId = ca.threadId;
       annotations[CA_BUNDLE_CHANGED_AT] = stamp;
       break;
     }
     case "drop-old-ca":
-      cas = [p.signer!];
+      caPems = [certificatePem(p.signer!)];
       annotations[CA_BUNDLE_CHANGED_AT] = stamp;
       break;
   }
   const b64 = (text: string) => Buffer.from(text).toString("base64");
-  return {
+  const body: Secret = {
     apiVersion: "v1",
     kind: "Secret",
     type: "kubernetes.io/tls",
@@ -325,10 +346,11 @@ async function applyStep(step: RotationStep, secret: Secret | undefined, target:
       ...(secret?.data ?? {}),
       "tls.crt": b64(certPem!),
       "tls.key": b64(keyPem!),
-      "ca.crt": b64(cas.map((c) => c.toString("pem")).join("\n") + "\n"),
+      "ca.crt": b64(caPems.join("\n") + "\n"),
       "ca.key": b64(caKeyPem!),
     },
   };
+  return { body, workerThreadId };
 }
 
 /**
@@ -354,8 +376,9 @@ export async function reconcileSecret(
     if (apiStatus(err) !== 404) throw new Error(`reading Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
   }
   const step = await planRotation(secret, service, settings, now);
-  const body = await applyStep(step, secret, target, service, settings, now);
-  if (body === undefined) return step;
+  const applied = await applyStep(step, secret, target, service, settings, now);
+  if (applied === undefined) return step;
+  const body = applied.body;
   try {
     if (secret === undefined) await kc.create<Secret>(secretPath({ namespace: target.namespace }), body, apiDeadline(API_DEADLINE_MS));
     else await kc.replace<Secret>(secretPath(target), body, apiDeadline(API_DEADLINE_MS));
@@ -363,7 +386,14 @@ export async function reconcileSecret(
     if (apiStatus(err) === 409) return { kind: "none" };
     throw new Error(`writing Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
   }
-  log({ level: "info", msg: "serving certificate Secret updated", secret: `${target.namespace}/${target.name}`, step: step.kind, reason: "reason" in step ? step.reason : undefined });
+  log({
+    level: "info",
+    msg: "serving certificate Secret updated",
+    secret: `${target.namespace}/${target.name}`,
+    step: step.kind,
+    reason: "reason" in step ? step.reason : undefined,
+    generatedInWorkerThread: applied.workerThreadId,
+  });
   return step;
 }
 
@@ -430,7 +460,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
       const first = current === undefined;
       current = next;
       const leaf = certificatesFromPem(next.certPem)[0]!;
-      log({ level: "info", msg: first ? "serving certificate loaded from Secret" : "serving certificate changed in Secret", secret: where, notAfter: leaf.notAfter.toISOString(), cas: certificatesFromPem(next.caPem!).length, via });
+      log({ level: "info", msg: first ? "serving certificate loaded from Secret" : "serving certificate changed in Secret", secret: where, notAfter: notAfter(leaf).toISOString(), cas: certificatesFromPem(next.caPem!).length, via });
       if (first) for (const w of waiters.splice(0)) w(next);
       else for (const l of listeners) l(next);
     });

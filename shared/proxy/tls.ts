@@ -8,10 +8,13 @@
  *   of truth for every replica: followed with a watch and reloaded on change,
  *   renewed (with CA overlap) only by the holder of a Lease — see
  *   `rotation.ts`; {@link loadServingMaterial} is its one-shot read;
- * - `generate`: a fresh CA and certificate in memory (one replica, local runs).
+ * - `generate`: a fresh CA and certificate in memory (one replica, local runs),
+ *   made in a short-lived worker thread (`cert-generation.ts`) so that
+ *   @peculiar/x509 never stays in the proxy's memory.
  */
+import { X509Certificate } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
-import { generateServingCertificate } from "./certs.ts";
+import { generateServingPair } from "./cert-generation.ts";
 import { apiDeadline, apiStatus, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { DEFAULT_ROTATION, reconcileSecret, secretPath, servingFromSecret } from "./rotation.ts";
@@ -39,7 +42,8 @@ export interface ServiceName {
 /**
  * Obtain serving material.
  *
- * @throws Error when files are unreadable, or the Secret cannot be read or created
+ * @throws Error when files are unreadable, the Secret cannot be read or
+ *   created, or generation fails or passes its deadline (30 s)
  */
 export async function loadServingMaterial(
   source: ServingSource,
@@ -50,8 +54,9 @@ export async function loadServingMaterial(
     case "files":
       return readServingFiles(source);
     case "generate": {
-      const { ca, serving } = await generateServingCertificate(service.name, service.namespace);
-      deps.log({ level: "info", msg: "generated a serving certificate", subject: serving.cert.subject, notAfter: serving.cert.notAfter.toISOString() });
+      const { ca, serving, threadId } = await generateServingPair(service.name, service.namespace);
+      const cert = new X509Certificate(serving.certPem);
+      deps.log({ level: "info", msg: "generated a serving certificate", subject: cert.subject.trim(), notAfter: cert.validToDate.toISOString(), generatedInWorkerThread: threadId });
       return { certPem: serving.certPem, keyPem: serving.keyPem, caPem: ca.certPem };
     }
     case "secret":
