@@ -35,18 +35,40 @@ export const REQUEST_DEADLINE_MS = 3000;
 export const BACKEND_LOAD_TIMEOUT_MS = REQUEST_DEADLINE_MS;
 
 /**
- * The signal of one backend call: aborts when `signal` aborts (deadline,
+ * The signal of one outbound call: aborts when `signal` aborts (deadline,
  * client gone, nobody waits) or after `timeoutMs` (the provider's per-call
- * `timeoutSeconds`), whichever comes first. The per-call limit can shorten a
- * call, never extend it past `signal`.
+ * `timeoutSeconds`, the proxy's 2 s TokenReview/SubjectAccessReview
+ * deadline), whichever comes first. The per-call limit can shorten a call,
+ * never extend it past `signal`. Used by the bridge's providers and by the
+ * proxy's Kubernetes API calls (shared/proxy/kube.ts).
  *
- * @param signal the load's or request's signal
+ * @param signal the load's or request's signal; undefined: the per-call
+ *   limit alone (a call made on nobody's behalf still has a deadline)
  * @param timeoutMs per-call limit, ms (> 0)
  * @returns a signal whose `reason` is the first of the two (a `TimeoutError`
  *   DOMException for the per-call limit)
  */
-export function callSignal(signal: AbortSignal, timeoutMs: number): AbortSignal {
-  return AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+export function callSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+}
+
+/**
+ * Run `task(signal)` and settle as it does, or reject with `signal.reason`
+ * as soon as `signal` aborts, even when the task ignores its signal (at once
+ * when it has already aborted: the task is then not started). The abort
+ * listener is removed when the race settles.
+ *
+ * @throws whatever `task` rejects with; `signal.reason` when it aborts first
+ */
+export async function untilAborted<T>(task: (signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) throw signal.reason;
+  const aborted = abortedPromise(signal);
+  try {
+    return await Promise.race([task(signal), aborted.promise]);
+  } finally {
+    aborted.dispose();
+  }
 }
 
 /**

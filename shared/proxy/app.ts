@@ -30,6 +30,7 @@ import type { HttpBindings } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { TLSSocket } from "node:tls";
 import type { Caller } from "../identity.ts";
+import type { Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { decodeMetricName } from "../metric-name.ts";
@@ -70,6 +71,8 @@ type Env = {
     error?: StatusError;
     /** the request URL, parsed once (authorization and the values route) */
     url?: URL;
+    /** the parsed labelSelector remembered by the authorizer (only when the cluster policy layer is on) */
+    selector?: Selector;
   };
 };
 
@@ -236,7 +239,8 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const url = new URL(c.req.url);
     c.set("url", url);
     try {
-      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, url, c.req.raw.signal);
+      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, url, c.req.raw.signal, deps.clusterPolicies !== undefined);
+      if (decision.selector !== undefined) c.set("selector", decision.selector);
       metrics.authorizations.inc({ by: decision.by, decision: "allow" });
     } catch (err) {
       if (err instanceof StatusError && err.code === 403) metrics.authorizations.inc({ by: "review", decision: "deny" });
@@ -273,7 +277,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const metric = decodeMetricName(segments[5]!);
     c.set("metric", metric.key);
     // The cluster policy layer: every applicable ExternalMetricPolicy must allow (throws 403/503/400).
-    deps.clusterPolicies?.authorize({ caller: c.get("caller")!, namespace: segments[4]!, metric: metric.key, url });
+    deps.clusterPolicies?.authorize({ caller: c.get("caller")!, namespace: segments[4]!, metric: metric.key, url, selector: c.get("selector") });
     const answer = await forwarder.values(
       { caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search, signal: c.req.raw.signal },
       metric,

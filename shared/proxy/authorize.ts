@@ -8,8 +8,10 @@
  *   authorizer builds it (`plugin/pkg/authorizer/webhook/webhook.go`:
  *   `resourceAttributesFrom`, label selector requirements mapped to
  *   `In`/`NotIn`/`Exists`/`DoesNotExist`, `Gt`/`Lt` dropped), answers cached
- *   10 s whether allowed or denied (`AllowCacheTTL`, `DenyCacheTTL`), keyed by
- *   the JSON of the review's spec, and only when the attributes are small
+ *   ({@link SAR_ALLOWED_TTL_MS} allowed, {@link SAR_DENIED_TTL_MS} denied:
+ *   `AllowCacheTTL`, `DenyCacheTTL`, one `CoalescingCache` whose per-value
+ *   `keepMs` gives a denial the shorter life), keyed by the sha256 of the
+ *   JSON of the review's spec, and only when the attributes are small
  *   (`shouldCache`).
  *
  * This is what makes per-metric RBAC work: the resource is the metric name,
@@ -17,10 +19,12 @@
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
 import { hash } from "node:crypto";
-import { CoalescingCache } from "../cache.ts";
+import { BoundedMap, CoalescingCache } from "../cache.ts";
+import { callSignal, untilAborted } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
+import type { Selector } from "../k8s/selector.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
-import { requestInfo, type RequestInfo } from "./request-info.ts";
+import { requestInfo, selectorBytes, type RequestInfo } from "./request-info.ts";
 
 /** Paths allowed without a review. */
 export const ALWAYS_ALLOW_PATHS = new Set(["/healthz", "/readyz", "/livez"]);
@@ -86,6 +90,14 @@ export interface AuthorizationDecision {
   /** `path`, `group`, `review` (a SAR was sent) or `cache` */
   by: "path" | "group" | "review" | "cache";
   reason?: string;
+  /**
+   * {@link Authorizer.authorizeRequest} with `withSelector`: the request's
+   * parsed `labelSelector` (request-info.ts `RequestInfo.labelSelector`,
+   * remembered with the request), for the cluster policy layer
+   * (policies.ts) to use instead of parsing the URL again; absent when the
+   * request has none usable (several, unparseable, not a selector verb).
+   */
+  selector?: Selector;
 }
 
 /** Label selector operators as the webhook authorizer maps them; `gt`/`lt` have no SAR operator. */
@@ -137,28 +149,31 @@ export interface AuthorizerOptions {
   timeoutMs?: number;
 }
 
-/** A cached decision: the review's status and when it was answered (ms since epoch). */
-interface CachedDecision {
-  status: SubjectAccessReviewStatus;
-  at: number;
-}
-
 /**
  * Bounds of the memo of prepared requests ({@link Authorizer.authorizeRequest}):
- * entries, bytes (each entry counted as {@link REQUEST_MEMO_ENTRY_BYTES}).
- * 10,000 HPA series fit (~2.5 MB).
+ * entries, bytes (each entry counted by {@link requestMemoEntryBytes}).
+ * 10,000 HPA series fit: an HPA read's key (method, path with a short
+ * selector, the HPA controller's identity) is ~250 characters, ~0.8 KB an
+ * entry as counted (~8 MB for 10,000; V8 keeps such ASCII keys in one byte
+ * a character, so the heap holds about half of that).
  */
-export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 4 * 1024 * 1024 } as const;
+export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
 /**
- * Estimated bytes of one memo entry, whatever the request's length: its key
- * is the sha256 (base64, 44 characters: ~64 bytes as a V8 one-byte string)
- * of method, target and caller, so nothing of the request's URL or the
- * caller's identity is retained (issue 11 P5: a key built by concatenation
- * kept the whole URL and the caller's JSON alive, ~0.5 KB an HPA series);
- * plus the map slot (~32), the {@link PreparedRequest} (~48) and its 64-hex
- * decision-cache key (~80, shared with the decision cache's entry).
+ * Fixed estimate of one memo entry besides its key, bytes: the map slot and
+ * recency node (~80), the {@link PreparedRequest} (~48) and its 64-hex
+ * decision-cache key (~80, shared with the decision cache's entry). A
+ * remembered parsed selector is counted on top ({@link requestMemoEntryBytes}).
  */
 export const REQUEST_MEMO_ENTRY_BYTES = 256;
+
+/**
+ * Estimated bytes of one memo entry: its key as UTF-16 (2 bytes a
+ * character, an upper bound), {@link REQUEST_MEMO_ENTRY_BYTES}, and the
+ * parsed selector when one is remembered (request-info.ts `selectorBytes`).
+ */
+export function requestMemoEntryBytes(key: string, prepared: { selector?: Selector | null | undefined }): number {
+  return key.length * 2 + REQUEST_MEMO_ENTRY_BYTES + (prepared.selector ? selectorBytes(prepared.selector) : 0);
+}
 
 /**
  * What is remembered of one (caller, method, URL): whether its path is
@@ -171,16 +186,20 @@ interface PreparedRequest {
   alwaysAllowed: boolean;
   cacheable: boolean;
   key: string | undefined;
-  /** estimated size in the memo, bytes */
-  bytes: number;
+  /**
+   * The parsed `labelSelector` (`RequestInfo.labelSelector`), kept only for
+   * callers that ask for it (the cluster policy layer is on): undefined =
+   * not kept, null = none usable.
+   */
+  selector: Selector | null | undefined;
 }
 
 /** The memo entry of a request's attributes. */
-function prepare(info: RequestInfo, bytes: number): PreparedRequest {
-  return { alwaysAllowed: ALWAYS_ALLOW_PATHS.has(info.path), cacheable: shouldCache(info), key: undefined, bytes };
+function prepare(info: RequestInfo, withSelector: boolean): PreparedRequest {
+  return { alwaysAllowed: ALWAYS_ALLOW_PATHS.has(info.path), cacheable: shouldCache(info), key: undefined, selector: withSelector ? (info.labelSelector ?? null) : undefined };
 }
 
-/** The caller's whole identity as a memo key part (user, uid, groups, extra in key order). */
+/** The caller's whole identity as a memo key part (user, uid, groups, extra in key order): JSON, so distinct identities never give the same text. */
 function callerMemoKey(caller: Caller): string {
   const extraKeys = Object.keys(caller.extra);
   if (extraKeys.length === 0) return JSON.stringify([caller.user, caller.uid ?? "", caller.groups]);
@@ -199,24 +218,24 @@ export interface AuthorizerCacheStats {
 export class Authorizer {
   readonly #review: SubjectAccessReviewer;
   readonly #now: () => number;
-  readonly #cache: CoalescingCache<CachedDecision>;
-  readonly #anonymousCache: CoalescingCache<CachedDecision>;
+  readonly #cache: CoalescingCache<SubjectAccessReviewStatus>;
+  readonly #anonymousCache: CoalescingCache<SubjectAccessReviewStatus>;
   readonly #allowedTtlMs: number;
-  readonly #deniedTtlMs: number;
   readonly #timeoutMs: number;
   /** counters for /metrics and tests */
   readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
-  /** sha256 of (method, path + query, caller) → what is remembered of the request (see {@link authorizeRequest}) */
-  readonly #memo = new Map<string, PreparedRequest>();
-  #memoBytes = 0;
+  /** (method, path + query, caller) → what is remembered of the request (see {@link authorizeRequest}) */
+  readonly #memo = new BoundedMap<string, PreparedRequest>({ ...REQUEST_MEMO_BOUNDS, sizeOf: requestMemoEntryBytes });
 
   constructor(options: AuthorizerOptions) {
     this.#review = options.review;
     this.#now = options.now ?? Date.now;
     this.#allowedTtlMs = options.allowedTtlMs ?? SAR_ALLOWED_TTL_MS;
-    this.#deniedTtlMs = options.deniedTtlMs ?? SAR_DENIED_TTL_MS;
+    const deniedTtlMs = options.deniedTtlMs ?? SAR_DENIED_TTL_MS;
     this.#timeoutMs = options.timeoutMs ?? SAR_TIMEOUT_MS;
-    const common = { loadTimeoutMs: this.#timeoutMs, now: this.#now };
+    // Every read asks for the allowed TTL; a denial is kept only for its own, shorter one.
+    const keepMs = (status: SubjectAccessReviewStatus) => (isAllowed(status) ? Number.POSITIVE_INFINITY : deniedTtlMs);
+    const common = { loadTimeoutMs: this.#timeoutMs, now: this.#now, keepMs };
     this.#cache = new CoalescingCache({ ...SAR_CACHE_BOUNDS, ...common });
     this.#anonymousCache = new CoalescingCache({ ...SAR_ANONYMOUS_CACHE_BOUNDS, ...common });
   }
@@ -239,73 +258,70 @@ export class Authorizer {
    *   authorizer error with InternalError)
    */
   async decide(caller: Caller, info: RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    return this.#decide(caller, prepare(info, 0), () => info, signal);
+    return this.#decide(caller, prepare(info, false), () => info, signal);
   }
 
   async #decide(caller: Caller, prepared: PreparedRequest, infoOf: () => RequestInfo, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    if (prepared.alwaysAllowed) return { allowed: true, by: "path" };
-    if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return { allowed: true, by: "group" };
+    if (prepared.alwaysAllowed) return carrySelector({ allowed: true, by: "path" }, prepared);
+    if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return carrySelector({ allowed: true, by: "group" }, prepared);
     let specValue: SubjectAccessReviewSpec | undefined;
     const spec = () => (specValue ??= reviewSpec(caller, infoOf()));
-    const load = async (loadSignal: AbortSignal): Promise<CachedDecision> => {
+    const load = async (loadSignal: AbortSignal): Promise<SubjectAccessReviewStatus> => {
       this.stats.reviews++;
-      const status = await this.#review(spec(), loadSignal);
-      return { status: compactStatus(status), at: this.#now() };
+      return compactStatus(await this.#review(spec(), loadSignal));
     };
-    let decision: CachedDecision;
+    let status: SubjectAccessReviewStatus;
     let fromCache = false;
     try {
       if (prepared.cacheable) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
         const key = (prepared.key ??= hash("sha256", JSON.stringify(spec()), "hex"));
-        decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
+        // Allowed answers live allowedTtlMs, denials their shorter keepMs (constructor).
+        status = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
         fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
-        if (!isAllowed(decision.status) && this.#now() - decision.at > this.#deniedTtlMs) {
-          // a denial is re-used for the shorter TTL only
-          cache.delete(key);
-          decision = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
-          fromCache = cache.lastOutcome === "coalesced";
-        }
       } else {
-        const deadline = AbortSignal.timeout(this.#timeoutMs);
-        decision = await untilAborted(load, signal ? AbortSignal.any([deadline, signal]) : deadline);
+        status = await untilAborted(load, callSignal(signal, this.#timeoutMs));
       }
     } catch (err) {
       const why = (err as Error)?.name === "TimeoutError" ? `did not answer within ${this.#timeoutMs} ms` : (err as Error)?.message;
       throw internalError(`Internal error occurred: SubjectAccessReview failed: ${why}`, undefined, err);
     }
     if (fromCache) this.stats.cacheHits++;
-    const allowed = isAllowed(decision.status);
+    const allowed = isAllowed(status);
     if (allowed) this.stats.allowed++;
     else this.stats.denied++;
-    return { allowed, by: fromCache ? "cache" : "review", ...(decision.status.reason ? { reason: decision.status.reason } : {}) };
+    return carrySelector({ allowed, by: fromCache ? "cache" : "review", ...(status.reason ? { reason: status.reason } : {}) }, prepared);
   }
 
   /**
    * {@link authorize} for a request given by method and URL: the request's
    * attributes (request-info.ts `requestInfo`, which parses the label
    * selector), the review spec and its cache key are computed once per
-   * distinct (caller, method, path + query) — the key and two flags are
-   * remembered, under the sha256 of the three, in a memo bounded by
-   * {@link REQUEST_MEMO_BOUNDS} (least recently used dropped first); a
-   * remembered request costs one digest and one map lookup instead. The memo holds only
-   * what is derived from the request, never a decision: every call still
-   * goes through the decision cache and its TTLs.
+   * distinct (caller, method, path + query) — the decision-cache key and two
+   * flags are remembered in a {@link BoundedMap} ({@link REQUEST_MEMO_BOUNDS},
+   * least recently used dropped first); a remembered request costs building
+   * its key and one map lookup. The memo key is the text
+   * `method NUL path+query NUL caller-JSON`: exact (a distinct request or
+   * identity never shares an entry — the method is an HTTP token and the URL
+   * serializer percent-encodes control characters, so NUL only separates;
+   * the caller part is JSON, last), at the cost of keeping that text (counted
+   * in the memo's bytes). The memo holds only what is derived from the
+   * request, never a decision: every call still goes through the decision
+   * cache and its TTLs.
    *
+   * @param withSelector also return the request's parsed `labelSelector`
+   *   ({@link AuthorizationDecision.selector}), remembered with the request:
+   *   set when the cluster policy layer is on, so the selector is parsed once
+   *   per distinct request; off, nothing more is kept
    * @throws StatusError 400 when the path is not valid percent-encoding; 403; 500 (as {@link authorize})
    */
-  async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal): Promise<AuthorizationDecision> {
-    // A digest, not the text: a fixed 44-character flat string that keeps no part of the URL or caller alive.
-    const memoKey = hash("sha256", `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`, "base64");
+  async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal, withSelector = false): Promise<AuthorizationDecision> {
+    const memoKey = `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`;
     let prepared = this.#memo.get(memoKey);
     let info: RequestInfo | undefined;
-    if (prepared === undefined) {
+    if (prepared === undefined || (withSelector && prepared.selector === undefined)) {
       info = requestInfo(method, url);
-      prepared = prepare(info, REQUEST_MEMO_ENTRY_BYTES);
-      this.#remember(memoKey, prepared);
-    } else {
-      // least recently used first: move to the end
-      this.#memo.delete(memoKey);
+      prepared = prepare(info, withSelector);
       this.#memo.set(memoKey, prepared);
     }
     const infoOf = () => (info ??= requestInfo(method, url));
@@ -316,17 +332,7 @@ export class Authorizer {
 
   /** Entries and estimated bytes of the memo of prepared requests, and its bounds. */
   requestMemoStats(): { entries: number; bytes: number; maxEntries: number; maxBytes: number } {
-    return { entries: this.#memo.size, bytes: this.#memoBytes, ...REQUEST_MEMO_BOUNDS };
-  }
-
-  #remember(key: string, prepared: PreparedRequest): void {
-    this.#memo.set(key, prepared);
-    this.#memoBytes += prepared.bytes;
-    while (this.#memo.size > REQUEST_MEMO_BOUNDS.maxEntries || this.#memoBytes > REQUEST_MEMO_BOUNDS.maxBytes) {
-      const [oldest, value] = this.#memo.entries().next().value as [string, PreparedRequest];
-      this.#memo.delete(oldest);
-      this.#memoBytes -= value.bytes;
-    }
+    return { entries: this.#memo.size, bytes: this.#memo.bytes, ...REQUEST_MEMO_BOUNDS };
   }
 
   /**
@@ -342,14 +348,10 @@ export class Authorizer {
   }
 }
 
-/** Run `task(signal)`; reject with `signal.reason` as soon as it aborts, even if the task ignores it. */
-function untilAborted<T>(task: (signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    task(signal).then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
+/** `decision` with the remembered parsed selector, when one was asked for and is usable. */
+function carrySelector(decision: AuthorizationDecision, prepared: PreparedRequest): AuthorizationDecision {
+  if (prepared.selector) decision.selector = prepared.selector;
+  return decision;
 }
 
 function isAllowed(status: SubjectAccessReviewStatus): boolean {

@@ -41,6 +41,7 @@ import { delimiter, dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { TokenReviewer, TokenReviewResult } from "./authenticate.ts";
 import type { SubjectAccessReviewer, SubjectAccessReviewSpec } from "./authorize.ts";
+import { callSignal } from "../deadline.ts";
 
 /**
  * Deadline of one TokenReview or SubjectAccessReview, ms: the agreed budget of
@@ -244,12 +245,6 @@ export function withSignal(signal: AbortSignal): CallOptions {
 /** Per-call options that abort the call after `ms` milliseconds: the deadline of a Lease, Secret or APIService call. */
 export function apiDeadline(ms: number): CallOptions {
   return { signal: AbortSignal.timeout(ms) };
-}
-
-/** The caller's signal (if any) combined with a deadline of `timeoutMs`. */
-function deadline(timeoutMs: number, signal: AbortSignal | undefined): AbortSignal {
-  const timeout = AbortSignal.timeout(timeoutMs);
-  return signal === undefined ? timeout : AbortSignal.any([timeout, signal]);
 }
 
 /**
@@ -659,7 +654,7 @@ export function tokenReviewer(kc: KubeClient, options: ReviewOptions = {}): Toke
     const review = await kc.create<KubeObject & { spec: { token: string }; status?: TokenReviewStatus }>(
       "/apis/authentication.k8s.io/v1/tokenreviews",
       { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
-      { signal: deadline(timeoutMs, signal) },
+      { signal: callSignal(signal, timeoutMs) },
     );
     const status = review.status ?? { authenticated: false };
     return {
@@ -683,7 +678,7 @@ export function subjectAccessReviewer(kc: KubeClient, options: ReviewOptions = {
     const review = await kc.create<KubeObject & { spec: SubjectAccessReviewSpec; status?: SubjectAccessReviewStatus }>(
       "/apis/authorization.k8s.io/v1/subjectaccessreviews",
       { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
-      { signal: deadline(timeoutMs, signal) },
+      { signal: callSignal(signal, timeoutMs) },
     );
     const status = review.status;
     return {

@@ -50,12 +50,14 @@
  *   condition's status does (metav1.Condition semantics,
  *   k8s.io/apimachinery/pkg/api/meta/conditions.go `SetStatusCondition`).
  */
+import { BoundedMap } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
 import { parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
 import { ACCEPTED, compilePolicyObject, setCondition, type Condition } from "../policy/objects.ts";
 import { apiDeadline, apiStatus, Informer, type KubeClient, type KubeObject } from "./kube.ts";
+import { selectorBytes } from "./request-info.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 
@@ -132,15 +134,30 @@ export interface ClusterPolicyRequest {
   namespace: string;
   /** the metric's lookup key (lowercased, `/` for `|`: shared/metric-name.ts) */
   metric: string;
-  /** the request URL (its `labelSelector` is read) */
+  /** the request URL (its `labelSelector` is read when `selector` is not given) */
   url: URL;
+  /**
+   * The request's `labelSelector` already parsed (request-info.ts
+   * `RequestInfo.labelSelector`, carried by the authorizer's memo:
+   * authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
+   * selector once. The caller vouches that it is the URL's only
+   * `labelSelector` (app.ts `checkRequestSize` refuses several, and longer
+   * than {@link MAX_SELECTOR_LENGTH}, before authentication). Undefined: the
+   * URL is read and parsed here (400 when it does not parse).
+   */
+  selector?: Selector | undefined;
 }
 
 /** A 403 Forbidden of the cluster policy layer (as status.ts `forbidden`, a subclass so app.ts counts it apart from RBAC denials). */
 export class ClusterPolicyDenied extends StatusError {}
 
-/** Memo of parsed selectors (the HPA sends a few selectors again every 15 s): entries, and longest text kept. */
-const SELECTOR_MEMO = { maxEntries: 1024, maxLength: 512 } as const;
+/**
+ * Bounds of the memo of parsed selectors read from URLs (the HPA sends the
+ * same few selectors every 15 s): entries, bytes (each entry counted by
+ * {@link selectorMemoBytes}). Used only when a read comes without
+ * {@link ClusterPolicyRequest.selector}.
+ */
+export const SELECTOR_MEMO_BOUNDS = { maxEntries: 1024, maxBytes: 1024 * 1024 } as const;
 /** Longest `labelSelector`, characters (app.ts `MAX_SELECTOR_LENGTH`, the bridge's limit). */
 const MAX_SELECTOR_LENGTH = 4096;
 
@@ -164,7 +181,7 @@ export class ClusterPolicies {
   #syncAgain = false;
   #stopped = false;
   readonly #writing = new Set<string>();
-  readonly #selectors = new Map<string, Selector>();
+  readonly #selectors = new BoundedMap<string, Selector>({ ...SELECTOR_MEMO_BOUNDS, sizeOf: selectorMemoBytes });
   readonly #invalidLogged = new Map<string, string>();
   /** counters for tests */
   readonly stats = { rebuilds: 0, compiles: 0, statusWrites: 0, statusConflicts: 0 };
@@ -283,7 +300,7 @@ export class ClusterPolicies {
       this.#count("unavailable");
       throw new StatusError(503, `the cluster policy layer of the proxy cannot decide reads: ${reason}`);
     }
-    const selector = this.#selector(request.url);
+    const selector = request.selector ?? this.#selector(request.url);
     const decision = this.#set.evaluate({ caller: request.caller, namespace: request.namespace, metric: request.metric, selector });
     const deny = (message: string) => {
       this.#count("deny");
@@ -326,11 +343,14 @@ export class ClusterPolicies {
       if (err instanceof SelectorError) throw badRequest(`invalid labelSelector ${JSON.stringify(text.slice(0, 200))}: ${err.message}`);
       throw err;
     }
-    if (text.length <= SELECTOR_MEMO.maxLength) {
-      if (this.#selectors.size >= SELECTOR_MEMO.maxEntries) this.#selectors.delete(this.#selectors.keys().next().value as string);
-      this.#selectors.set(text, Object.freeze(selector));
-    }
+    Object.freeze(selector);
+    this.#selectors.set(text, selector);
     return selector;
+  }
+
+  /** Entries and estimated bytes of the memo of selectors parsed from URLs (see {@link SELECTOR_MEMO_BOUNDS}). */
+  get selectorMemo(): { entries: number; bytes: number } {
+    return { entries: this.#selectors.size, bytes: this.#selectors.bytes };
   }
 
   #put(kind: PolicyKind, obj: PolicyObject): void {
@@ -482,6 +502,15 @@ function statusPath(kind: PolicyKind, obj: KubeObject): string {
   const name = encodeURIComponent(obj.metadata?.name ?? "");
   if (kind === "ClusterExternalMetricPolicy") return `${POLICY_PATHS.ClusterExternalMetricPolicy}/${name}/status`;
   return `/apis/${POLICY_GROUP_VERSION}/namespaces/${encodeURIComponent(obj.metadata?.namespace ?? "")}/externalmetricpolicies/${name}/status`;
+}
+
+/**
+ * Estimated bytes of one entry of the selector memo: the text as UTF-16, the
+ * parsed selector (request-info.ts `selectorBytes`), and 128 for the map's
+ * node and the selector object.
+ */
+function selectorMemoBytes(text: string, selector: Selector): number {
+  return 128 + text.length * 2 + selectorBytes(selector);
 }
 
 function entryKey(kind: PolicyKind, obj: KubeObject): string {

@@ -14,7 +14,7 @@
  * - `GET /apis/external.metrics.k8s.io/v1beta1` (and `/apis`, `/metrics`, …)
  *   → non-resource request, verb `get`, the path.
  */
-import { parseSelector, type Requirement } from "../k8s/selector.ts";
+import { EVERYTHING, parseSelector, type Requirement, type Selector } from "../k8s/selector.ts";
 import { badRequest } from "../k8s/status.ts";
 
 /** `request.RequestInfo` plus the parsed selectors of `authorizer.AttributesRecord`. */
@@ -33,6 +33,16 @@ export interface RequestInfo {
   parts: string[];
   /** label selector requirements (empty when absent or unparseable) */
   labelRequirements: readonly Requirement[];
+  /**
+   * The request's `labelSelector`, parsed once here for every layer that
+   * reads it (the authorizer's review, the proxy's cluster policy layer:
+   * policies.ts): set for a verb that takes selectors (`list`, `watch`,
+   * `deletecollection`) whose query holds at most one `labelSelector` that
+   * parses ({@link EVERYTHING} when absent or empty); undefined otherwise
+   * (several, unparseable, or a verb without selectors), and the layer that
+   * needs it then reads the URL itself. Frozen: shared between requests.
+   */
+  labelSelector: Selector | undefined;
   /** field selector requirements (empty when absent or unparseable) */
   fieldRequirements: readonly FieldRequirement[];
 }
@@ -78,6 +88,7 @@ export function requestInfo(method: string, url: URL): RequestInfo {
     parts: [],
     labelRequirements: [],
     fieldRequirements: [],
+    labelSelector: undefined,
   };
   let parts = splitPath(path);
   if (parts.length < 3 || !API_PREFIXES.has(parts[0]!)) return info;
@@ -114,6 +125,20 @@ export function requestInfo(method: string, url: URL): RequestInfo {
   if (parts.length >= 1) info.resource = parts[0]!;
 
   const query = url.searchParams;
+  // The first labelSelector parsed at most once (apiserver reads the first value).
+  let labels: string[] | undefined;
+  let parsed: Selector | null | undefined; // undefined: not parsed yet; null: does not parse
+  const label = (): string | undefined => (labels ??= query.getAll("labelSelector"))[0];
+  const parsedLabel = (): Selector | null => {
+    if (parsed !== undefined) return parsed;
+    const text = label();
+    if (text === undefined || text === "") return (parsed = EVERYTHING);
+    try {
+      return (parsed = Object.freeze(parseSelector(text, { maxLength: 1 << 20 })));
+    } catch {
+      return (parsed = null);
+    }
+  };
   if (info.name === "" && info.verb === "get") {
     const watch = query.getAll("watch");
     // runtime.Convert_Slice_string_To_bool: only absent, "0" and "false" are false.
@@ -121,7 +146,7 @@ export function requestInfo(method: string, url: URL): RequestInfo {
     // The name comes from `fieldSelector=metadata.name=…` only when the list
     // options decoded, which fails when either selector does not parse.
     const fieldSelector = query.getAll("fieldSelector")[0];
-    if (fieldSelector !== undefined && labelSelectorParses(query.getAll("labelSelector")[0])) {
+    if (fieldSelector !== undefined && parsedLabel() !== null) {
       const name = parseFieldSelector(fieldSelector)?.find((r) => r.field === "metadata.name" && r.operator === "=")?.value;
       if (name !== undefined && isPathSegmentName(name)) info.name = name;
     }
@@ -131,26 +156,26 @@ export function requestInfo(method: string, url: URL): RequestInfo {
   if (!verbViaPathPrefix && VERBS_WITH_SELECTORS.has(info.verb)) {
     const field = query.getAll("fieldSelector")[0];
     if (field !== undefined && field !== "") info.fieldRequirements = parseFieldSelector(field) ?? [];
-    const label = query.getAll("labelSelector")[0];
-    if (label !== undefined && label !== "") {
-      try {
-        info.labelRequirements = parseSelector(label, { maxLength: 1 << 20 }).requirements;
-      } catch {
-        info.labelRequirements = []; // labels.Parse failed: authorize the unrestricted action
-      }
-    }
+    const selector = parsedLabel();
+    // labels.Parse failed: authorize the unrestricted action
+    info.labelRequirements = selector === null ? [] : selector.requirements;
+    if (selector !== null && labels!.length <= 1) info.labelSelector = selector;
   }
   return info;
 }
 
-function labelSelectorParses(text: string | undefined): boolean {
-  if (text === undefined) return true;
-  try {
-    parseSelector(text, { maxLength: 1 << 20 });
-    return true;
-  } catch {
-    return false;
+/**
+ * Estimated bytes a parsed selector holds, for the memos that keep one
+ * (authorize.ts, policies.ts): per requirement 64 plus its key as UTF-16,
+ * per value 16 plus the value as UTF-16.
+ */
+export function selectorBytes(selector: Selector): number {
+  let bytes = 0;
+  for (const r of selector.requirements) {
+    bytes += 64 + r.key.length * 2;
+    for (const v of r.values) bytes += 16 + v.length * 2;
   }
+  return bytes;
 }
 
 /** Go's `splitPath`: trim `/`, split, `[]` for the root. */
