@@ -141,6 +141,18 @@ describe("one attempt for the HPA: no Retry-After on a values answer", () => {
     expect(res.text).toBe(body);
   });
 
+  it.each([
+    ["503", 503, "ServiceUnavailable"],
+    ["429", 429, "TooManyRequests"],
+  ])("strips the bridge's %s Retry-After (its cloud's throttling hint: the proxy's back-off, not the HPA's)", async (_what, code, reason) => {
+    const body = status(code, "CloudWatch is throttling", reason);
+    backend.script = () => ({ status: code, headers: { "Retry-After": "7" }, body });
+    const res = await h.get(fresh(), hpa);
+    expect(res.status).toBe(code);
+    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.json()).toMatchObject({ kind: "Status", code });
+  });
+
   it("answers a backend that hangs with one 503 without Retry-After", async () => {
     backend.script = () => "hang";
     const res = await h.get(fresh(), hpa);

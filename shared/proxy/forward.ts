@@ -46,7 +46,7 @@
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
 import { hash } from "node:crypto";
-import { CoalescingCache, type CacheOutcome } from "../cache.ts";
+import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
@@ -139,8 +139,7 @@ export class Forwarder {
   /** metric names of the held discovery list (bounds the `metric` label) */
   #known = new Set<string>();
   /** metric key → backend name (or {@link NO_ROUTE}), see {@link #route} */
-  readonly #routes = new Map<string, string>();
-  #routeBytes = 0;
+  readonly #routes = new BoundedMap<string, string>({ ...ROUTE_MEMO_BOUNDS, sizeOf: (key) => key.length * 2 + 64 });
 
   constructor(options: ForwarderOptions) {
     this.#config = options.config;
@@ -163,25 +162,20 @@ export class Forwarder {
    * The backend the routes pick for `key` (config.ts `routeFor`), remembered
    * per metric key: the RE2 patterns run once per distinct metric, not per
    * read. The memo is bounded ({@link ROUTE_MEMO_BOUNDS}: entries and bytes;
-   * cleared when full) and needs no expiry: routes never change while the
-   * proxy runs.
+   * least recently used dropped first) and needs no expiry: routes never
+   * change while the proxy runs.
    */
   #route(key: string): string | undefined {
     const known = this.#routes.get(key);
     if (known !== undefined) return known === NO_ROUTE ? undefined : known;
     const backend = routeFor(this.#config, key);
-    if (this.#routes.size >= ROUTE_MEMO_BOUNDS.maxEntries || this.#routeBytes + key.length * 2 > ROUTE_MEMO_BOUNDS.maxBytes) {
-      this.#routes.clear();
-      this.#routeBytes = 0;
-    }
     this.#routes.set(key, backend ?? NO_ROUTE);
-    this.#routeBytes += key.length * 2 + 64;
     return backend;
   }
 
   /** Entries and estimated bytes of the route memo (see {@link ROUTE_MEMO_BOUNDS}). */
   get routeMemo(): { entries: number; bytes: number } {
-    return { entries: this.#routes.size, bytes: this.#routeBytes };
+    return { entries: this.#routes.size, bytes: this.#routes.bytes };
   }
 
   /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
@@ -408,8 +402,9 @@ export class Forwarder {
 
 /**
  * A `metav1.Status` failure from a backend, passed on with its code and its
- * body unchanged. `passHeaders` never holds `Retry-After`: the backend's hint
- * is the proxy's back-off, not the HPA's (see the module doc).
+ * body unchanged. A values answer never carries `Retry-After` (the backend's
+ * hint is the proxy's back-off, not the HPA's: see the module doc): app.ts
+ * `send()` drops it from every values answer, whatever its spelling.
  */
 export class BackendStatusError extends StatusError {
   readonly backend: string;
@@ -419,8 +414,7 @@ export class BackendStatusError extends StatusError {
     super(status.code, status.message, status.details);
     this.backend = backend;
     this.body = body;
-    const { "Retry-After": _dropped, ...kept } = headers;
-    this.passHeaders = kept;
+    this.passHeaders = headers;
   }
 }
 
