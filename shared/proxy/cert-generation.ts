@@ -53,8 +53,8 @@ export interface GenerationResult {
 /** The worker's one message. */
 export type GenerationReply = { ok: true; result: GenerationResult } | { ok: false; message: string };
 
-/** Counters of generation workers (for /metrics-style logs and tests). */
-export const generationStats = { workers: 0, failures: 0, timeouts: 0 };
+/** Counters of generation workers (for logs and tests): started, failed, timed out, and alive now. */
+export const generationStats = { workers: 0, failures: 0, timeouts: 0, running: 0 };
 
 let workerFile: URL | undefined;
 
@@ -93,6 +93,8 @@ export function generateInWorker(request: GenerationRequest, timeoutMs = GENERAT
       return;
     }
     generationStats.workers++;
+    generationStats.running++;
+    worker.once("exit", () => void generationStats.running--);
     const finish = (outcome: { result: GenerationResult } | { error: Error }) => {
       if (settled) return;
       settled = true;
