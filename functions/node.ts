@@ -36,9 +36,8 @@ import { serve, type ServerType } from "@hono/node-server";
 import { createServer, type Server } from "node:http";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { fromConfig, type Bridge } from "../shared/bridge.ts";
+import { loadBridge, type Bridge } from "../shared/bridge.ts";
 import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
-import { loadProviderModules } from "../shared/providers/registry.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/app.ts";
@@ -140,15 +139,14 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const notices = [...checkSigning(env, options.insecureAllowUnsigned), ...policyStartupNotices(options.config)];
   const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
   for (const record of notices) notice(record);
-  // Node reaches Cloud Monitoring with the official client (gRPC), loaded only
-  // when a gcp-monitoring provider is configured; the Worker uses REST. Only
-  // the configured providers' modules are loaded (shared/providers/registry.ts).
-  const [transports] = await Promise.all([officialTransports(options.config), loadProviderModules(options.config.providers)]);
   const metrics = new BridgeMetrics();
-  const runtime = { env, now: Date.now, metrics, ...(transports !== undefined ? { transports } : {}) };
+  const runtime = { env, now: Date.now, metrics };
   // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
   const level = options.logLevel ?? parseLevel(env[LOG_LEVEL_ENV]);
-  const bridge = fromConfig(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now, level) });
+  // Only the configured providers' modules are loaded (shared/bridge.ts loadBridge); Node reaches
+  // Cloud Monitoring with the official client (gRPC), loaded only when a gcp-monitoring provider
+  // is configured; the Worker uses REST.
+  const bridge = await loadBridge(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now, level) }, officialTransports);
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve(

@@ -12,7 +12,7 @@
  *    instead and replaces `yaml` with a JSON-only reader; both sources are
  *    then read as JSON.
  *
- * Providers: only the configured ones are built (`loadProviderModules`);
+ * Providers: only the configured ones are loaded and built (`loadBridge`, `shared/bridge.ts`);
  * which ones the script holds is chosen at build time (every provider with
  * `npm run build:worker`, a chosen set with `infra/worker/build.ts`,
  * docs/deploy.md "Bundle size").
@@ -54,13 +54,12 @@
 import type { Hono } from "hono";
 import { parseAllDocuments } from "yaml";
 import bundledText from "../infra/worker/bridge.yaml";
-import { fromConfig } from "../shared/bridge.ts";
+import { loadBridge } from "../shared/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
-import { loadProviderModules } from "../shared/providers/registry.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";
 import { consoleSink, createLogger, LOG_LEVEL_ENV, parseLevel } from "../shared/observability/log.ts";
@@ -85,7 +84,7 @@ const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== 
  * One isolate's runtime bag: `env` is refreshed from the bindings on every
  * request. Workers-specific choices (e.g. a provider's fetch-based REST
  * transport where a Node-only client cannot run) belong here or in the
- * options passed to `fromConfig` below.
+ * options passed to `loadBridge` below.
  */
 const runtime: { env: Record<string, string | undefined>; now: () => number } = { env: {}, now: () => Date.now() };
 
@@ -170,8 +169,7 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
     try {
       const { config } = loadConfig(text, source);
       log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
-      await loadProviderModules(config.providers);
-      const bridge = fromConfig(config, runtime satisfies RuntimeEnv, { log: requestLog });
+      const bridge = await loadBridge(config, runtime satisfies RuntimeEnv, { log: requestLog });
       for (const record of policyStartupNotices(bridge.config)) log(record);
       return { app: bridge.app };
     } catch (err) {

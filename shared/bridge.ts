@@ -1,13 +1,16 @@
 /**
  * Build the whole bridge — config, providers, app — from one config text.
- * The single place every entry point (Node, Worker, Lambda, demo) starts from.
+ * The single place every entry point (Node, Worker, Lambda, demo) starts from:
+ * {@link loadBridge} loads the configured providers' modules (only those) and
+ * builds; {@link buildBridge}/{@link fromConfig} build from modules loaded
+ * already (tests, tools).
  */
 import type { Hono } from "hono";
 import { createBridgeApp, type AuthorizationRequest, type BridgeOptions, type DirectRead } from "./app.ts";
 import type { Caller } from "./identity.ts";
 import type { Selector } from "./k8s/selector.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
-import { buildProviders } from "./providers/registry.ts";
+import { buildProviders, loadProviderModules } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
 import { ANONYMOUS } from "./identity.ts";
 import { signatureAuthenticator } from "./signing.ts";
@@ -20,6 +23,44 @@ export interface Bridge {
   readValues(read: DirectRead): Response | Promise<Response>;
   config: BridgeConfig;
   providers: Map<string, Provider>;
+  /** the runtime bag the providers and the app were built with */
+  runtime: RuntimeEnv;
+}
+
+/** What the app is built with besides config, providers and runtime (log sink, deadline, hooks): `createApp`'s options. */
+export type BuildOptions = Omit<BridgeOptions, "config" | "providers" | "runtime">;
+
+/**
+ * The transports of an entry point for a config (`RuntimeEnv.transports`),
+ * loaded on demand: e.g. `officialTransports`
+ * (`shared/providers/gcp-monitoring/official-transports.ts`), which imports
+ * the official Cloud Monitoring client only when a `gcp-monitoring`
+ * provider is configured. Undefined: none.
+ */
+export type TransportsLoader = (config: BridgeConfig) => Promise<RuntimeEnv["transports"] | undefined>;
+
+/**
+ * Load what `config` needs, then build the bridge: the implementation of
+ * each configured provider type only (`loadProviderModules`,
+ * `./providers/registry.ts`: one dynamic `import()` per type, a chunk of
+ * its own in the Lambda and Node bundles, so an SQS-only config never loads
+ * the CloudWatch client or the Google stack) and, at the same time, the
+ * entry point's transports; then {@link fromConfig}. Every entry point
+ * starts here: Node (`functions/node.ts`), Lambda
+ * (`shared/lambda/handler.ts`), the Worker (`functions/worker.ts`).
+ *
+ * @param config a validated config (`loadConfig`)
+ * @param runtime the entry point's bag; used as it is (the Worker refreshes
+ *   its `env` on every request) unless `transports` yields transports, then
+ *   a copy holding them (`Bridge.runtime`)
+ * @param transports the entry point's transports for `config` (Node, Lambda)
+ * @throws Error naming a configured type this build does not hold, or a
+ *   provider module's own load error (a later call tries again); what
+ *   {@link fromConfig} throws
+ */
+export async function loadBridge(config: BridgeConfig, runtime: RuntimeEnv, options: BuildOptions = {}, transports?: TransportsLoader): Promise<Bridge> {
+  const [loaded] = await Promise.all([transports?.(config), loadProviderModules(config.providers)]);
+  return fromConfig(config, loaded !== undefined ? { ...runtime, transports: loaded } : runtime, options);
 }
 
 /**
@@ -41,7 +82,12 @@ export function buildBridge(
   return fromConfig(config, runtime, options);
 }
 
-/** Build providers and app from an already validated config. */
+/**
+ * Build providers and app from an already validated config, the providers'
+ * modules loaded already (else use {@link loadBridge}).
+ *
+ * @throws Error when a configured type's module is not loaded (`buildProviders`)
+ */
 export function fromConfig(
   config: BridgeConfig,
   runtime: RuntimeEnv,
@@ -57,7 +103,7 @@ export function fromConfig(
   const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
   const authorize = hooks.authorize !== undefined ? rememberAllowed(hooks.authorize) : undefined;
   const { app, readValues } = createBridgeApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
-  return { app, readValues, config, providers };
+  return { app, readValues, config, providers, runtime };
 }
 
 /** Most remembered Allow decisions per selector (then that selector's are forgotten at once). */

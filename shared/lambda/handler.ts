@@ -11,13 +11,12 @@
 import { Hono } from "hono";
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import type { LogRecord } from "../app.ts";
-import { fromConfig } from "../bridge.ts";
+import { loadBridge } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
 import { ConfigError } from "../config/yaml.ts";
 import { internalError, StatusError } from "../k8s/status.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
-import { loadProviderModules } from "../providers/registry.ts";
 import type { RuntimeEnv } from "../providers/types.ts";
 import { signingMode, signingNotice } from "../signing.ts";
 import { createLogger, LOG_LEVEL_ENV, parseLevel } from "../observability/log.ts";
@@ -81,7 +80,7 @@ export interface LambdaHandlerOptions {
 /**
  * Build a Lambda handler that loads its config (`readConfigText`) and
  * signing keys (`readSigningKeys`) from `env` on the first event, with one
- * SSM client closed after the load, and builds the bridge (`fromConfig`).
+ * SSM client closed after the load, and builds the bridge (`loadBridge`: only the configured providers are loaded).
  *
  * Answers (each a `metav1.Status`): a config fault — no source, unreadable
  * file, missing/denied SSM parameter, invalid YAML (500 "the bridge's config
@@ -105,11 +104,11 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
       const namespace = env[METRICS_NAMESPACE_ENV] || DEFAULT_EMF_NAMESPACE;
       const [{ text, source }, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
       const { config } = loadConfig(text, source);
-      // only the configured providers' chunks are loaded (shared/providers/registry.ts)
-      const [transports] = await Promise.all([options.transports ?? lambdaTransports(config), loadProviderModules(config.providers)]);
-      const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), ...(transports ? { transports } : {}) };
       const sink = options.log ?? logger!;
-      const bridge = fromConfig(config, runtime, { log: (record) => sink(withEmf(record, namespace)) });
+      // only the configured providers' chunks are loaded (shared/bridge.ts loadBridge)
+      const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now() };
+      const transports = options.transports !== undefined ? async () => options.transports : lambdaTransports;
+      const bridge = await loadBridge(config, runtime, { log: (record) => sink(withEmf(record, namespace)) }, transports);
       const mode = signingMode(runtimeEnv);
       for (const record of policyStartupNotices(config)) emit(record);
       const notice = signingNotice(mode);
