@@ -25,6 +25,7 @@ const { ClusterPolicies } = await import("../shared/proxy/policies.ts");
 const { kubeConfigFor } = await import("../shared/proxy/kube.ts");
 const { startFakeKubeApiServer } = await import("./fakes/kube-apiserver.ts");
 type FakeKubeApiServer = Awaited<ReturnType<typeof startFakeKubeApiServer>>;
+type Caller = import("../shared/identity.ts").Caller;
 
 const HPA = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
 const V1 = "https://proxy/apis/external.metrics.k8s.io/v1beta1";
@@ -48,7 +49,7 @@ describe("Authorizer memo", () => {
   it("is exact about the caller: identities differing only in groups, uid or extra never share an entry", async () => {
     const seen: string[] = [];
     const az = new Authorizer({ review: async (spec) => (seen.push(JSON.stringify([spec.groups, spec.uid, spec.extra])), { allowed: true }) });
-    const callers = [
+    const callers: Caller[] = [
       HPA,
       { ...HPA, groups: ["system:serviceaccounts,system:authenticated"] },
       { ...HPA, uid: "1" },
