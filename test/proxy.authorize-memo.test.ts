@@ -20,7 +20,7 @@ vi.mock("../shared/k8s/selector.ts", async (importOriginal) => {
   return { ...real, parseSelector: (...args: Parameters<typeof real.parseSelector>) => (counts.parseSelector++, real.parseSelector(...args)) };
 });
 
-const { Authorizer, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authorize.ts");
+const { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authorize.ts");
 const { ClusterPolicies } = await import("../shared/proxy/policies.ts");
 const { kubeConfigFor } = await import("../shared/proxy/kube.ts");
 const { startFakeKubeApiServer } = await import("./fakes/kube-apiserver.ts");
@@ -62,6 +62,23 @@ describe("Authorizer memo", () => {
     expect(az.requestMemoStats().entries).toBe(callers.length);
   });
 
+  it("numbers callers in a bounded map: past its bound an identity gets a new number, never another's; a huge identity bypasses the memo", async () => {
+    const az = new Authorizer({ review: async (spec) => ({ allowed: spec.user!.endsWith("-ok") }) });
+    const who = (i: number): Caller => ({ user: `user-${i}-${i % 2 === 0 ? "ok" : "no"}`, groups: ["system:authenticated"], extra: {} });
+    for (let i = 0; i < CALLER_NUMBER_BOUNDS.maxEntries + 100; i++) {
+      const outcome = await az.authorizeRequest(who(i), "GET", url("queue=a")).then(() => "allow", () => "deny");
+      expect(outcome).toBe(i % 2 === 0 ? "allow" : "deny");
+    }
+    for (const i of [0, 1, 2, 3]) {
+      const outcome = await az.authorizeRequest(who(i), "GET", url("queue=a")).then(() => "allow", () => "deny");
+      expect(outcome).toBe(i % 2 === 0 ? "allow" : "deny");
+    }
+    const huge: Caller = { user: "huge-ok", groups: ["system:authenticated"], extra: { blob: ["x".repeat(CALLER_NUMBER_BOUNDS.maxBytes)] } };
+    const entries = az.requestMemoStats().entries;
+    for (let i = 0; i < 3; i++) await az.authorizeRequest(huge, "GET", url("queue=a"));
+    expect(az.requestMemoStats().entries).toBe(entries); // nothing added for it
+  });
+
   it("counts each entry's key text in bytes and stays within maxBytes when targets are long", async () => {
     const az = new Authorizer({ review: async () => ({ allowed: true }) });
     const long = "x".repeat(4_000);
@@ -69,7 +86,7 @@ describe("Authorizer memo", () => {
     const stats = az.requestMemoStats();
     expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
     expect(stats.bytes).toBeGreaterThan(REQUEST_MEMO_BOUNDS.maxBytes - 10_000);
-    expect(stats.entries).toBeLessThan(1_000); // ~8 KB each: the byte bound, not the entry bound, holds them
+    expect(stats.entries).toBeLessThan(1_000); // ~4.3 KB each: the byte bound, not the entry bound, holds them
   });
 
   it("carries the parsed labelSelector only when asked, the same object on every read of the request", async () => {

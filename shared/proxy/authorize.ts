@@ -152,12 +152,18 @@ export interface AuthorizerOptions {
 /**
  * Bounds of the memo of prepared requests ({@link Authorizer.authorizeRequest}):
  * entries, bytes (each entry counted by {@link requestMemoEntryBytes}).
- * 10,000 HPA series fit: an HPA read's key (method, path with a short
- * selector, the HPA controller's identity) is ~250 characters, ~0.8 KB an
- * entry as counted (~8 MB for 10,000; V8 keeps such ASCII keys in one byte
- * a character, so the heap holds about half of that).
+ * 10,000 HPA series fit: an HPA read's key (caller number, method, path
+ * with a short selector) is ~110 characters, ~370 bytes an entry as counted
+ * (~3.7 MB for 10,000).
  */
-export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 } as const;
+export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 4 * 1024 * 1024 } as const;
+/**
+ * Bounds of the numbering of callers the memo keys use (caller JSON → a
+ * number, see {@link Authorizer.authorizeRequest}): entries, bytes (each
+ * counted as its JSON text in UTF-16 plus 64). The HPA controller is one
+ * caller; anything else reading metrics is a few more.
+ */
+export const CALLER_NUMBER_BOUNDS = { maxEntries: 1024, maxBytes: 256 * 1024 } as const;
 /**
  * Fixed estimate of one memo entry besides its key, bytes: the map slot and
  * recency node (~80), the {@link PreparedRequest} (~48) and its 64-hex
@@ -167,12 +173,14 @@ export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 8 * 1024 * 10
 export const REQUEST_MEMO_ENTRY_BYTES = 256;
 
 /**
- * Estimated bytes of one memo entry: its key as UTF-16 (2 bytes a
- * character, an upper bound), {@link REQUEST_MEMO_ENTRY_BYTES}, and the
+ * Estimated bytes of one memo entry: its key, one byte a character (the key
+ * is ASCII: a number, an HTTP method — a token — and a serialized URL path
+ * and query, which percent-encode everything else; V8 keeps such a string in
+ * one byte a character), {@link REQUEST_MEMO_ENTRY_BYTES}, and the
  * parsed selector when one is remembered (request-info.ts `selectorBytes`).
  */
 export function requestMemoEntryBytes(key: string, prepared: { selector?: Selector | null | undefined }): number {
-  return key.length * 2 + REQUEST_MEMO_ENTRY_BYTES + (prepared.selector ? selectorBytes(prepared.selector) : 0);
+  return key.length + REQUEST_MEMO_ENTRY_BYTES + (prepared.selector ? selectorBytes(prepared.selector) : 0);
 }
 
 /**
@@ -224,8 +232,11 @@ export class Authorizer {
   readonly #timeoutMs: number;
   /** counters for /metrics and tests */
   readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
-  /** (method, path + query, caller) → what is remembered of the request (see {@link authorizeRequest}) */
+  /** (caller number, method, path + query) → what is remembered of the request (see {@link authorizeRequest}) */
   readonly #memo = new BoundedMap<string, PreparedRequest>({ ...REQUEST_MEMO_BOUNDS, sizeOf: requestMemoEntryBytes });
+  /** caller JSON ({@link callerMemoKey}) → its number in memo keys; numbers are never re-used */
+  readonly #callerNumbers = new BoundedMap<string, number>({ ...CALLER_NUMBER_BOUNDS, sizeOf: (json) => json.length * 2 + 64 });
+  #nextCallerNumber = 0;
 
   constructor(options: AuthorizerOptions) {
     this.#review = options.review;
@@ -300,12 +311,16 @@ export class Authorizer {
    * distinct (caller, method, path + query) — the decision-cache key and two
    * flags are remembered in a {@link BoundedMap} ({@link REQUEST_MEMO_BOUNDS},
    * least recently used dropped first); a remembered request costs building
-   * its key and one map lookup. The memo key is the text
-   * `method NUL path+query NUL caller-JSON`: exact (a distinct request or
-   * identity never shares an entry — the method is an HTTP token and the URL
-   * serializer percent-encodes control characters, so NUL only separates;
-   * the caller part is JSON, last), at the cost of keeping that text (counted
-   * in the memo's bytes). The memo holds only what is derived from the
+   * its key and two map lookups, no digest. The memo key is the text
+   * `caller-number NUL method NUL path+query`, exact: the caller's whole
+   * identity (user, uid, groups, extra: its JSON) is numbered once in a
+   * second bounded map ({@link CALLER_NUMBER_BOUNDS}) and a number is never
+   * given to another identity (a caller dropped from that map gets a new
+   * one, its old entries are never matched again and age out); the number is
+   * digits and the method an HTTP token, and the URL serializer
+   * percent-encodes control characters, so NUL only separates. The memo
+   * keeps that text (~110 characters for an HPA read, counted in its bytes),
+   * not the caller's JSON per entry. It holds only what is derived from the
    * request, never a decision: every call still goes through the decision
    * cache and its TTLs.
    *
@@ -316,13 +331,14 @@ export class Authorizer {
    * @throws StatusError 400 when the path is not valid percent-encoding; 403; 500 (as {@link authorize})
    */
   async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal, withSelector = false): Promise<AuthorizationDecision> {
-    const memoKey = `${method}\u0000${url.pathname}${url.search}\u0000${callerMemoKey(caller)}`;
-    let prepared = this.#memo.get(memoKey);
+    const number = this.#callerNumber(caller);
+    const memoKey = number === undefined ? undefined : `${number}\u0000${method}\u0000${url.pathname}${url.search}`;
+    let prepared = memoKey === undefined ? undefined : this.#memo.get(memoKey);
     let info: RequestInfo | undefined;
     if (prepared === undefined || (withSelector && prepared.selector === undefined)) {
       info = requestInfo(method, url);
       prepared = prepare(info, withSelector);
-      this.#memo.set(memoKey, prepared);
+      if (memoKey !== undefined) this.#memo.set(memoKey, prepared);
     }
     const infoOf = () => (info ??= requestInfo(method, url));
     const decision = await this.#decide(caller, prepared, infoOf, signal);
@@ -330,7 +346,23 @@ export class Authorizer {
     return decision;
   }
 
-  /** Entries and estimated bytes of the memo of prepared requests, and its bounds. */
+  /**
+   * The number of `caller`'s identity in memo keys (a new one for an
+   * identity not held); undefined for an identity too large to hold (its
+   * requests then bypass the memo rather than fill it with entries never
+   * matched again).
+   */
+  #callerNumber(caller: Caller): number | undefined {
+    const json = callerMemoKey(caller);
+    let n = this.#callerNumbers.get(json);
+    if (n === undefined) {
+      n = this.#nextCallerNumber++;
+      if (!this.#callerNumbers.set(json, n)) return undefined;
+    }
+    return n;
+  }
+
+  /** Entries and estimated bytes of the memo of prepared requests, and its bounds (the caller numbering, ≤ {@link CALLER_NUMBER_BOUNDS}, is not included). */
   requestMemoStats(): { entries: number; bytes: number; maxEntries: number; maxBytes: number } {
     return { entries: this.#memo.size, bytes: this.#memo.bytes, ...REQUEST_MEMO_BOUNDS };
   }
