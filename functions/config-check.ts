@@ -99,12 +99,3 @@ export function printConfigIssues(issues: readonly ConfigIssue[], err: (line: st
   for (const issue of issues) err(formatIssue(issue));
   return INVALID_CONFIG_EXIT;
 }
-
-/**
- * The valid config of `check`, or (invalid) print its issues on stderr and
- * exit the process with {@link INVALID_CONFIG_EXIT}. For the build scripts.
- */
-export function configOrExit(check: ConfigCheck): ConfigCheck & { config: BridgeConfig } {
-  if (check.config === undefined) process.exit(printConfigIssues(check.issues));
-  return check as ConfigCheck & { config: BridgeConfig };
-}

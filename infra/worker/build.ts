@@ -55,7 +55,7 @@ import { promisify } from "node:util";
 import type { BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { PROVIDER_TYPES, type ProviderType } from "../../shared/providers/registry.ts";
-import { checkBridgeConfig, checkBridgeConfigFile, configOrExit, type ConfigCheck } from "../../functions/config-check.ts";
+import { checkBridgeConfig, checkBridgeConfigFile, INVALID_CONFIG_EXIT, printConfigIssues, type ConfigCheck } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 import { ROOT } from "../build-common.ts";
 
@@ -205,6 +205,53 @@ export async function buildWorker(options: {
   return { providers: types, table, aliases, outdir: options.outdir, sizeLine: sizeLine[0], gzipBytes: Math.round(Number(sizeLine[1]) * 1024) };
 }
 
+/** The options of the command line (paths absolute or relative to the working directory). */
+export interface WorkerBuildOptions {
+  providers?: string;
+  config?: string;
+  all?: boolean;
+  json?: boolean;
+  check?: boolean;
+}
+
+/** What a build from the command line bundles (see the file comment for the order of the sources). */
+export interface WorkerBuildPlan {
+  /** the config file read (`--config`, else `infra/worker/bridge.yaml`), as printed: relative to the repository root */
+  shown: string;
+  /** the provider types to bundle; undefined: every provider (with `--check`: the file holds no config) */
+  types?: string[];
+  /** where {@link types} came from, as printed */
+  why: string;
+  /** the config to bundle as JSON (`--json`), checked: its parsed documents are converted, not parsed again */
+  jsonConfig?: ConfigCheck;
+}
+
+/**
+ * Decide what to bundle from the command line's options: reads and parses
+ * the config (once, `functions/config-check.ts`) only when the options need
+ * it, and validates it.
+ *
+ * @throws ConfigError when the config is invalid or unreadable (the caller
+ *   prints it and exits 2); Error when `--json` has no config to bundle
+ */
+export function planWorkerBuild(values: WorkerBuildOptions): WorkerBuildPlan {
+  const configPath = values.config ?? join(ROOT, "infra/worker/bridge.yaml");
+  const shown = relative(ROOT, configPath) || configPath;
+  const needed = values.check === true || values.json === true || (values.all !== true && values.providers === undefined);
+  const check = needed ? checkBridgeConfigFile(configPath) : undefined;
+  const empty = check?.documents?.length === 0;
+  if (values.check) return empty ? { shown, why: "--check" } : { shown, types: providersOf(validCheck(check!).config), why: "--check" };
+  let types: string[] | undefined;
+  let why: string;
+  if (values.all) [types, why] = [undefined, "--all"];
+  else if (values.providers !== undefined) [types, why] = [values.providers.split(",").map((t) => t.trim()).filter((t) => t !== ""), "--providers"];
+  else if (empty && values.config === undefined) [types, why] = [undefined, "no bundled config: every provider"];
+  else [types, why] = [providersOf(validCheck(check!).config), shown];
+  if (!values.json) return { shown, ...(types !== undefined ? { types } : {}), why };
+  if (empty) throw new Error(`--json needs a config: --config FILE, or one in ${shown}`);
+  return { shown, ...(types !== undefined ? { types } : {}), why, jsonConfig: validCheck(check!) };
+}
+
 async function main(): Promise<void> {
   const { Command } = await import("commander");
   const program = new Command("node infra/worker/build.ts")
@@ -218,30 +265,14 @@ async function main(): Promise<void> {
     .argument("[wrangler-args...]", "after --: arguments for wrangler deploy --dry-run (e.g. -- --metafile)")
     .addHelpText("after", "\nRelative paths are resolved against the directory npm was run from (else the working directory). Exit 2: an invalid config (wrangler is not run) or bad arguments.");
   parseOrExit(program);
-  const values = program.opts<{ providers?: string; config?: string; all?: boolean; json?: boolean; check?: boolean; outdir: string }>();
-  const wranglerArgs = program.args;
-  const configPath = values.config !== undefined ? callerPath(values.config) : join(ROOT, "infra/worker/bridge.yaml");
-  const shown = relative(ROOT, configPath) || configPath;
-  // the config, read and parsed once, when anything needs it
-  const needed = values.check === true || values.json === true || (values.all !== true && values.providers === undefined);
-  const check = needed ? checkBridgeConfigFile(configPath) : undefined;
-  const empty = check?.documents?.length === 0;
+  const values = program.opts<WorkerBuildOptions & { outdir: string }>();
+  const plan = planWorkerBuild({ ...values, ...(values.config !== undefined ? { config: callerPath(values.config) } : {}) });
   if (values.check) {
-    if (empty) console.log(`${shown}: no config bundled (the Worker reads its BRIDGE_CONFIG binding)`);
-    else console.log(`${shown}: valid BridgeConfig (providers ${providersOf(configOrExit(check!).config).join(", ")})`);
+    console.log(`${plan.shown}: ${plan.types === undefined ? "no config bundled (the Worker reads its BRIDGE_CONFIG binding)" : `valid BridgeConfig (providers ${plan.types.join(", ")})`}`);
     return;
   }
-  let types: string[] | undefined;
-  let why: string;
-  if (values.all) [types, why] = [undefined, "--all"];
-  else if (values.providers !== undefined) [types, why] = [values.providers.split(",").map((t) => t.trim()).filter((t) => t !== ""), "--providers"];
-  else if (empty && values.config === undefined) [types, why] = [undefined, "no bundled config: every provider"];
-  else [types, why] = [providersOf(configOrExit(check!).config), values.config ?? "infra/worker/bridge.yaml"];
-  let jsonConfig: ConfigCheck | undefined;
-  if (values.json) {
-    if (empty) throw new Error(`--json needs a config: --config FILE, or one in ${shown}`);
-    jsonConfig = configOrExit(check!);
-  }
+  const { types, why, jsonConfig } = plan;
+  const wranglerArgs = program.args;
   const out = await buildWorker({
     ...(types !== undefined ? { types } : {}),
     outdir: callerPath(values.outdir),
@@ -261,7 +292,9 @@ if (import.meta.main) {
   try {
     await main();
   } catch (err) {
+    // an invalid config: the loader's messages, one a line, exit 2 (functions/config-check.ts, as `config validate`)
+    if (err instanceof ConfigError) process.exit(printConfigIssues(err.issues));
     console.error((err as Error).message);
-    process.exit(2);
+    process.exit(INVALID_CONFIG_EXIT);
   }
 }
