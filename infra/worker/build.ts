@@ -279,7 +279,7 @@ async function main(): Promise<void> {
     wranglerArgs,
     ...(jsonConfig !== undefined ? { jsonConfig } : {}),
   });
-  console.log(`Worker with providers ${out.providers.join(", ")} (${why})${jsonConfig ? `, config ${jsonConfig.source} bundled as JSON, no YAML parser` : ""}: ${out.outdir}`);
+  console.log(`Worker with providers ${out.providers.join(", ")} (${why})${jsonConfig ? `, config ${plan.shown} bundled as JSON, no YAML parser` : ""}: ${out.outdir}`);
   console.log(`  ${out.sizeLine}`);
   const aliases = out.aliases.map((a) => {
     const at = a.indexOf(":");
