@@ -18,6 +18,10 @@ import type { InProcessBackend } from "../shared/proxy/in-process.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
 import { createPki, eventually, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { promlint, sample } from "./helpers/promlint.ts";
+
+/** package.json's version (what build_info reports). */
+const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 const NS = `${V1}/namespaces/team-a`;
 const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\n";
@@ -121,6 +125,28 @@ describe("inProcess backend", () => {
     expect(stuck.requestLines.length).toBe(1);
   });
 
+  it("exports the in-process bridges' emb_bridge_* metrics on the proxy's own /metrics, once for both inProcess backends", async () => {
+    const before = await h.get("/metrics", as("jane"));
+    expect(before.status, before.text).toBe(200);
+    const served = (text: string) => sample(text, "emb_bridge_requests_total", { kind: "values", code: "200" }) ?? 0;
+    const read = await h.get(`${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, as("jane"));
+    expect(read.status, read.text).toBe(200);
+    const res = await h.get("/metrics", as("jane"));
+    expect(res.status, res.text).toBe(200);
+    const text = res.text;
+    // the read just made is counted by the bridge, beside the proxy's own families
+    expect(served(text)).toBe(served(before.text) + 1);
+    expect(sample(text, "emb_bridge_build_info", { version: VERSION, node: process.version })).toBe(1);
+    expect(sample(text, "emb_bridge_metric_value", { metric: "queue_messages_ready" })).toBe(3);
+    expect(sample(text, "emb_bridge_cache_requests_total", { provider: "sqs", result: "miss" })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, "emb_bridge_policy_decisions_total", { layer: "bridge", decision: "deny" })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, "emb_proxy_requests_total", { code: "200", kind: "values", metric: "queue_messages_ready" })).toBeGreaterThanOrEqual(1);
+    // one family each (two inProcess backends, no duplicate registration), no second set of process metrics
+    expect(text.split("\n").filter((l) => l === "# TYPE emb_bridge_requests_total counter")).toHaveLength(1);
+    expect(text).not.toContain("emb_bridge_process_");
+    expect(promlint(text)).toEqual([]);
+  });
+
   it("lists the bridge's metrics in the proxy's merged discovery", async () => {
     await h.proxy.checkReadiness();
     const res = await h.get(V1, as("jane"));
@@ -144,6 +170,31 @@ describe("inProcess backend beside signed bridge backends", () => {
     // the bridge's freshness reaches the proxy's cache (forward.ts freshnessMs), with the request id it was given
     expect(allowed.headers).toMatchObject({ "cache-control": expect.stringMatching(/^private, max-age=\d+$/), "x-request-id": "r-1", "content-type": "application/json" });
     expect((await read("bob")).status).toBe(403);
+  });
+});
+
+describe("inProcess backend cancellation", () => {
+  it("a caller that stops waiting cancels the bridge's cloud call at once (kind aborted, not timeout)", async () => {
+    const backend = await createBackend(
+      { name: "stuck", type: "inProcess", bridgeConfig: join(dir, "stuck.yaml"), timeoutSeconds: 4, insecureSkipTLSVerify: false },
+      { signingKeys: () => undefined },
+    );
+    try {
+      const calls = stuck.requestLines.length;
+      const controller = new AbortController();
+      const read = backend.get({
+        pathAndQuery: `${NS}/stuck_depth?labelSelector=queue%3Dcancelled`,
+        caller: { user: "jane", groups: ["system:authenticated"], extra: {} },
+        requestId: "r-cancel",
+        signal: controller.signal,
+      });
+      await eventually(() => stuck.requestLines.length === calls + 1, 2_000, "the bridge's SQS call started");
+      controller.abort();
+      await expect(read).rejects.toMatchObject({ name: "BackendError", kind: "aborted" });
+      await eventually(() => stuck.open === 0, 1_000, "the stuck SQS connection closed");
+    } finally {
+      backend.close();
+    }
   });
 });
 

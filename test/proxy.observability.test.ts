@@ -32,6 +32,8 @@ describe("proxy operational metrics", () => {
       expect(sample(text, "emb_proxy_serving_certificate_expiry_timestamp_seconds")).toBe(notAfter);
       expect(sample(text, "emb_proxy_apiservice_last_registration_success_timestamp_seconds")).toBeGreaterThanOrEqual(Math.floor(started));
       expect(promlint(text)).toEqual([]);
+      // no inProcess backend: none of the bridge's families
+      expect(text).not.toContain("emb_bridge_");
     } finally {
       await h.close();
       await backend.close();

@@ -62,7 +62,7 @@ function histogramValues(name: string, family: Family<Histogram>): MetricValue<s
  * A registry exporting `metrics` (names in `./metrics.ts`) and the cache
  * outcomes of `providers()` (`emb_bridge_cache_requests_total{provider,result}`
  * from each cache's `CacheStats`: hit, failure_hit, coalesced, miss = loads
- * started for a read).
+ * started for a read). What `functions/node.ts` serves on `--metrics-port`.
  *
  * @param now clock, ms since the epoch (the served value's age)
  * @param processMetrics add Node's process metrics (default true)
@@ -75,6 +75,26 @@ export function bridgeRegistry(
 ): Registry {
   const registry = new Registry();
   if (processMetrics) collectDefaultMetrics({ register: registry, prefix: PREFIX });
+  registerBridgeMetrics(registry, metrics, providers, now);
+  return registry;
+}
+
+/**
+ * Add the bridge's `emb_bridge_*` families (build_info, requests, latencies,
+ * backend errors and throttles, cache outcomes, served values, policy
+ * decisions; not Node's process metrics) to an existing registry, read from
+ * `metrics` and `providers()` at scrape time. The in-cluster proxy uses it
+ * to export an in-process bridge's metrics on its own `/metrics`
+ * (`shared/proxy/in-process.ts`).
+ *
+ * @throws Error (prom-client) when `registry` already holds one of these names: call once per registry
+ */
+export function registerBridgeMetrics(
+  registry: Registry,
+  metrics: BridgeMetrics,
+  providers: () => Iterable<ProviderCache>,
+  now: () => number = Date.now,
+): void {
   const add = (metric: ReturnType<typeof collected>) => registry.registerMetric(metric as never);
   add(
     collected(`${PREFIX}build_info`, "The bridge's version and Node's, as labels; the value is 1.", "gauge", () => [
@@ -103,7 +123,8 @@ export function bridgeRegistry(
   add(collected(`${PREFIX}backend_throttles_total`, "Series reads the backend throttled, by provider.", "counter", () => counterValues(metrics.backendThrottles)));
   add(
     collected(`${PREFIX}cache_requests_total`, "Series reads by provider and cache outcome (hit, failure_hit, coalesced, miss).", "counter", () => {
-      const out: MetricValue<string>[] = [];
+      // Providers of the same name (two in-process bridges in one proxy, each with its `sqs`) add up: one series per label pair.
+      const sums = new Map<string, MetricValue<string>>();
       for (const provider of providers()) {
         const stats = provider.cache?.stats;
         if (stats === undefined) continue;
@@ -113,10 +134,13 @@ export function bridgeRegistry(
           ["coalesced", stats.coalesced],
           ["miss", stats.loads - stats.refreshes],
         ] as const) {
-          out.push({ labels: { provider: provider.name, result }, value });
+          const key = `${provider.name}\u0001${result}`;
+          const cell = sums.get(key);
+          if (cell === undefined) sums.set(key, { labels: { provider: provider.name, result }, value });
+          else cell.value += value;
         }
       }
-      return out;
+      return [...sums.values()];
     }),
   );
   add(
@@ -134,5 +158,4 @@ export function bridgeRegistry(
       counterValues(metrics.policy),
     ),
   );
-  return registry;
 }

@@ -21,6 +21,7 @@
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import type { Registry } from "prom-client";
 import type { Caller } from "../identity.ts";
 import { signRequest, type SigningKey } from "../signing.ts";
 import type { BackendConfig } from "./config.ts";
@@ -95,6 +96,12 @@ export interface CreateBackendOptions extends BackendClientOptions {
   log?: (record: import("./log.ts").LogRecord) => void;
   /** environment of an in-process bridge's providers (cloud credentials); default `process.env` */
   env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * the proxy's Prometheus registry (its `/metrics`): an in-process bridge
+   * adds its `emb_bridge_*` families there, once per registry whatever the
+   * number of inProcess backends (in-process.ts); network backends ignore it
+   */
+  registry?: Registry;
 }
 
 /**

@@ -13,6 +13,12 @@
  * The answer then goes through the proxy's checks, cache, back-off and
  * Retry-After stripping like a network backend's (forward.ts).
  *
+ * Metrics: with the proxy's registry (`CreateBackendOptions.registry`), the
+ * bridge's `emb_bridge_*` families are served on the proxy's `/metrics`
+ * beside its `emb_proxy_*` ones, registered once whatever the number of
+ * inProcess backends ({@link exporterOf}); a proxy without such a backend
+ * never loads this module, so adds none.
+ *
  * Providers read cloud credentials from the proxy's environment, as the Node
  * bridge does (the SDK default chains: IRSA/EKS Pod Identity, GKE Workload
  * Identity, …). `BRIDGE_SIGNING_KEYS` is not needed and not read for this
@@ -24,11 +30,15 @@
  * main chunk.
  */
 import { readFileSync } from "node:fs";
+import type { Registry } from "prom-client";
 import { readBounded } from "../bounded-body.ts";
+import { abortedPromise, callSignal } from "../deadline.ts";
 import type { LogRecord } from "../app.ts";
 import { fromConfig } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
 import type { Caller } from "../identity.ts";
+import { BridgeMetrics } from "../observability/metrics.ts";
+import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
 import { loadProviderModules } from "../providers/registry.ts";
@@ -46,18 +56,21 @@ export class InProcessBackend implements Backend {
   /** the caller of each request handed to the bridge (read by its authenticate hook) */
   readonly #callers: WeakMap<Request, Caller>;
   readonly #providers: readonly unknown[];
+  readonly #exported: BridgeExporter | undefined;
 
   private constructor(
     config: BackendConfig,
     fetch: (request: Request) => Response | Promise<Response>,
     callers: WeakMap<Request, Caller>,
     providers: readonly unknown[],
+    exported: BridgeExporter | undefined,
   ) {
     this.name = config.name;
     this.config = config;
     this.#fetch = fetch;
     this.#callers = callers;
     this.#providers = providers;
+    this.#exported = exported;
   }
 
   /**
@@ -75,7 +88,13 @@ export class InProcessBackend implements Backend {
     for (const notice of policyStartupNotices(bridgeConfig)) log({ ...notice, backend: config.name });
     // As startNodeServer: only the configured providers' code is loaded.
     const [transports] = await Promise.all([officialTransports(bridgeConfig), loadProviderModules(bridgeConfig.providers)]);
-    const runtime = { env: options.env ?? process.env, now: options.now ?? Date.now, ...(transports !== undefined ? { transports } : {}) };
+    const exported = options.registry !== undefined ? exporterOf(options.registry, options.now ?? Date.now) : undefined;
+    const runtime = {
+      env: options.env ?? process.env,
+      now: options.now ?? Date.now,
+      ...(exported !== undefined ? { metrics: exported.metrics } : {}),
+      ...(transports !== undefined ? { transports } : {}),
+    };
     const callers = new WeakMap<Request, Caller>();
     const bridge = fromConfig(bridgeConfig, runtime, {
       // The proxy authenticated the caller; no signature to verify. A request
@@ -90,7 +109,9 @@ export class InProcessBackend implements Backend {
         if (record.level !== "info") log({ ...record, backend: config.name });
       },
     });
-    return new InProcessBackend(config, bridge.app.fetch, callers, [...bridge.providers.values()]);
+    const providers = [...bridge.providers.values()];
+    for (const provider of providers) exported?.providers.add(provider as ProviderCache);
+    return new InProcessBackend(config, bridge.app.fetch, callers, providers, exported);
   }
 
   /** The deadline of one call, ms (`timeoutSeconds`, default 4 s: longer than the bridge's own 3 s). */
@@ -100,8 +121,10 @@ export class InProcessBackend implements Backend {
 
   /**
    * Call the bridge's app with `request.caller` as the caller. The bridge
-   * sees the request's signal, aborted at the deadline or when nobody waits
-   * any more, and cancels its provider calls.
+   * sees the request's signal — `callSignal(request.signal, timeoutMs)`
+   * (shared/deadline.ts): aborted at the deadline or when nobody waits any
+   * more — and cancels its provider calls; the answer does not wait for an
+   * app that ignores it (`abortedPromise`).
    *
    * @throws BackendError `timeout` (no answer within `timeoutSeconds`),
    *   `aborted` (`request.signal` aborted), `too-large` (over
@@ -109,30 +132,25 @@ export class InProcessBackend implements Backend {
    */
   async get(request: BackendRequest): Promise<BackendResponse> {
     const timeoutMs = this.timeoutMs;
-    if (request.signal?.aborted) throw this.#aborted();
-    // One controller: aborted at the deadline or when the caller's signal aborts; the bridge sees it as its request's signal.
-    const controller = new AbortController();
-    let stop!: (err: BackendError) => void;
-    const stopped = new Promise<never>((_, reject) => {
-      stop = (err) => {
-        reject(err);
-        controller.abort(err);
-      };
-    });
-    stopped.catch(() => {});
-    const onAbort = () => stop(this.#aborted());
-    request.signal?.addEventListener("abort", onAbort, { once: true });
-    const timer = setTimeout(() => stop(new BackendError(this.name, "timeout", `backend ${this.name} did not answer within ${timeoutMs} ms`)), timeoutMs);
+    const caller = request.signal;
+    if (caller?.aborted) throw this.#aborted();
+    // One signal (shared/deadline.ts): aborted at the deadline or when the caller's signal aborts; the bridge sees it as its request's signal.
+    const signal = caller !== undefined ? callSignal(caller, timeoutMs) : AbortSignal.timeout(timeoutMs);
+    const stopped = abortedPromise(signal);
     try {
       const req = new Request(IN_PROCESS_ORIGIN + request.pathAndQuery, {
         headers: { accept: "application/json", "x-request-id": request.requestId },
-        signal: controller.signal,
+        signal,
       });
       this.#callers.set(req, request.caller);
-      return await Promise.race([this.#answer(req), stopped]);
+      return await Promise.race([this.#answer(req), stopped.promise]);
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      // The caller's abort wins over the deadline when both happened.
+      if (caller?.aborted) throw this.#aborted();
+      throw new BackendError(this.name, "timeout", `backend ${this.name} did not answer within ${timeoutMs} ms`, { cause: err });
     } finally {
-      clearTimeout(timer);
-      request.signal?.removeEventListener("abort", onAbort);
+      stopped.dispose();
     }
   }
 
@@ -173,8 +191,43 @@ export class InProcessBackend implements Backend {
 
   /** Close the bridge's providers (their refresh-ahead timers and refreshes in flight), as the Node server's close() does. */
   close(): void {
-    for (const provider of this.#providers) (provider as { close?: () => void }).close?.();
+    for (const provider of this.#providers) {
+      (provider as { close?: () => void }).close?.();
+      this.#exported?.providers.delete(provider as ProviderCache);
+    }
   }
+}
+
+/**
+ * The in-process bridges' metrics in one proxy registry: one
+ * {@link BridgeMetrics} shared by every inProcess backend of that proxy (the
+ * counters add up, as one Node bridge's would; `metric` and `provider`
+ * labels tell the rules and providers apart) and the providers whose cache
+ * outcomes `emb_bridge_cache_requests_total` reads.
+ */
+interface BridgeExporter {
+  metrics: BridgeMetrics;
+  providers: Set<ProviderCache>;
+}
+
+/** The exporter of each proxy registry, made (and its families registered) on the first inProcess backend. */
+const exporters = new WeakMap<Registry, BridgeExporter>();
+
+/**
+ * The exporter of `registry`: on first use, the bridge's `emb_bridge_*`
+ * families (same names and labels as the Node bridge's `--metrics-port`,
+ * `shared/observability/prometheus.ts` `registerBridgeMetrics`; without
+ * Node's process metrics, which the proxy already exports as
+ * `emb_proxy_process_*`) are registered there, once.
+ */
+function exporterOf(registry: Registry, now: () => number): BridgeExporter {
+  let exporter = exporters.get(registry);
+  if (exporter === undefined) {
+    const created: BridgeExporter = { metrics: new BridgeMetrics(), providers: new Set() };
+    registerBridgeMetrics(registry, created.metrics, () => created.providers, now);
+    exporters.set(registry, (exporter = created));
+  }
+  return exporter;
 }
 
 /**

@@ -119,7 +119,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     throw new Error("a backend has type bridge but no signing key is configured: set BRIDGE_SIGNING_KEYS (id:secret[,id:secret])");
   }
   const metrics = createMetrics(options.processMetrics ?? true);
-  const clients = new Map(await Promise.all(config.backends.map(async (b) => [b.name, await createBackend(b, { signingKeys: () => options.signingKeys, now, log })] as const)));
+  const clients = new Map(await Promise.all(config.backends.map(async (b) => [b.name, await createBackend(b, { signingKeys: () => options.signingKeys, now, log, registry: metrics.registry })] as const)));
   const authenticator = new Authenticator({
     config: options.authentication,
     ...(options.tokenReview ? { tokenReview: options.tokenReview } : {}),
