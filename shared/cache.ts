@@ -1,5 +1,8 @@
 /**
- * A bounded TTL cache that coalesces identical in-flight loads.
+ * A bounded TTL cache that coalesces identical in-flight loads
+ * ({@link CoalescingCache}), and the one small bounded memo of the code base
+ * ({@link BoundedMap}: entries and bytes, least recently used first, no
+ * expiry).
  *
  * Why: the HPA controller polls every external metric of every HPA about
  * every 15 s (kube-controller-manager `--horizontal-pod-autoscaler-sync-period`),
@@ -35,11 +38,14 @@
  * worker, so reads trickle in one at a time and every expired entry would
  * be its own backend call. With refresh-ahead the cache remembers the keys
  * read recently (key → last loader, TTL, last read time; bounded by entries
- * and bytes), and shortly before their values expire reloads ALL of them
+ * and bytes, a loader counted as a fixed `loaderBytes` estimate), and
+ * shortly before their values expire reloads ALL of them
  * that were read since their value was stored, in one "round" per TTL: the
  * loads start together, so a batcher behind them (`./batch.ts`) sends them
  * as few backend calls. A key not read since its last refresh is dropped
- * (nothing is polled forever; no round runs when nothing was read). A
+ * (nothing is polled forever; no round runs when nothing was read). A round
+ * that meets the in-flight bound (`maxEntries`) leaves the rest for the next
+ * round, which starts where it stopped, so every key gets its turn. A
  * refresh is a normal load (same `loadTimeoutMs` deadline, readers of an
  * expired entry join it) except that its failure is never stored: the old
  * value stays only until its own `ttlMs` — a refresh never extends an
