@@ -6,10 +6,10 @@
  * credentials were found (and where the SDK looked) instead of "AWS refused".
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator, type Emulator } from "./helpers/emulator.ts";
 
@@ -145,6 +145,21 @@ describe("npm run build:lambda -- --config bridge.yaml, as the README writes it"
       rmSync(dir, { recursive: true, force: true });
     }
   }, 180_000);
+});
+
+describe("the Worker build's --config from another directory", () => {
+  it("npm run prebuild:worker -- --config bridge.yaml checks the bridge.yaml of the directory npm was typed in", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-first-hour-"));
+    try {
+      writeFileSync(join(dir, "bridge.yaml"), readFileSync(join(ROOT, "infra/examples/demo.yaml"), "utf8"));
+      const r = await runToEnd(npm(["run", "prebuild:worker", "--", "--config", "bridge.yaml"], { cwd: dir }));
+      expect(r.stderr).not.toMatch(/ENOENT|cannot read/);
+      expect(r.code).toBe(0);
+      expect(ownLines(r.stdout)).toEqual([`${relative(ROOT, join(dir, "bridge.yaml"))}: valid BridgeConfig (providers aws-sqs)`]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("npm run build:node -- --outdir out, from another directory", () => {
