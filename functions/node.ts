@@ -140,7 +140,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
   for (const record of notices) notice(record);
   const metrics = new BridgeMetrics();
-  const runtime = { env, now: Date.now, metrics };
+  const runtime = { env, now: Date.now, metrics, longLived: true };
   // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
   const level = options.logLevel ?? parseLevel(env[LOG_LEVEL_ENV]);
   // Only the configured providers' modules are loaded (shared/bridge.ts loadBridge); Node reaches

@@ -86,7 +86,7 @@ const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== 
  * transport where a Node-only client cannot run) belong here or in the
  * options passed to `loadBridge` below.
  */
-const runtime: { env: Record<string, string | undefined>; now: () => number } = { env: {}, now: () => Date.now() };
+const runtime: { env: Record<string, string | undefined>; now: () => number; longLived: false } = { env: {}, now: () => Date.now(), longLived: false };
 
 /** The bridge built (or being built) for one config text: its app, or the Status its config failed with. */
 let built: { text: string; result: Promise<{ app?: Hono; error?: StatusError }> } | undefined;

@@ -88,6 +88,16 @@ describe("aws-cloudwatch config", () => {
     expect(cloudWatchRefreshAhead({ refreshAhead: true }, { env: { AWS_LAMBDA_FUNCTION_NAME: "bridge" }, now: Date.now })).toBeDefined();
   });
 
+  it("refresh-ahead: the runtime's explicit longLived decides when the config is silent, over the environment's guess", () => {
+    // Node server / the proxy's in-process bridge pass true: on, even where the guess would say Lambda
+    expect(cloudWatchRefreshAhead({}, { env: { AWS_LAMBDA_FUNCTION_NAME: "bridge" }, now: Date.now, longLived: true })).toMatchObject({ maxKeys: 10_000 });
+    // Lambda and the Worker pass false: off, even where the guess would say long-lived (no Lambda variable, no Workers user agent)
+    expect(cloudWatchRefreshAhead({}, { env: {}, now: Date.now, longLived: false })).toBeUndefined();
+    // the config still wins both ways
+    expect(cloudWatchRefreshAhead({ refreshAhead: true }, { env: {}, now: Date.now, longLived: false })).toBeDefined();
+    expect(cloudWatchRefreshAhead({ refreshAhead: false }, { env: {}, now: Date.now, longLived: true })).toBeUndefined();
+  });
+
   it("accepts CloudWatch's statistic spellings", () => {
     for (const ok of ["SampleCount", "Average", "Sum", "Minimum", "Maximum", "IQM", "p99", "p99.9", "p100", "p0", "tm90", "tc99.5", "ts80", "wm95", "PR(10:)", "TM(2%:98%)", "TC(:500)", "WM(0.5:2.5)"]) {
       expect(STAT_PATTERN.test(ok), ok).toBe(true);

@@ -198,6 +198,31 @@ describe("inProcess backend cancellation", () => {
   });
 });
 
+describe("inProcess backend runtime", () => {
+  it("tells the bridge it runs in a long-lived process: CloudWatch refresh-ahead is on even with AWS_LAMBDA_FUNCTION_NAME in the environment", async () => {
+    const file = join(dir, "cloudwatch.yaml");
+    writeFileSync(
+      file,
+      `apiVersion: external-metrics-bridge.io/v1alpha1\nkind: BridgeConfig\npolicy: { defaultAction: Allow }\nproviders: { cw: { type: aws-cloudwatch, region: us-east-1, endpoint: "http://127.0.0.1:9" } }\n` +
+        `metrics:\n  - { name: cpu, provider: cw, query: { namespace: AWS/EC2, metricName: CPUUtilization, stat: Average, period: 300 } }\n`,
+    );
+    const backend = (await createBackend(
+      { name: "cw", type: "inProcess", bridgeConfig: file, timeoutSeconds: 4, insecureSkipTLSVerify: false },
+      { signingKeys: () => undefined, env: { AWS_LAMBDA_FUNCTION_NAME: "looks-like-lambda", AWS_ACCESS_KEY_ID: "AKIDTEST", AWS_SECRET_ACCESS_KEY: "secret" } },
+    )) as InProcessBackend;
+    try {
+      expect(backend.providers).toHaveLength(1);
+      const cache = (backend.providers[0] as { cache: { remembered: { keys: number } } }).cache;
+      // a read (CloudWatch unreachable: a 503, never a value) is remembered for refresh-ahead only when it is on
+      const res = await backend.get({ pathAndQuery: `${NS}/cpu`, caller: { user: "jane", groups: ["system:authenticated"], extra: {} }, requestId: "r-cw" });
+      expect(res.status, res.body.toString()).toBeGreaterThanOrEqual(500);
+      expect(cache.remembered.keys).toBe(1);
+    } finally {
+      backend.close();
+    }
+  });
+});
+
 describe("inProcess backend shutdown", () => {
   it("closes the bridge's providers when the proxy closes its backends (refresh-ahead timers stop, as the Node server's close)", async () => {
     const backend = (await createBackend(

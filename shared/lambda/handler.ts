@@ -106,7 +106,7 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
       const { config } = loadConfig(text, source);
       const sink = options.log ?? logger!;
       // only the configured providers' chunks are loaded (shared/bridge.ts loadBridge)
-      const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now() };
+      const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), longLived: false };
       const transports = options.transports !== undefined ? async () => options.transports : lambdaTransports;
       const bridge = await loadBridge(config, runtime, { log: (record) => sink(withEmf(record, namespace)) }, transports);
       const mode = signingMode(runtimeEnv);

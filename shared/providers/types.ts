@@ -126,6 +126,13 @@ export interface RuntimeEnv {
   transports?: Readonly<ProviderTransports>;
   /** where backend calls and failures are counted (`shared/observability/metrics.ts`); absent: not counted */
   metrics?: BridgeMetrics;
+  /**
+   * whether this process may keep work running between requests (e.g.
+   * CloudWatch refresh-ahead timers): the Node server and the proxy's
+   * in-process bridge pass true, Lambda and the Worker false; absent: guessed
+   * (`aws-cloudwatch/refresh.ts` `longLivedProcess`)
+   */
+  longLived?: boolean;
 }
 
 /** A provider implementation: schemas plus a factory. */

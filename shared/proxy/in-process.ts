@@ -92,6 +92,8 @@ export class InProcessBackend implements Backend {
     const runtime = {
       env: options.env ?? process.env,
       now: options.now ?? Date.now,
+      // the proxy is a long-running process: refresh-ahead may keep timers between requests, as the Node server's
+      longLived: true,
       ...(exported !== undefined ? { metrics: exported.metrics } : {}),
       ...(transports !== undefined ? { transports } : {}),
     };

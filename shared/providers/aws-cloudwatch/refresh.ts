@@ -37,7 +37,10 @@ export const REFRESH_AHEAD_MAX_SERIES = 10_000;
 export const REFRESH_AHEAD_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
- * Whether this process may keep work running between requests: false on
+ * A guess, used only when the runtime did not say (`RuntimeEnv.longLived`,
+ * which the entry points pass: `functions/node.ts` and the proxy's in-process
+ * bridge true, `functions/worker.ts` and `shared/lambda/handler.ts` false),
+ * whether this process may keep work running between requests: false on
  * Cloudflare Workers (`navigator.userAgent` is `Cloudflare-Workers`,
  * https://developers.cloudflare.com/workers/runtime-apis/web-standards/;
  * I/O outlives no request) and on AWS Lambda (`AWS_LAMBDA_FUNCTION_NAME` is
@@ -53,12 +56,14 @@ export function longLivedProcess(runtime: RuntimeEnv): boolean {
 
 /**
  * The cache's refresh-ahead options of a provider instance, or `undefined`
- * for none: the config's `refreshAhead` when written, else on only in a
- * {@link longLivedProcess}.
+ * for none: the config's `refreshAhead` when written, else the runtime's
+ * `longLived` (what the entry point passes), else on only in a
+ * {@link longLivedProcess} (the guess from `navigator.userAgent` and
+ * `AWS_LAMBDA_FUNCTION_NAME`).
  *
  * @param config the instance's validated config (`refreshAhead?: boolean`)
  */
 export function cloudWatchRefreshAhead(config: { refreshAhead?: boolean | undefined }, runtime: RuntimeEnv): RefreshAheadOptions | undefined {
-  const on = config.refreshAhead ?? longLivedProcess(runtime);
+  const on = config.refreshAhead ?? runtime.longLived ?? longLivedProcess(runtime);
   return on ? { maxKeys: REFRESH_AHEAD_MAX_SERIES, maxBytes: REFRESH_AHEAD_MAX_BYTES } : undefined;
 }
