@@ -35,6 +35,15 @@ import { gzipSync } from "node:zlib";
 /** Repository root. */
 export const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
+/**
+ * esbuild `define` of every Node bundle: `__EMB_VERSION__` is package.json's
+ * version, the `build_info` version (shared/observability/prometheus.ts
+ * `BRIDGE_VERSION`; a run from source reads package.json instead).
+ */
+export const VERSION_DEFINE: Readonly<Record<string, string>> = {
+  __EMB_VERSION__: JSON.stringify((JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version),
+};
+
 /** The esbuild target of every Node artifact (the Lambda runtime `nodejs24.x`, the Node server's Node 24). */
 export const ESBUILD_TARGET = "node24";
 
@@ -147,6 +156,7 @@ export async function bundleForNode(options: { outdir: string; config?: string; 
     legalComments: "external",
     metafile: true,
     logLevel: "warning",
+    define: VERSION_DEFINE,
     banner: { js: BANNER },
   });
   const unreviewed = unreviewedDirnameUsers(result.metafile);

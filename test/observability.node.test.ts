@@ -6,7 +6,7 @@
  * at info, the exposition linted by the linter `promtool check metrics` runs.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +15,8 @@ import { promlint, sample } from "./helpers/promlint.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
+/** package.json's version: what build_info reports. */
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version;
 
 const PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 
@@ -104,7 +106,7 @@ metrics:
     expect(sample(text, "emb_bridge_metric_value", { metric: "queue_messages_ready" })).toBe(3);
     expect(sample(text, "emb_bridge_metric_value_age_seconds", { metric: "queue_messages_ready" })).toBeGreaterThanOrEqual(0);
     expect(sample(text, "emb_bridge_policy_decisions_total", { layer: "bridge", decision: "allow" })).toBe(3);
-    expect(sample(text, "emb_bridge_build_info", { version: "0.1.0" })).toBe(1);
+    expect(sample(text, "emb_bridge_build_info", { version: PACKAGE_VERSION })).toBe(1);
 
     await new Promise((r) => setTimeout(r, 100)); // the log is written once per event-loop turn
     const lines = logLines();

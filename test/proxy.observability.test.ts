@@ -7,11 +7,15 @@
  * the error kind in separate labels.
  */
 import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type Pki } from "./proxy.harness.ts";
 import { promlint, sample } from "./helpers/promlint.ts";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
+
+/** package.json's version: what build_info reports. */
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 let pki: Pki;
 beforeAll(async () => {
@@ -27,7 +31,7 @@ describe("proxy operational metrics", () => {
       const scrape = () => h.proxy.metrics.registry.metrics();
       await eventually(async () => sample(await scrape(), "emb_proxy_apiservice_registered") === 1, 5000, "registered");
       const text = await scrape();
-      expect(sample(text, "emb_proxy_build_info", { version: "0.1.0", node: process.version })).toBe(1);
+      expect(sample(text, "emb_proxy_build_info", { version: PACKAGE_VERSION, node: process.version })).toBe(1);
       const notAfter = Date.parse(new X509Certificate(h.serving.certPem!).validTo) / 1000;
       expect(sample(text, "emb_proxy_serving_certificate_expiry_timestamp_seconds")).toBe(notAfter);
       expect(sample(text, "emb_proxy_apiservice_last_registration_success_timestamp_seconds")).toBeGreaterThanOrEqual(Math.floor(started));

@@ -29,6 +29,7 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
+import { VERSION_DEFINE } from "../build-common.ts";
 
 /** Repository root. */
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -146,6 +147,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     metafile: true,
     legalComments: "linked",
     logLevel: "warning",
+    define: VERSION_DEFINE,
     // CommonJS dependencies bundled into an ES module still call require() for
     // Node built-ins; three CommonJS modules of the Google client (in the
     // in-process bridge's chunks) compute a directory from __dirname when they

@@ -12,14 +12,30 @@
  * balancer in front of it), its metrics must not be (docs/deploy.md
  * "Metrics"). Node only (prom-client); never imported by the Worker.
  */
+import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry, type MetricValue } from "prom-client";
 import type { CacheStats } from "../cache.ts";
 import { LATENCY_BUCKETS, type BridgeMetrics, type Count, type Family, type Histogram } from "./metrics.ts";
 
 const PREFIX = "emb_bridge_";
 
-/** The bridge's version, as `build_info` reports it (package.json's, kept in step by the release). */
-export const BRIDGE_VERSION = "0.1.0";
+/** package.json's version, put in by esbuild's `define` in every Node bundle (infra/build-common.ts `VERSION_DEFINE`, infra/proxy/build.ts). */
+declare const __EMB_VERSION__: string | undefined;
+
+/**
+ * The bridge's and the proxy's version, as their `build_info` reports it:
+ * package.json's `version` — in a bundle the string esbuild defined at build
+ * time (no file is read); run from source (`npm run …`, tests), read from
+ * the repository's package.json when this module loads.
+ *
+ * @throws Error at load, from source only, when package.json cannot be read
+ */
+export const BRIDGE_VERSION: string = typeof __EMB_VERSION__ === "string" ? __EMB_VERSION__ : sourceVersion();
+
+/** package.json's version, read beside the sources (`shared/observability/` → the repository root). */
+function sourceVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
 
 /** A provider's cache as the exporter reads it (`SeriesProvider.cache`). */
 export interface ProviderCache {
