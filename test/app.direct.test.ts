@@ -16,8 +16,8 @@ import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.
 
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const path = (metric: string, selector: string) => `${V1}/namespaces/default/${metric}?labelSelector=${encodeURIComponent(selector)}`;
-const HPA: Caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"] };
-const OTHER: Caller = { user: "mallory", groups: ["system:authenticated"] };
+const HPA: Caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
+const OTHER: Caller = { user: "mallory", groups: ["system:authenticated"], extra: {} };
 
 let sqs: Emulator;
 let bridge: Bridge;

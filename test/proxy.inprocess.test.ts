@@ -223,6 +223,37 @@ describe("inProcess backend runtime", () => {
   });
 });
 
+describe("inProcess backend call path", () => {
+  it("a values read goes to the bridge's values route directly (no Request made); discovery through its app (one Request)", async () => {
+    const backend = (await createBackend(
+      { name: "local", type: "inProcess", bridgeConfig: join(dir, "bridge.yaml"), timeoutSeconds: 4, insecureSkipTLSVerify: false },
+      { signingKeys: () => undefined },
+    )) as InProcessBackend;
+    const jane = { user: "jane", groups: ["system:authenticated"], extra: {} };
+    const made: string[] = [];
+    const Original = globalThis.Request;
+    globalThis.Request = class extends Original {
+      constructor(input: RequestInfo | URL, init?: RequestInit) {
+        super(input, init);
+        made.push(this.url);
+      }
+    };
+    try {
+      const values = await backend.get({ pathAndQuery: `${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, caller: jane, requestId: "r-direct" });
+      expect(values.status, values.body.toString()).toBe(200);
+      expect((JSON.parse(values.body.toString()) as { items: { value: string }[] }).items[0]!.value).toBe("3");
+      expect(values.headers["x-request-id"]).toBe("r-direct");
+      expect(made).toEqual([]);
+      const discovery = await backend.get({ pathAndQuery: V1, caller: jane, requestId: "r-discovery" });
+      expect(discovery.status).toBe(200);
+      expect(made).toEqual([`http://in-process.invalid${V1}`]);
+    } finally {
+      globalThis.Request = Original;
+      backend.close();
+    }
+  });
+});
+
 describe("inProcess backend shutdown", () => {
   it("closes the bridge's providers when the proxy closes its backends (refresh-ahead timers stop, as the Node server's close)", async () => {
     const backend = (await createBackend(

@@ -3,13 +3,17 @@
  * `{ type: inProcess, bridgeConfig: /etc/external-metrics-bridge/bridge.yaml }`.
  *
  * The bridge is built exactly as the Node server builds it
- * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file,
- * `officialTransports` for Cloud Monitoring, `loadProviderModules` for the
- * configured providers only, `shared/bridge.ts` `fromConfig`) and its Hono app is called with a `Request` made in this
- * process: no socket, no TLS, no request signature. The caller is the one
- * the proxy already authenticated (front proxy, client certificate, token),
- * handed to the bridge's `authenticate` hook, so the bridge's own
- * ExternalMetricPolicies (and its default action) still decide per caller.
+ * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file, then
+ * `shared/bridge.ts` `loadBridge` with `officialTransports` for Cloud
+ * Monitoring, loading the configured providers only). A values read calls
+ * the bridge's values route directly (`shared/app.ts` `BridgeApp.readValues`:
+ * no `Request`, no routing, the same handler, policies, cache, audit record
+ * and answer); discovery calls its Hono app with a `Request` made in this
+ * process. Either way: no socket, no TLS, no request signature. The caller
+ * is the one the proxy already authenticated (front proxy, client
+ * certificate, token), handed to the bridge (`readValues`' caller, or the
+ * app's `authenticate` hook), so the bridge's own ExternalMetricPolicies
+ * (and its default action) still decide per caller.
  * The answer then goes through the proxy's checks, cache, back-off and
  * Retry-After stripping like a network backend's (forward.ts).
  *
@@ -33,27 +37,31 @@ import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
 import { readBounded } from "../bounded-body.ts";
 import { abortedPromise, callSignal } from "../deadline.ts";
-import type { LogRecord } from "../app.ts";
-import { fromConfig } from "../bridge.ts";
+import type { DirectRead, LogRecord } from "../app.ts";
+import { loadBridge } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
 import type { Caller } from "../identity.ts";
 import { BridgeMetrics } from "../observability/metrics.ts";
 import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
-import { loadProviderModules } from "../providers/registry.ts";
 import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backends.ts";
 import type { BackendConfig } from "./config.ts";
 
 /** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
 export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
 
+/** The paths of values reads, which go to the bridge's values route directly. */
+const VALUES_PREFIX = "/apis/external.metrics.k8s.io/v1beta1/namespaces/";
+
 /** The bridge called in this process. */
 export class InProcessBackend implements Backend {
   readonly name: string;
   readonly config: BackendConfig;
   readonly #fetch: (request: Request) => Response | Promise<Response>;
-  /** the caller of each request handed to the bridge (read by its authenticate hook) */
+  /** the bridge's values route called directly (`shared/app.ts` `BridgeApp.readValues`): no Request, no routing */
+  readonly #readValues: (read: DirectRead) => Response | Promise<Response>;
+  /** the caller of each request handed to the bridge through `#fetch` (read by its authenticate hook) */
   readonly #callers: WeakMap<Request, Caller>;
   readonly #providers: readonly unknown[];
   readonly #exported: BridgeExporter | undefined;
@@ -61,6 +69,7 @@ export class InProcessBackend implements Backend {
   private constructor(
     config: BackendConfig,
     fetch: (request: Request) => Response | Promise<Response>,
+    readValues: (read: DirectRead) => Response | Promise<Response>,
     callers: WeakMap<Request, Caller>,
     providers: readonly unknown[],
     exported: BridgeExporter | undefined,
@@ -68,6 +77,7 @@ export class InProcessBackend implements Backend {
     this.name = config.name;
     this.config = config;
     this.#fetch = fetch;
+    this.#readValues = readValues;
     this.#callers = callers;
     this.#providers = providers;
     this.#exported = exported;
@@ -86,8 +96,6 @@ export class InProcessBackend implements Backend {
     const bridgeConfig = loadConfig(readFileSync(path, "utf8"), path, { readFile: (p) => readFileSync(p, "utf8") }).config;
     const log = options.log ?? (() => {});
     for (const notice of policyStartupNotices(bridgeConfig)) log({ ...notice, backend: config.name });
-    // As startNodeServer: only the configured providers' code is loaded.
-    const [transports] = await Promise.all([officialTransports(bridgeConfig), loadProviderModules(bridgeConfig.providers)]);
     const exported = options.registry !== undefined ? exporterOf(options.registry, options.now ?? Date.now) : undefined;
     const runtime = {
       env: options.env ?? process.env,
@@ -95,10 +103,10 @@ export class InProcessBackend implements Backend {
       // the proxy is a long-running process: refresh-ahead may keep timers between requests, as the Node server's
       longLived: true,
       ...(exported !== undefined ? { metrics: exported.metrics } : {}),
-      ...(transports !== undefined ? { transports } : {}),
     };
     const callers = new WeakMap<Request, Caller>();
-    const bridge = fromConfig(bridgeConfig, runtime, {
+    // As startNodeServer (shared/bridge.ts loadBridge): only the configured providers' code is loaded, with the official transports.
+    const bridge = await loadBridge(bridgeConfig, runtime, {
       // The proxy authenticated the caller; no signature to verify. A request
       // not made by this class has no caller and is refused.
       authenticate: (request) => {
@@ -110,10 +118,10 @@ export class InProcessBackend implements Backend {
       log: (record: LogRecord) => {
         if (record.level !== "info") log({ ...record, backend: config.name });
       },
-    });
+    }, officialTransports);
     const providers = [...bridge.providers.values()];
     for (const provider of providers) exported?.providers.add(provider as ProviderCache);
-    return new InProcessBackend(config, bridge.app.fetch, callers, providers, exported);
+    return new InProcessBackend(config, bridge.app.fetch, bridge.readValues, callers, providers, exported);
   }
 
   /** The deadline of one call, ms (`timeoutSeconds`, default 4 s: longer than the bridge's own 3 s). */
@@ -122,7 +130,8 @@ export class InProcessBackend implements Backend {
   }
 
   /**
-   * Call the bridge's app with `request.caller` as the caller. The bridge
+   * Call the bridge (its values route directly for a values read, its app
+   * otherwise) with `request.caller` as the caller. The bridge
    * sees the request's signal — `callSignal(request.signal, timeoutMs)`
    * (shared/deadline.ts): aborted at the deadline or when nobody waits any
    * more — and cancels its provider calls; the answer does not wait for an
@@ -140,12 +149,17 @@ export class InProcessBackend implements Backend {
     const signal = caller !== undefined ? callSignal(caller, timeoutMs) : AbortSignal.timeout(timeoutMs);
     const stopped = abortedPromise(signal);
     try {
+      // A values read goes straight to the bridge's values route; discovery (and anything else) through its app.
+      if (request.pathAndQuery.startsWith(VALUES_PREFIX)) {
+        const read: DirectRead = { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal };
+        return await Promise.race([this.#answer(() => this.#readValues(read)), stopped.promise]);
+      }
       const req = new Request(IN_PROCESS_ORIGIN + request.pathAndQuery, {
         headers: { accept: "application/json", "x-request-id": request.requestId },
         signal,
       });
       this.#callers.set(req, request.caller);
-      return await Promise.race([this.#answer(req), stopped.promise]);
+      return await Promise.race([this.#answer(() => this.#fetch(req)), stopped.promise]);
     } catch (err) {
       if (!signal.aborted) throw err;
       // The caller's abort wins over the deadline when both happened.
@@ -156,11 +170,11 @@ export class InProcessBackend implements Backend {
     }
   }
 
-  /** The bridge's answer to `req` as a {@link BackendResponse}. @throws BackendError `protocol`, `too-large` */
-  async #answer(req: Request): Promise<BackendResponse> {
+  /** The bridge's answer (`call()`) as a {@link BackendResponse}. @throws BackendError `protocol`, `too-large` */
+  async #answer(call: () => Response | Promise<Response>): Promise<BackendResponse> {
     let response: Response;
     try {
-      response = await this.#fetch(req);
+      response = await call();
     } catch (err) {
       throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
     }
