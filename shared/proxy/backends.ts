@@ -11,6 +11,11 @@
  *   and/or a client certificate. The adapter authorizes the proxy's
  *   ServiceAccount; the caller was already authorized by the proxy.
  *
+ * A backend's `caFile` (cert-manager or a Secret volume rotates it) is
+ * re-read when it changes, noticed before a call at most every
+ * {@link CA_RECHECK_MS}; a changed file that cannot be read or holds no valid
+ * certificate keeps the CA in use (logged once).
+ *
  * Every call has the backend's timeout (default 4 s, ≤ 4.5 s: longer than the
  * bridge's 3 s deadline, under the aggregator's 5 s; see config.ts) for the
  * whole exchange, a 4 MiB response limit, and is cancelled (its connection
@@ -18,17 +23,25 @@
  * more. Failures are {@link BackendError}s with a kind the caller maps to a
  * Status.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import type { Registry } from "prom-client";
 import type { Caller } from "../identity.ts";
 import { signRequest, type SigningKey } from "../signing.ts";
 import type { BackendConfig } from "./config.ts";
+import type { LogRecord } from "./log.ts";
+import { certificatesFromPem } from "./pem.ts";
 
 /** Largest backend answer read, bytes. */
 export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 const TOKEN_REREAD_MS = 30_000;
+/**
+ * Longest time a rotated `caFile` goes unnoticed, ms: before a call, at most
+ * this often, the file's identity (mtime, size, inode: a Secret volume
+ * update swaps a symlink, changing all three) is compared with the one read.
+ */
+export const CA_RECHECK_MS = 5_000;
 
 /** A backend's answer. */
 export interface BackendResponse {
@@ -68,7 +81,10 @@ export interface BackendRequest {
 export interface BackendClientOptions {
   /** current signing keys (first signs); undefined = none configured */
   signingKeys: () => readonly SigningKey[] | undefined;
+  /** clock, ms since the epoch (request signatures, the {@link CA_RECHECK_MS} period of a `caFile`) */
   now?: () => number;
+  /** the proxy's log (a `caFile` that cannot be re-read; an in-process bridge's warnings and errors) */
+  log?: (record: LogRecord) => void;
 }
 
 /**
@@ -92,8 +108,6 @@ export interface Backend {
 
 /** Options of {@link createBackend}. */
 export interface CreateBackendOptions extends BackendClientOptions {
-  /** the proxy's log (the in-process bridge's warnings and errors go there) */
-  log?: (record: import("./log.ts").LogRecord) => void;
   /** environment of an in-process bridge's providers (cloud credentials); default `process.env` */
   env?: Readonly<Record<string, string | undefined>>;
   /**
@@ -127,8 +141,10 @@ export class BackendClient implements Backend {
   readonly #base: URL;
   /** the base URL's path without trailing slashes; request paths are appended to it */
   readonly #prefix: string;
-  readonly #agent: http.Agent;
+  #agent: http.Agent;
   readonly #options: BackendClientOptions;
+  /** the `caFile` in use: its identity, when to look again (ms), the identity of a version that could not be used */
+  #ca: { version: string; checkAt: number; failed: string | undefined } | undefined;
   #token: { value: string; readAt: number } | undefined;
 
   constructor(config: BackendConfig, options: BackendClientOptions) {
@@ -139,18 +155,76 @@ export class BackendClient implements Backend {
     this.#base = new URL(config.url);
     this.#prefix = this.#base.pathname.replace(/\/+$/, "");
     if (this.#base.protocol === "https:") {
-      this.#agent = new https.Agent({
-        keepAlive: true,
-        maxSockets: 64,
-        rejectUnauthorized: !config.insecureSkipTLSVerify,
-        ...(config.caFile ? { ca: readFileSync(config.caFile, "utf8") } : {}),
-        ...(config.clientCertFile ? { cert: readFileSync(config.clientCertFile, "utf8") } : {}),
-        ...(config.clientKeyFile ? { key: readFileSync(config.clientKeyFile, "utf8") } : {}),
-        ...(config.serverName ? { servername: config.serverName } : {}),
-      });
+      if (config.caFile !== undefined && config.caFile !== "") {
+        // Read at start (an unreadable file refuses to start, as before); re-read when it changes (#recheckCa).
+        this.#ca = { version: fileIdentity(config.caFile), checkAt: this.#now() + CA_RECHECK_MS, failed: undefined };
+        this.#agent = this.#httpsAgent(readFileSync(config.caFile, "utf8"));
+      } else {
+        this.#agent = this.#httpsAgent(undefined);
+      }
     } else {
       this.#agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
     }
+  }
+
+  /** A keep-alive agent trusting `caPem` (undefined: Node's default roots), with the configured client certificate and server name. */
+  #httpsAgent(caPem: string | undefined): https.Agent {
+    const config = this.config;
+    return new https.Agent({
+      keepAlive: true,
+      maxSockets: 64,
+      rejectUnauthorized: !config.insecureSkipTLSVerify,
+      ...(caPem !== undefined ? { ca: caPem } : {}),
+      ...(config.clientCertFile ? { cert: readFileSync(config.clientCertFile, "utf8") } : {}),
+      ...(config.clientKeyFile ? { key: readFileSync(config.clientKeyFile, "utf8") } : {}),
+      ...(config.serverName ? { servername: config.serverName } : {}),
+    });
+  }
+
+  #now(): number {
+    return (this.#options.now ?? Date.now)();
+  }
+
+  /**
+   * When {@link CA_RECHECK_MS} has passed since the last look, compare the
+   * `caFile`'s identity with the one in use; when it changed, read it and,
+   * if it holds at least one certificate and every certificate block parses,
+   * make a new agent trusting it (new connections verify with the new CA;
+   * calls in flight finish on the old agent, destroyed once they are past
+   * their timeout). An unreadable or invalid file keeps the CA in use and is
+   * logged once per version of the file; the next change is read again.
+   * Not per request: one clock read per call, a `stat` at most every
+   * {@link CA_RECHECK_MS}.
+   */
+  #recheckCa(now: number): void {
+    const ca = this.#ca!;
+    ca.checkAt = now + CA_RECHECK_MS;
+    const file = this.config.caFile!;
+    const version = fileIdentity(file);
+    if (version === ca.version || version === ca.failed) return;
+    let agent: https.Agent;
+    try {
+      const pem = readFileSync(file, "utf8");
+      if (certificatesFromPem(pem).length === 0) throw new Error("it holds no PEM certificate");
+      agent = this.#httpsAgent(pem);
+    } catch (err) {
+      ca.failed = version;
+      this.#options.log?.({
+        level: "error",
+        msg: "backend caFile changed but cannot be used; keeping the CA read before",
+        backend: this.name,
+        caFile: file,
+        error: (err as Error).message,
+      });
+      return;
+    }
+    const old = this.#agent;
+    this.#agent = agent;
+    ca.version = version;
+    ca.failed = undefined;
+    // Calls in flight on the old agent end within their timeout; then its keep-alive sockets go.
+    setTimeout(() => old.destroy(), this.timeoutMs + 1000).unref();
+    this.#options.log?.({ level: "info", msg: "backend caFile reloaded", backend: this.name, caFile: file });
   }
 
   /** The timeout of one call, ms. */
@@ -167,6 +241,10 @@ export class BackendClient implements Backend {
    *   `aborted` (`request.signal` aborted)
    */
   async get(request: BackendRequest): Promise<BackendResponse> {
+    if (this.#ca !== undefined) {
+      const now = this.#now();
+      if (now >= this.#ca.checkAt) this.#recheckCa(now);
+    }
     const url = new URL(this.#prefix + request.pathAndQuery, this.#base);
     const headers: Record<string, string> = { accept: "application/json", "x-request-id": request.requestId, "user-agent": "external-metrics-bridge-proxy" };
     if (this.config.type === "bridge") {
@@ -240,5 +318,19 @@ export class BackendClient implements Backend {
   /** Close idle keep-alive connections. */
   close(): void {
     this.#agent.destroy();
+  }
+}
+
+/**
+ * A file's identity for noticing a change: mtime, size and inode (a Secret
+ * volume update swaps the `..data` symlink: the path then names another
+ * file); `missing` when it cannot be stat'ed.
+ */
+function fileIdentity(path: string): string {
+  try {
+    const st = statSync(path);
+    return `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch {
+    return "missing";
   }
 }
