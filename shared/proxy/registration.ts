@@ -8,7 +8,30 @@
  * over (an existing object is updated, keeping its metadata), which is how
  * the proxy replaces an adapter that registered itself before — that adapter
  * keeps running and is reached as the pass-through backend.
+ *
+ * Several replicas: with a `--tls-secret` the Lease holder alone writes
+ * (server.ts `isLeader`). Without a Lease (mounted files, chart `tls.mode
+ * existing`) every replica registers, and while a rotated Secret reaches the
+ * pods one by one (the kubelet updates each Secret volume on its own sync,
+ * up to about a minute apart) their CA bundles differ: each re-assertion
+ * (every 60 s, and on every reload) would put its own bundle back, so the
+ * APIService's caBundle — and, during a rollout that changes the Service,
+ * its service — flipped between replicas, and the aggregator failed the
+ * handshakes of the other half. One replica also raced itself: a
+ * registration started before a reload could finish after the reload's and
+ * write the old bundle back until the next re-assertion. Hence
+ * compare-and-update: the writer records in annotations
+ * ({@link REGISTERED_SPEC_ANNOTATION}, {@link MATERIAL_SINCE_ANNOTATION})
+ * what it wrote and since when its material was current; a registration
+ * whose material is older than the recorded one does not overwrite it
+ * (`superseded`), while anything else — a missing annotation, or a spec
+ * changed by someone else since (the recorded hash no longer matches) — is
+ * re-asserted as before. Writes carry the `resourceVersion` read (a 409 is
+ * read again and decided again); nothing is written when the spec is
+ * already the desired one. Times are the replicas' clocks, ms; node clocks
+ * agree far better than a Secret update takes to reach every pod.
  */
+import { createHash } from "node:crypto";
 import { GROUP, VERSION } from "../k8s/types.ts";
 import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "./kube.ts";
 
@@ -18,11 +41,32 @@ export const REGISTRATION_DEADLINE_MS = 5000;
 /** The APIService name. */
 export const API_SERVICE_NAME = `${VERSION}.${GROUP}`;
 
+/** Annotation: hash of the spec fields the proxy wrote last (service, caBundle, insecureSkipTLSVerify), to tell a foreign edit from a peer's write. */
+export const REGISTERED_SPEC_ANNOTATION = "external-metrics-bridge.io/registered-spec";
+/** Annotation: since when (RFC 3339, ms) the material the last writer registered was current in that replica. */
+export const MATERIAL_SINCE_ANNOTATION = "external-metrics-bridge.io/material-since";
+
+/**
+ * How long a newer peer's write is respected, ms, counted from when that
+ * peer's material became current: long enough for a rotated Secret to reach
+ * every pod (the kubelet's sync period plus its cache TTL, about a minute or
+ * two); past it, a replica whose material still differs is not catching up
+ * (e.g. the newer replica is gone) and re-asserts its own.
+ */
+export const SUPERSEDE_GRACE_MS = 5 * 60_000;
+
 /** What the APIService should say. */
 export interface RegistrationTarget {
   service: { namespace: string; name: string; port: number };
   /** PEM bundle the aggregator verifies the proxy's certificate with */
   caPem: string;
+  /**
+   * since when this replica's `caPem` and service are current, ms since the
+   * epoch (its start, or its last serving-certificate reload that changed
+   * the CA). Given: an APIService written by a replica with newer material is
+   * not overwritten (`superseded`); absent: always re-asserted.
+   */
+  since?: number;
   groupPriorityMinimum?: number;
   versionPriority?: number;
 }
@@ -40,19 +84,55 @@ export function desiredSpec(target: RegistrationTarget): APIServiceSpec & { serv
   };
 }
 
+/** The hash recorded in {@link REGISTERED_SPEC_ANNOTATION}: sha256 of the fields the proxy sets and compares, hex, first 32 digits. */
+function specHash(spec: APIServiceSpec | undefined): string {
+  const fields = [spec?.service?.namespace, spec?.service?.name, spec?.service?.port ?? 443, spec?.caBundle, spec?.insecureSkipTLSVerify === true];
+  return createHash("sha256").update(JSON.stringify(fields)).digest("hex").slice(0, 32);
+}
+
+/**
+ * Whether `current` was written by a replica whose material is newer than
+ * `since`, and is untouched since: its recorded hash matches its spec and
+ * its recorded time is later.
+ */
+function newerPeerWrite(current: APIService, since: number | undefined, nowMs: number): boolean {
+  if (since === undefined) return false;
+  const annotations = current.metadata?.annotations;
+  const recorded = Date.parse(annotations?.[MATERIAL_SINCE_ANNOTATION] ?? "");
+  return (
+    annotations?.[REGISTERED_SPEC_ANNOTATION] === specHash(current.spec) &&
+    Number.isFinite(recorded) &&
+    recorded > since &&
+    nowMs - recorded < SUPERSEDE_GRACE_MS
+  );
+}
+
 /**
  * Create the APIService, or update it when its service, caBundle or
- * verification setting differ. Retries a write conflict up to 3 times. Each
- * call has a deadline of {@link REGISTRATION_DEADLINE_MS}.
+ * verification setting differ — unless a replica with newer material wrote
+ * it (`target.since`) less than {@link SUPERSEDE_GRACE_MS} ago (see the
+ * module's comment). Writes record the written
+ * spec's hash and `target.since` in annotations. Retries a write conflict up
+ * to 3 times, deciding again on what it reads. Each call has a deadline of
+ * {@link REGISTRATION_DEADLINE_MS}.
  *
- * @returns what was done
+ * @param options.now clock, ms since the epoch (default `Date.now`; the clock of `target.since`)
+ * @returns what was done: `superseded` = left as a newer replica wrote it
  * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC);
  *   a `TimeoutError` DOMException when a call passes its deadline
  */
-export async function registerAPIService(kc: KubeClient, target: RegistrationTarget): Promise<"created" | "updated" | "unchanged"> {
+export async function registerAPIService(
+  kc: KubeClient,
+  target: RegistrationTarget,
+  options: { now?: () => number } = {},
+): Promise<"created" | "updated" | "unchanged" | "superseded"> {
   const collection = "/apis/apiregistration.k8s.io/v1/apiservices";
   const path = `${collection}/${API_SERVICE_NAME}`;
   const spec = desiredSpec(target);
+  const annotations: Record<string, string> = {
+    [REGISTERED_SPEC_ANNOTATION]: specHash(spec),
+    ...(target.since !== undefined ? { [MATERIAL_SINCE_ANNOTATION]: new Date(target.since).toISOString() } : {}),
+  };
   for (let attempt = 0; ; attempt++) {
     let current: APIService | undefined;
     try {
@@ -67,7 +147,7 @@ export async function registerAPIService(kc: KubeClient, target: RegistrationTar
           {
             apiVersion: "apiregistration.k8s.io/v1",
             kind: "APIService",
-            metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" } },
+            metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" }, annotations },
             spec,
           },
           apiDeadline(REGISTRATION_DEADLINE_MS),
@@ -84,9 +164,16 @@ export async function registerAPIService(kc: KubeClient, target: RegistrationTar
         s?.group === GROUP &&
         s?.version === VERSION;
       if (same) return "unchanged";
+      if (newerPeerWrite(current, target.since, (options.now ?? Date.now)())) return "superseded";
+      // Without a time of ours, the recorded one is dropped: it no longer describes what is written.
+      const { [MATERIAL_SINCE_ANNOTATION]: _, ...kept } = current.metadata?.annotations ?? {};
       await kc.replace<APIService>(
         path,
-        { ...current, spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority } },
+        {
+          ...current,
+          metadata: { ...current.metadata, name: API_SERVICE_NAME, annotations: { ...kept, ...annotations } },
+          spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority },
+        },
         apiDeadline(REGISTRATION_DEADLINE_MS),
       );
       return "updated";

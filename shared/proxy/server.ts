@@ -152,6 +152,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   let shuttingDown = false;
   let registered = false;
   let serving = options.serving;
+  let servingSince = now(); // since when serving.caPem is current (registration.ts: a replica with newer material is not overwritten)
   registerServingCertificate(metrics, () => serving.certPem);
   // Readiness is the proxy's own state only. A remote backend being down
   // must not make it unready: an unready pod leaves the Service without
@@ -207,7 +208,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     if (reg === undefined || serving.caPem === undefined || shuttingDown) return;
     if (reg.isLeader !== undefined && !reg.isLeader()) return; // one writer: the Lease holder
     try {
-      const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem });
+      const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem, since: servingSince }, { now });
       registered = true;
       recordRegistration(metrics, true, now());
       log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: API_SERVICE_NAME, outcome });
@@ -311,6 +312,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       server.setSecureContext({ cert: next.certPem, key: next.keyPem });
       const caChanged = next.caPem !== serving.caPem;
       serving = next;
+      if (caChanged) servingSince = now();
       log({ level: "info", msg: "serving certificate reloaded" });
       if (caChanged && registered) void register();
     },
