@@ -480,8 +480,11 @@ function checkValues(client: Backend, response: BackendResponse, ttlMs: number, 
     throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), DEFAULT_BACKOFF_MS);
   }
   const storeMs = freshnessMs(response.headers["cache-control"], ttlMs);
-  return { status: 200, body: text, headers: {}, storeMs };
+  return { status: 200, body: text, headers: NO_HEADERS, storeMs };
 }
+
+/** The headers of a stored values answer: none of the backend's (the proxy sets its own); one frozen object for every entry. */
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Validate a discovery answer. @throws StatusError */
 function checkDiscovery(client: Backend, response: BackendResponse): APIResourceList {
