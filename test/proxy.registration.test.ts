@@ -10,7 +10,15 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
-import { API_SERVICE_NAME, MATERIAL_SINCE_ANNOTATION, registerAPIService, REGISTERED_SPEC_ANNOTATION, SUPERSEDE_GRACE_MS } from "../shared/proxy/registration.ts";
+import {
+  API_SERVICE_NAME,
+  MATERIAL_SINCE_ANNOTATION,
+  registerAPIService,
+  registerWebhookCABundle,
+  REGISTERED_SPEC_ANNOTATION,
+  SUPERSEDE_GRACE_MS,
+  WEBHOOK_CONFIGURATION_NAME,
+} from "../shared/proxy/registration.ts";
 import { loadServingMaterial, type ServingMaterial } from "../shared/proxy/tls.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
@@ -110,6 +118,42 @@ describe("APIService registration by several replicas", () => {
       // a caller without a time (no since) re-asserts as before
       expect(await registerAPIService(kc, { ...TARGET, caPem: newMaterial.caPem! })).toBe("updated");
       expect(await registerAPIService(kc, { ...TARGET, caPem: newMaterial.caPem! })).toBe("unchanged");
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("the webhook caBundle follows the same rule: a newer replica's bundle is left within the grace, other webhooks untouched, foreign edits re-asserted", async () => {
+    const fake = await startFakeKubeApiServer();
+    const kc = kubeConfigFor(fake.url, fake.caPem, fake.token);
+    const webhook = (name: string, service: string) => ({
+      name,
+      admissionReviewVersions: ["v1"],
+      sideEffects: "None",
+      clientConfig: { service: { namespace: SERVICE.namespace, name: service, path: "/admission/hpa", port: 443 } },
+    });
+    fake.webhookConfigurations.set(WEBHOOK_CONFIGURATION_NAME, {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingWebhookConfiguration",
+      metadata: { name: WEBHOOK_CONFIGURATION_NAME, resourceVersion: "1" },
+      webhooks: [webhook("hpa.external-metrics-bridge.io", SERVICE.name), webhook("someone-else.example.com", "someone-else")],
+    } as never);
+    const stored = () => (fake.webhookConfigurations.get(WEBHOOK_CONFIGURATION_NAME) as unknown as { webhooks: { clientConfig: { caBundle?: string } }[] }).webhooks;
+    try {
+      const t0 = Date.parse("2026-11-23T10:00:00Z");
+      const newer = { service: TARGET.service, caPem: newMaterial.caPem!, since: t0 };
+      const older = { service: TARGET.service, caPem: oldMaterial.caPem!, since: t0 - 60_000 };
+      expect(await registerWebhookCABundle(kc, newer, undefined, { now: () => t0 })).toBe("updated");
+      expect(await registerWebhookCABundle(kc, older, undefined, { now: () => t0 + 1000 })).toBe("superseded");
+      expect(stored()[0]!.clientConfig.caBundle).toBe(b64(newMaterial.caPem!));
+      // a foreign edit of our webhook's bundle is re-asserted even by the older replica
+      const current = fake.webhookConfigurations.get(WEBHOOK_CONFIGURATION_NAME) as unknown as { webhooks: { clientConfig: Record<string, unknown> }[] };
+      current.webhooks[0]!.clientConfig = { ...current.webhooks[0]!.clientConfig, caBundle: b64("foreign") };
+      expect(await registerWebhookCABundle(kc, newer, undefined, { now: () => t0 + 2000 })).toBe("updated");
+      expect(await registerWebhookCABundle(kc, older, undefined, { now: () => t0 + SUPERSEDE_GRACE_MS - 1 })).toBe("superseded");
+      expect(await registerWebhookCABundle(kc, older, undefined, { now: () => t0 + SUPERSEDE_GRACE_MS })).toBe("updated");
+      expect(stored()[0]!.clientConfig.caBundle).toBe(b64(oldMaterial.caPem!));
+      expect(stored()[1]!.clientConfig.caBundle).toBeUndefined();
     } finally {
       await fake.close();
     }

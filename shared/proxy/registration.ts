@@ -91,20 +91,31 @@ function specHash(spec: APIServiceSpec | undefined): string {
 }
 
 /**
- * Whether `current` was written by a replica whose material is newer than
- * `since`, and is untouched since: its recorded hash matches its spec and
- * its recorded time is later.
+ * Whether an object was written by a replica whose material is newer than
+ * `since` (less than {@link SUPERSEDE_GRACE_MS} ago), and is untouched
+ * since: its recorded hash (`annotations`) matches `currentHash`, the hash
+ * of what it holds now, and its recorded time is later.
  */
-function newerPeerWrite(current: APIService, since: number | undefined, nowMs: number): boolean {
+function newerPeerWrite(annotations: Record<string, string> | undefined, currentHash: string, since: number | undefined, nowMs: number): boolean {
   if (since === undefined) return false;
-  const annotations = current.metadata?.annotations;
   const recorded = Date.parse(annotations?.[MATERIAL_SINCE_ANNOTATION] ?? "");
   return (
-    annotations?.[REGISTERED_SPEC_ANNOTATION] === specHash(current.spec) &&
+    annotations?.[REGISTERED_SPEC_ANNOTATION] === currentHash &&
     Number.isFinite(recorded) &&
     recorded > since &&
     nowMs - recorded < SUPERSEDE_GRACE_MS
   );
+}
+
+/** `current` annotations with `ours` recorded; without a time of ours, a recorded time is dropped (it no longer describes what is written). */
+function recorded(current: Record<string, string> | undefined, ours: Record<string, string>): Record<string, string> {
+  const { [MATERIAL_SINCE_ANNOTATION]: _, ...kept } = current ?? {};
+  return { ...kept, ...ours };
+}
+
+/** The annotations a write records: `hash` and, when known, since when the writer's material is current. */
+function annotationsFor(hash: string, since: number | undefined): Record<string, string> {
+  return { [REGISTERED_SPEC_ANNOTATION]: hash, ...(since !== undefined ? { [MATERIAL_SINCE_ANNOTATION]: new Date(since).toISOString() } : {}) };
 }
 
 /**
@@ -129,10 +140,7 @@ export async function registerAPIService(
   const collection = "/apis/apiregistration.k8s.io/v1/apiservices";
   const path = `${collection}/${API_SERVICE_NAME}`;
   const spec = desiredSpec(target);
-  const annotations: Record<string, string> = {
-    [REGISTERED_SPEC_ANNOTATION]: specHash(spec),
-    ...(target.since !== undefined ? { [MATERIAL_SINCE_ANNOTATION]: new Date(target.since).toISOString() } : {}),
-  };
+  const annotations = annotationsFor(specHash(spec), target.since);
   for (let attempt = 0; ; attempt++) {
     let current: APIService | undefined;
     try {
@@ -164,14 +172,13 @@ export async function registerAPIService(
         s?.group === GROUP &&
         s?.version === VERSION;
       if (same) return "unchanged";
-      if (newerPeerWrite(current, target.since, (options.now ?? Date.now)())) return "superseded";
+      if (newerPeerWrite(current.metadata?.annotations, specHash(current.spec), target.since, (options.now ?? Date.now)())) return "superseded";
       // Without a time of ours, the recorded one is dropped: it no longer describes what is written.
-      const { [MATERIAL_SINCE_ANNOTATION]: _, ...kept } = current.metadata?.annotations ?? {};
       await kc.replace<APIService>(
         path,
         {
           ...current,
-          metadata: { ...current.metadata, name: API_SERVICE_NAME, annotations: { ...kept, ...annotations } },
+          metadata: { ...current.metadata, name: API_SERVICE_NAME, annotations: recorded(current.metadata?.annotations, annotations) },
           spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority },
         },
         apiDeadline(REGISTRATION_DEADLINE_MS),
@@ -191,7 +198,7 @@ export const WEBHOOK_CONFIGURATION_NAME = "external-metrics-bridge";
 interface WebhookConfiguration {
   apiVersion?: string;
   kind?: string;
-  metadata: { name: string; resourceVersion?: string; [k: string]: unknown };
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string>; [k: string]: unknown };
   webhooks?: { name: string; clientConfig?: { caBundle?: string; service?: { namespace?: string; name?: string } }; [k: string]: unknown }[];
 }
 
@@ -204,18 +211,24 @@ interface WebhookConfiguration {
  * k8s.io/api `admissionregistration/v1/types.go` WebhookClientConfig).
  * Only the caBundle of matching webhooks changes; everything else is kept.
  * An absent configuration (the chart's admission.enabled false) is left
- * absent. Retries a write conflict up to 3 times; each call has a deadline of
- * {@link REGISTRATION_DEADLINE_MS}.
+ * absent. As the APIService's, compare-and-update: a configuration a replica
+ * with newer material (`target.since`) wrote less than
+ * {@link SUPERSEDE_GRACE_MS} ago is left (`superseded`), a foreign edit is
+ * re-asserted; writes record the hash of our webhooks' bundles and
+ * `target.since` in annotations. Retries a write conflict up to 3 times;
+ * each call has a deadline of {@link REGISTRATION_DEADLINE_MS}.
  *
+ * @param options.now clock, ms since the epoch (default `Date.now`; the clock of `target.since`)
  * @returns what was done
  * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC); a
  *   `TimeoutError` DOMException when a call passes its deadline
  */
 export async function registerWebhookCABundle(
   kc: KubeClient,
-  target: Pick<RegistrationTarget, "service" | "caPem">,
+  target: Pick<RegistrationTarget, "service" | "caPem" | "since">,
   name = WEBHOOK_CONFIGURATION_NAME,
-): Promise<"updated" | "unchanged" | "absent"> {
+  options: { now?: () => number } = {},
+): Promise<"updated" | "unchanged" | "absent" | "superseded"> {
   const path = `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${name}`;
   const caBundle = Buffer.from(target.caPem).toString("base64");
   for (let attempt = 0; ; attempt++) {
@@ -230,7 +243,15 @@ export async function registerWebhookCABundle(
       w.clientConfig?.service?.namespace === target.service.namespace && w.clientConfig?.service?.name === target.service.name;
     const webhooks = current.webhooks ?? [];
     if (webhooks.every((w) => !ours(w) || w.clientConfig?.caBundle === caBundle)) return "unchanged";
-    const next = { ...current, webhooks: webhooks.map((w) => (ours(w) ? { ...w, clientConfig: { ...w.clientConfig, caBundle } } : w)) };
+    const bundlesHash = (list: typeof webhooks) =>
+      createHash("sha256").update(JSON.stringify(list.filter(ours).map((w) => w.clientConfig?.caBundle ?? null))).digest("hex").slice(0, 32);
+    if (newerPeerWrite(current.metadata.annotations, bundlesHash(webhooks), target.since, (options.now ?? Date.now)())) return "superseded";
+    const nextWebhooks = webhooks.map((w) => (ours(w) ? { ...w, clientConfig: { ...w.clientConfig, caBundle } } : w));
+    const next = {
+      ...current,
+      metadata: { ...current.metadata, annotations: recorded(current.metadata.annotations, annotationsFor(bundlesHash(nextWebhooks), target.since)) },
+      webhooks: nextWebhooks,
+    };
     try {
       await kc.replace(path, next as WebhookConfiguration & { metadata: { name: string } }, apiDeadline(REGISTRATION_DEADLINE_MS));
       return "updated";

@@ -219,7 +219,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     if (config.admission === undefined) return;
     // The admission webhook is served with the same certificate: the same CA bundle (an absent configuration stays absent).
     try {
-      const outcome = await registerWebhookCABundle(reg.kc, { service: reg.target.service, caPem: serving.caPem });
+      const outcome = await registerWebhookCABundle(reg.kc, { service: reg.target.service, caPem: serving.caPem, since: servingSince }, undefined, { now });
       if (outcome !== "absent") log({ level: outcome === "unchanged" ? "info" : "warn", msg: "webhook caBundle", webhookConfiguration: WEBHOOK_CONFIGURATION_NAME, outcome });
     } catch (err) {
       log({ level: "error", msg: "webhook caBundle update failed", webhookConfiguration: WEBHOOK_CONFIGURATION_NAME, error: (err as Error).message });
