@@ -424,7 +424,8 @@ export async function startProxyStack(
     writeFileSync(file, bridgeConfigText(fauxqs.url, 600, options.series));
     backend = `{ type: inProcess, bridgeConfig: "${file}" }`;
   }
-  const proxy = await spawnChild("proxy", { backend, cacheTTLSeconds: options.proxyCacheTTLSeconds, authData: client.authData }).catch(async (err: Error) => {
+  const flags = (process.env["BENCH_PROXY_NODE_FLAGS"] ?? "").split(/\s+/).filter(Boolean);
+  const proxy = await spawnChild("proxy", { backend, cacheTTLSeconds: options.proxyCacheTTLSeconds, authData: client.authData }, flags).catch(async (err: Error) => {
     await bridge?.stop();
     throw err;
   });
