@@ -26,7 +26,9 @@
  * `BENCH_WARMUP` seconds at the same rate before (default 2),
  * `BENCH_CONNECTIONS` most keep-alive connections (default 64),
  * `BENCH_SERIES` distinct series (default 50), `BENCH_QUICK=1` short runs
- * (2 s) for a smoke test.
+ * (2 s) for a smoke test, `BENCH_PROXY_NODE_FLAGS` Node flags for the proxy
+ * processes (e.g. the image's: `--max-old-space-size=96 --max-semi-space-size=2`;
+ * default none, Node's defaults).
  */
 import os from "node:os";
 import { openLoop, type OpenLoopResult } from "./openloop.ts";
