@@ -31,7 +31,7 @@
  * default none, Node's defaults).
  */
 import os from "node:os";
-import { openLoop, type OpenLoopResult } from "./openloop.ts";
+import { openLoop, slowWindows, type OpenLoopResult } from "./openloop.ts";
 import { writeReport, type BenchRow } from "./report.ts";
 import {
   envNumber,
@@ -140,6 +140,16 @@ async function main(): Promise<void> {
       ].join(" | "),
     ),
   ];
+  // Where the answers slower than the baseline's p99 + the goal fall in time (100 ms windows of the schedule): stalls or queueing.
+  const threshold = (base?.result?.p99 ?? NaN) + P4_GOAL_MS;
+  const clustering = (s: Scenario): string => {
+    if (!s.result || Number.isNaN(threshold)) return "";
+    const w = slowWindows(s.result.bySchedule, rate, threshold);
+    return w.slow === 0
+      ? `${s.name}: no answer slower than ${fmt(threshold)} ms`
+      : `${s.name}: ${w.slow} answers slower than ${fmt(threshold)} ms, in ${w.windows} of ${Math.ceil(seconds * 10)} 100-ms windows; most in one window: ${w.worst.map(([at, n]) => `${n} at ${at.toFixed(1)} s`).join(", ")}`;
+  };
+  lines.push("", ...scenarios.map(clustering).filter(Boolean));
   console.log(lines.join("\n"));
 
   writeReport({
@@ -172,6 +182,7 @@ async function main(): Promise<void> {
             (s.failure ? ` — FAILED: ${s.failure}` : "")
           : `${s.name}: FAILED: ${s.failure}`,
       ),
+      ...scenarios.map(clustering).filter(Boolean),
     ],
   });
   const failed = scenarios.filter((s) => s.failure);

@@ -80,6 +80,8 @@ export interface OpenLoopResult extends LatencySummary {
   loadgenCpu: number;
   /** latencies of the 2xx answers of the measured part, ascending, ms */
   latencies: Float64Array;
+  /** latency of each request of the measured part in scheduled order (request i due at i / rate s), ms; NaN when not answered 2xx */
+  bySchedule: Float64Array;
 }
 
 /** Offset of request `i` from t0, ms, at `rate` requests per second. */
@@ -193,6 +195,7 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
   const measured = total - firstMeasured;
   const latencies = new Float64Array(measured);
   const sendLags = new Float64Array(measured);
+  const bySchedule = new Float64Array(measured).fill(NaN);
   const counts: Counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
   let settled = 0;
   let allSettled!: () => void;
@@ -206,7 +209,7 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
     client.get(target.path(i), scheduled, timeoutMs, (outcome) => {
       if (counted) {
         const at = counts.ok;
-        if (count(counts, outcome)) latencies[at] = performance.now() - scheduled;
+        if (count(counts, outcome)) latencies[at] = bySchedule[i - firstMeasured] = performance.now() - scheduled;
       }
       if (++settled === total) allSettled();
     });
@@ -238,7 +241,32 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
     sendLagMax: percentile(lags, 1),
     loadgenCpu: (used.user + used.system) / 1e6 / ((performance.now() - t0) / 1000),
     latencies: sorted,
+    bySchedule,
   };
+}
+
+/**
+ * Where the slow answers of an open-loop run fall in time: the requests
+ * slower than `thresholdMs`, grouped into `windowMs` windows of their
+ * scheduled send time. Few windows holding many slow answers mean stalls
+ * (a pause every request due during it waited for); slow answers spread
+ * over many windows mean queueing.
+ *
+ * @returns the number of slow answers, of distinct windows holding them,
+ *   and the windows holding the most (start in seconds from the first
+ *   measured request, count), most first
+ */
+export function slowWindows(bySchedule: Float64Array, rate: number, thresholdMs: number, windowMs = 100): { slow: number; windows: number; worst: [number, number][] } {
+  const perWindow = new Map<number, number>();
+  let slow = 0;
+  for (let i = 0; i < bySchedule.length; i++) {
+    if (!(bySchedule[i]! > thresholdMs)) continue;
+    slow++;
+    const w = Math.floor(scheduledOffsetMs(i, rate) / windowMs);
+    perWindow.set(w, (perWindow.get(w) ?? 0) + 1);
+  }
+  const worst = [...perWindow].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([w, n]) => [(w * windowMs) / 1000, n] as [number, number]);
+  return { slow, windows: perWindow.size, worst };
 }
 
 /** What a {@link closedLoop} run did. */
