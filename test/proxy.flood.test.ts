@@ -19,7 +19,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProxy, imageEnv, imageNodeFlags } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
+import { freePort } from "./helpers/ports.ts";
 
 /** The chart's memory limit for the proxy (infra/helm/external-metrics-bridge/values.yaml). */
 const CHART_MEMORY_LIMIT_BYTES = 256 * 1024 * 1024;
@@ -188,13 +188,3 @@ describe("an unauthenticated flood of the real proxy process over TLS", () => {
   }, 300_000);
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}

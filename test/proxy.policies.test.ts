@@ -7,7 +7,6 @@
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,6 +29,7 @@ import {
   type Pki,
   type Reply,
 } from "./proxy.harness.ts";
+import { freePort } from "./helpers/ports.ts";
 
 const HPA = {
   "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
@@ -345,13 +345,3 @@ describe("the proxy process (functions/proxy/main.ts)", () => {
   }, 60_000);
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}

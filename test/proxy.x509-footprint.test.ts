@@ -16,7 +16,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProxy, imageEnv, imageNodeFlags, type ProxyBuild } from "../infra/proxy/build.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { authenticationData, call, createPki, eventually, KEYS, proxyConfigText, startEchoBackend, V1, writeFakeKubeconfig, type EchoBackend, type Pki } from "./proxy.harness.ts";
+import { freePort } from "./helpers/ports.ts";
 
 const X509_PACKAGES = /node_modules\/(@peculiar\/|reflect-metadata\/|tsyringe\/|asn1js\/)/;
 const SECRET = { namespace: "emb", name: "proxy-tls" };
@@ -63,16 +63,6 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Files (relative to the bundle directory) each thread loaded: thread id → files. */
 function loadedByThread(logFile: string): Map<number, string[]> {
