@@ -15,11 +15,11 @@
  *   as `loadTimeoutMs` and each caller's signal, so a load ends at the
  *   deadline and is cancelled as soon as nobody waits for it.
  * - Each backend call is bounded by the provider's `timeoutSeconds` AND the
- *   load's signal ({@link callSignal}): the per-call limit never extends a
- *   call past the request deadline.
+ *   load's signal ({@link callSignal}, {@link withCallSignal}): the per-call
+ *   limit never extends a call past the request deadline.
  *
- * Runtime-agnostic: `AbortSignal.any` and `AbortSignal.timeout` exist on
- * Node ≥ 20.3, workerd and Lambda's Node runtimes.
+ * Runtime-agnostic: `AbortController`, `setTimeout` and `DOMException`
+ * exist on Node, workerd and Lambda's Node runtimes.
  *
  * @see ./providers/types.ts QueryRequest
  */
@@ -35,40 +35,27 @@ export const REQUEST_DEADLINE_MS = 3000;
 export const BACKEND_LOAD_TIMEOUT_MS = REQUEST_DEADLINE_MS;
 
 /**
- * The signal of one outbound call: aborts when `signal` aborts (deadline,
- * client gone, nobody waits) or after `timeoutMs` (the provider's per-call
- * `timeoutSeconds`, the proxy's 2 s TokenReview/SubjectAccessReview
- * deadline), whichever comes first. The per-call limit can shorten a call,
- * never extend it past `signal`. Used by the bridge's providers and by the
- * proxy's Kubernetes API calls (shared/proxy/kube.ts).
+ * The signal of one outbound call: aborts with `signal`'s reason when it
+ * aborts (deadline, client gone, nobody waits) or with a `TimeoutError`
+ * DOMException after `timeoutMs` (the provider's per-call `timeoutSeconds`,
+ * the proxy's 2 s TokenReview/SubjectAccessReview deadline, the proxy's
+ * in-process backend timeout), whichever comes first: the per-call limit can
+ * shorten a call, never extend it past `signal`. Made of one
+ * `AbortController` and a timer that `dispose()` clears, leaving no listener
+ * on `signal`, so nothing of the call outlives it. (`AbortSignal.any` +
+ * `AbortSignal.timeout` did the same, but the timer lived for its whole
+ * delay whatever became of the call, and with it what the signals
+ * referenced: at 1,000 reads a second through the proxy's in-process bridge
+ * (4 s deadline) that was ~2.5 MB promoted to V8's old space per scavenge
+ * and a mark-compact every 2–3 s, `--trace-gc` in `npm run bench:latency`.)
+ * Prefer {@link withCallSignal}, which disposes for you.
  *
  * @param signal the load's or request's signal; undefined: the per-call
  *   limit alone (a call made on nobody's behalf still has a deadline)
  * @param timeoutMs per-call limit, ms (> 0)
- * @returns a signal whose `reason` is the first of the two (a `TimeoutError`
- *   DOMException for the per-call limit)
- */
-export function callSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
-  const timeout = AbortSignal.timeout(timeoutMs);
-  return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
-}
-
-/**
- * {@link callSignal} for a hot path, released when the call ends: the same
- * signal semantics (aborts with `signal`'s reason, or with a `TimeoutError`
- * DOMException after `timeoutMs`), made with one `AbortController` and a
- * timer that `dispose()` clears, leaving no listener on `signal`.
- * `AbortSignal.timeout`'s timer lives for its whole delay whatever becomes
- * of the call, and with it what the signals reference: at 1,000 reads a
- * second through the proxy's in-process bridge (4 s deadline) that was
- * ~2.5 MB promoted to V8's old space per scavenge and a mark-compact every
- * 2–3 s (`--trace-gc` in `npm run bench:latency`), the tail of the latency.
- *
- * @param signal the caller's signal; undefined: the per-call limit alone
- * @param timeoutMs per-call limit, ms (> 0)
  * @returns the call's signal and `dispose()` (idempotent), to call when the call settles
  */
-export function disposableCallSignal(signal: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal; dispose: () => void } {
+export function callSignal(signal: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
   if (signal?.aborted) {
     controller.abort(signal.reason);
@@ -84,6 +71,24 @@ export function disposableCallSignal(signal: AbortSignal | undefined, timeoutMs:
       signal?.removeEventListener("abort", onAbort);
     },
   };
+}
+
+/**
+ * Run `call` with its {@link callSignal} and release that signal (its timer,
+ * its listener on `signal`) as soon as the call settles.
+ *
+ * @param signal the load's or request's signal; undefined: the per-call limit alone
+ * @param timeoutMs per-call limit, ms (> 0)
+ * @throws whatever `call` rejects with (a `TimeoutError` DOMException or
+ *   `signal`'s reason when the call honours its signal and it aborts)
+ */
+export async function withCallSignal<T>(signal: AbortSignal | undefined, timeoutMs: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const bound = callSignal(signal, timeoutMs);
+  try {
+    return await call(bound.signal);
+  } finally {
+    bound.dispose();
+  }
 }
 
 /**

@@ -20,7 +20,7 @@
  */
 import { hash } from "node:crypto";
 import { BoundedMap, CoalescingCache } from "../cache.ts";
-import { callSignal, untilAborted } from "../deadline.ts";
+import { untilAborted, withCallSignal } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
@@ -291,7 +291,7 @@ export class Authorizer {
         status = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
         fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
       } else {
-        status = await untilAborted(load, callSignal(signal, this.#timeoutMs));
+        status = await withCallSignal(signal, this.#timeoutMs, (bounded) => untilAborted(load, bounded));
       }
     } catch (err) {
       const why = (err as Error)?.name === "TimeoutError" ? `did not answer within ${this.#timeoutMs} ms` : (err as Error)?.message;

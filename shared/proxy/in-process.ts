@@ -36,7 +36,7 @@
 import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
 import { readBounded } from "../bounded-body.ts";
-import { abortedPromise, disposableCallSignal } from "../deadline.ts";
+import { abortedPromise, callSignal } from "../deadline.ts";
 import type { DirectRead, LogRecord } from "../app.ts";
 import { loadBridge } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
@@ -132,7 +132,7 @@ export class InProcessBackend implements Backend {
   /**
    * Call the bridge (its values route directly for a values read, its app
    * otherwise) with `request.caller` as the caller. The bridge
-   * sees the request's signal — `disposableCallSignal(request.signal, timeoutMs)`
+   * sees the request's signal — `callSignal(request.signal, timeoutMs)`
    * (shared/deadline.ts): aborted at the deadline or when nobody waits any
    * more — and cancels its provider calls; the answer does not wait for an
    * app that ignores it (`abortedPromise`).
@@ -146,7 +146,7 @@ export class InProcessBackend implements Backend {
     const caller = request.signal;
     if (caller?.aborted) throw this.#aborted();
     // One signal (shared/deadline.ts): aborted at the deadline or when the caller's signal aborts; the bridge sees it as its request's signal.
-    const call = disposableCallSignal(caller, timeoutMs);
+    const call = callSignal(caller, timeoutMs);
     const signal = call.signal;
     const stopped = abortedPromise(signal);
     try {

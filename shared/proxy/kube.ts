@@ -41,7 +41,7 @@ import { delimiter, dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { TokenReviewer, TokenReviewResult } from "./authenticate.ts";
 import type { SubjectAccessReviewer, SubjectAccessReviewSpec } from "./authorize.ts";
-import { callSignal } from "../deadline.ts";
+import { withCallSignal } from "../deadline.ts";
 
 /**
  * Deadline of one TokenReview or SubjectAccessReview, ms: the agreed budget of
@@ -651,10 +651,12 @@ export interface ReviewOptions {
 export function tokenReviewer(kc: KubeClient, options: ReviewOptions = {}): TokenReviewer {
   const timeoutMs = options.timeoutMs ?? KUBE_API_TIMEOUT_MS;
   return async (token, signal) => {
-    const review = await kc.create<KubeObject & { spec: { token: string }; status?: TokenReviewStatus }>(
-      "/apis/authentication.k8s.io/v1/tokenreviews",
-      { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
-      { signal: callSignal(signal, timeoutMs) },
+    const review = await withCallSignal(signal, timeoutMs, (bounded) =>
+      kc.create<KubeObject & { spec: { token: string }; status?: TokenReviewStatus }>(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+        { signal: bounded },
+      ),
     );
     const status = review.status ?? { authenticated: false };
     return {
@@ -675,10 +677,12 @@ export function tokenReviewer(kc: KubeClient, options: ReviewOptions = {}): Toke
 export function subjectAccessReviewer(kc: KubeClient, options: ReviewOptions = {}): SubjectAccessReviewer {
   const timeoutMs = options.timeoutMs ?? KUBE_API_TIMEOUT_MS;
   return async (spec: SubjectAccessReviewSpec, signal) => {
-    const review = await kc.create<KubeObject & { spec: SubjectAccessReviewSpec; status?: SubjectAccessReviewStatus }>(
-      "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-      { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
-      { signal: callSignal(signal, timeoutMs) },
+    const review = await withCallSignal(signal, timeoutMs, (bounded) =>
+      kc.create<KubeObject & { spec: SubjectAccessReviewSpec; status?: SubjectAccessReviewStatus }>(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
+        { signal: bounded },
+      ),
     );
     const status = review.status;
     return {

@@ -228,38 +228,43 @@ class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
     const lookbackMs = Math.max(...items.map((i) => i.lookbackSeconds)) * 1000;
     const results = new Map<string, QueryResult>();
     const requestMessages: string[] = [];
-    const signal = callSignal(batchSignal, this.timeoutMs);
+    const call = callSignal(batchSignal, this.timeoutMs); // one deadline for every page, released when the pages are read
+    const signal = call.signal;
     let nextToken: string | undefined;
     let pages = 0;
-    do {
-      const out = await this.client.send(
-        new GetMetricDataCommand({
-          MetricDataQueries: queries,
-          StartTime: new Date(now - lookbackMs),
-          EndTime: new Date(now),
-          ScanBy: "TimestampDescending",
-          ...(nextToken !== undefined ? { NextToken: nextToken } : {}),
-        }),
-        { abortSignal: signal },
-      );
-      for (const r of out.MetricDataResults ?? []) {
-        if (r.Id === undefined) continue;
-        let result = results.get(r.Id);
-        if (result === undefined) {
-          result = { labels: new Set(), points: [], status: undefined, messages: [] };
-          results.set(r.Id, result);
+    try {
+      do {
+        const out = await this.client.send(
+          new GetMetricDataCommand({
+            MetricDataQueries: queries,
+            StartTime: new Date(now - lookbackMs),
+            EndTime: new Date(now),
+            ScanBy: "TimestampDescending",
+            ...(nextToken !== undefined ? { NextToken: nextToken } : {}),
+          }),
+          { abortSignal: signal },
+        );
+        for (const r of out.MetricDataResults ?? []) {
+          if (r.Id === undefined) continue;
+          let result = results.get(r.Id);
+          if (result === undefined) {
+            result = { labels: new Set(), points: [], status: undefined, messages: [] };
+            results.set(r.Id, result);
+          }
+          if (r.Label !== undefined) result.labels.add(r.Label);
+          const ts = r.Timestamps ?? [];
+          const vs = r.Values ?? [];
+          for (let j = 0; j < Math.min(ts.length, vs.length); j++) result.points.push({ t: ts[j]!.getTime(), v: vs[j]! });
+          result.status = r.StatusCode ?? result.status;
+          for (const m of r.Messages ?? []) result.messages.push(`${m.Code ?? "Message"}: ${m.Value ?? ""}`);
         }
-        if (r.Label !== undefined) result.labels.add(r.Label);
-        const ts = r.Timestamps ?? [];
-        const vs = r.Values ?? [];
-        for (let j = 0; j < Math.min(ts.length, vs.length); j++) result.points.push({ t: ts[j]!.getTime(), v: vs[j]! });
-        result.status = r.StatusCode ?? result.status;
-        for (const m of r.Messages ?? []) result.messages.push(`${m.Code ?? "Message"}: ${m.Value ?? ""}`);
-      }
-      for (const m of out.Messages ?? []) requestMessages.push(`${m.Code ?? "Message"}: ${m.Value ?? ""}`);
-      nextToken = out.NextToken || undefined;
-      pages++;
-    } while (nextToken !== undefined && pages < MAX_PAGES);
+        for (const m of out.Messages ?? []) requestMessages.push(`${m.Code ?? "Message"}: ${m.Value ?? ""}`);
+        nextToken = out.NextToken || undefined;
+        pages++;
+      } while (nextToken !== undefined && pages < MAX_PAGES);
+    } finally {
+      call.dispose();
+    }
     const truncated = nextToken !== undefined;
     return items.map((item, i) => this.outcome(item, results.get(`q${i}`), requestMessages, now, truncated));
   }

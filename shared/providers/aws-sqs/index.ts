@@ -13,7 +13,7 @@
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
 import { CoalescingCache } from "../../cache.ts";
-import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
+import { BACKEND_LOAD_TIMEOUT_MS, withCallSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
@@ -114,10 +114,8 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
     const { name, owner } = item;
     return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async (loadSignal) => {
       try {
-        const out = await this.client.send(
-          new GetQueueUrlCommand({ QueueName: name, ...(owner !== undefined ? { QueueOwnerAWSAccountId: owner } : {}) }),
-          { abortSignal: callSignal(loadSignal, this.timeoutMs) },
-        );
+        const command = new GetQueueUrlCommand({ QueueName: name, ...(owner !== undefined ? { QueueOwnerAWSAccountId: owner } : {}) });
+        const out = await withCallSignal(loadSignal, this.timeoutMs, (abortSignal) => this.client.send(command, { abortSignal }));
         if (!out.QueueUrl) throw serviceUnavailable(`provider ${this.name}: GetQueueUrl returned no QueueUrl for "${name}"`);
         return out.QueueUrl;
       } catch (err) {
@@ -133,9 +131,8 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
     const url = await this.queueUrl(item, signal);
     let out;
     try {
-      out = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes }), {
-        abortSignal: callSignal(signal, this.timeoutMs),
-      });
+      const command = new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes });
+      out = await withCallSignal(signal, this.timeoutMs, (abortSignal) => this.client.send(command, { abortSignal }));
     } catch (err) {
       if (isQueueMissing(err)) {
         this.urls.delete(`${name}|${item.owner ?? ""}`);

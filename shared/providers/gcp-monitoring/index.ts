@@ -208,29 +208,34 @@ class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
     for (const item of items) byKey.set(keyOf(item.alternative.map(([, v]) => v)), []);
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const startedAt = Date.now();
-    const signal = callSignal(batchSignal, limitMs);
+    const call = callSignal(batchSignal, limitMs); // one deadline for every page, released when the pages are read
+    const signal = call.signal;
     let pageToken = "";
     let pages = 0;
-    do {
-      const page = await this.transport.listTimeSeries(
-        {
-          project: shape.project,
-          filter,
-          startTime: now - shape.lookbackSeconds * 1000,
-          endTime: now,
-          ...(shape.aggregation !== undefined ? { aggregation: shape.aggregation } : {}),
-          ...(this.config.pageSize !== undefined ? { pageSize: this.config.pageSize } : {}),
-          ...(pageToken ? { pageToken } : {}),
-        },
-        signal,
-        Math.max(1, startedAt + limitMs - Date.now()),
-      );
-      for (const series of page.timeSeries) {
-        byKey.get(keyOf(shape.fields.map((f) => fieldValue(series, f))))?.push(series);
-      }
-      pageToken = page.nextPageToken;
-      pages++;
-    } while (pageToken !== "" && pages < MAX_PAGES);
+    try {
+      do {
+        const page = await this.transport.listTimeSeries(
+          {
+            project: shape.project,
+            filter,
+            startTime: now - shape.lookbackSeconds * 1000,
+            endTime: now,
+            ...(shape.aggregation !== undefined ? { aggregation: shape.aggregation } : {}),
+            ...(this.config.pageSize !== undefined ? { pageSize: this.config.pageSize } : {}),
+            ...(pageToken ? { pageToken } : {}),
+          },
+          signal,
+          Math.max(1, startedAt + limitMs - Date.now()),
+        );
+        for (const series of page.timeSeries) {
+          byKey.get(keyOf(shape.fields.map((f) => fieldValue(series, f))))?.push(series);
+        }
+        pageToken = page.nextPageToken;
+        pages++;
+      } while (pageToken !== "" && pages < MAX_PAGES);
+    } finally {
+      call.dispose();
+    }
     if (pageToken !== "") {
       const error = serviceUnavailable(
         `provider ${this.name}: ListTimeSeries for ${items.length === 1 ? items[0]!.what : `${items.length} series of ${items[0]!.what}`} ` +
