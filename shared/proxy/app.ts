@@ -37,7 +37,7 @@ import { decodeMetricName } from "../metric-name.ts";
 import { ADMISSION_PATHS, type AdmissionPath, type AdmissionWebhook } from "./admission.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
-import { BackendStatusError, DISCOVERY_PATH, type Answer, type Forwarder } from "./forward.ts";
+import { BackendStatusError, DISCOVERY_PATH, VALUES_PATH_PREFIX, type Answer, type Forwarder } from "./forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";
@@ -115,7 +115,7 @@ export function checkRequestSize(target: string): void {
 
 /** Whether `path` is a values read (`/apis/external.metrics.k8s.io/v1beta1/namespaces/…`): its answers never carry Retry-After. */
 function isValuesPath(path: string): boolean {
-  return path.startsWith(`${DISCOVERY_PATH}/namespaces/`);
+  return path.startsWith(VALUES_PATH_PREFIX);
 }
 
 /** Build the proxy app. */

@@ -67,6 +67,8 @@ export const BACKEND_RETRY_AFTER_SECONDS = MIN_RETRY_AFTER_SECONDS;
 const DEFAULT_BACKOFF_MS = MIN_RETRY_AFTER_SECONDS * 1000;
 /** The discovery path. */
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
+/** The prefix of every values read (`…/namespaces/<ns>/<metric>`): its answers never carry Retry-After. */
+export const VALUES_PATH_PREFIX = `${DISCOVERY_PATH}/namespaces/`;
 /**
  * Most resources the held discovery list keeps (backends listing more are
  * cut, with a warning): bounds its memory and the `metric` label of the

@@ -47,12 +47,11 @@ import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
 import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backends.ts";
 import type { BackendConfig } from "./config.ts";
+import { VALUES_PATH_PREFIX } from "./forward.ts";
 
 /** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
 export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
 
-/** The paths of values reads, which go to the bridge's values route directly. */
-const VALUES_PREFIX = "/apis/external.metrics.k8s.io/v1beta1/namespaces/";
 
 /** The bridge called in this process. */
 export class InProcessBackend implements Backend {
@@ -151,7 +150,7 @@ export class InProcessBackend implements Backend {
     const stopped = abortedPromise(signal);
     try {
       // A values read goes straight to the bridge's values route; discovery (and anything else) through its app.
-      if (request.pathAndQuery.startsWith(VALUES_PREFIX)) {
+      if (request.pathAndQuery.startsWith(VALUES_PATH_PREFIX)) {
         const read: DirectRead = { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal };
         return await Promise.race([this.#answer(() => this.#readValues(read)), stopped.promise]);
       }
