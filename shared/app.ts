@@ -43,6 +43,7 @@ import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
+import { BoundedMap } from "./cache.ts";
 import { createLogger, parseLevel, LOG_LEVEL_ENV } from "./observability/log.ts";
 import { BridgeMetrics, errorKind, type Count, type Histogram, type RequestKind, type Served } from "./observability/metrics.ts";
 
@@ -113,6 +114,9 @@ export interface CachedReads {
    * The series `query` would resolve to right now, when every one of them is
    * a fresh cache hit; undefined when any needs a load (then the app calls
    * `query` with its deadline). Synchronous, never starts a backend call.
+   * The series' `labels` may be frozen objects shared by every hit (read
+   * them, never change them); the app keeps a built answer while the same
+   * label objects and `Decimal` values come back.
    *
    * @throws StatusError 400/404 exactly as `query` would (label resolution)
    */
@@ -326,18 +330,54 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
   app.get(PREFIX, serve((c) => json(c, discovery), "discovery"));
   app.get(`${PREFIX}/`, serve((c) => json(c, discovery), "discovery"));
 
-  const valuesRead = serve((c, caller, audit) => {
-    const url = new URL(c.req.url); // parsed once: path segments and query
-    const segments = url.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
+  /** Values reads parsed before, by their whole URL (see {@link ParsedRead}). */
+  const parsedReads = new BoundedMap<string, ParsedRead>({
+    maxEntries: MEMO_READS,
+    maxBytes: MEMO_READS_BYTES,
+    // the key and selector texts (two bytes per character at most), the answer's text at its largest, the objects
+    sizeOf: (url, read) => 2 * (url.length + read.selectorText.length) + 2 * MEMO_ANSWER_LENGTH + 512,
+  });
+
+  /**
+   * A values read's URL parsed and checked: namespace (a DNS-1123 label),
+   * metric name, `labelSelector` (text and parsed), each written into
+   * `audit` as soon as it is known (so a 400 for the selector is still the
+   * audit record of a read). Remembered by URL when the URL is at most
+   * {@link MEMO_READ_URL_LENGTH} characters: the HPA controller sends the
+   * same URLs every 15 s, and parsing is a few µs of a cached read
+   * (issue 11 P1). Failures are not remembered.
+   *
+   * @param url the request's whole URL (`c.req.url`)
+   * @param path its path (`c.req.path`), for the 404 message
+   * @throws StatusError 404 (not `namespaces/<ns>/<metric>`), 400 (namespace, metric name or selector invalid)
+   */
+  const parseRead = (url: string, path: string, audit: ReadAudit): ParsedRead => {
+    const known = parsedReads.get(url);
+    if (known !== undefined) {
+      audit.namespace = known.namespace;
+      audit.metric = known.requested;
+      audit.selector = known.selectorText;
+      return known;
+    }
+    const parsedUrl = new URL(url); // parsed once: path segments and query
+    const segments = parsedUrl.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
     if (segments.length !== 3 || segments[0] !== "namespaces") {
-      throw notFound(`the server could not find the requested resource (${c.req.path})`);
+      throw notFound(`the server could not find the requested resource (${path})`);
     }
     const namespace = decodeNamespace(segments[1]!);
     const { requested, key } = decodeMetricName(segments[2]!);
+    const selectorText = parsedUrl.searchParams.get("labelSelector") ?? "";
     audit.namespace = namespace;
     audit.metric = requested;
-    audit.selector = url.searchParams.get("labelSelector") ?? "";
-    const selector = readSelector(url);
+    audit.selector = selectorText;
+    const read: ParsedRead = { namespace, requested, key, selectorText, selector: readSelector(parsedUrl) };
+    if (url.length <= MEMO_READ_URL_LENGTH) parsedReads.set(url, read);
+    return read;
+  };
+
+  const valuesRead = serve((c, caller, audit) => {
+    const parsed = parseRead(c.req.url, c.req.path, audit);
+    const { namespace, requested, key, selector } = parsed;
     const rule = rules.get(key);
     if (rule === undefined) {
       throw notFound(`external metric "${requested}" is not defined by this bridge`, {
@@ -364,6 +404,19 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
         throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series; no value is reported`);
       }
       const now = runtime.now();
+      // The same readings as the last answer to this request text: its body stands (issue 11 P1).
+      const memo = parsed.answer;
+      const body = memo !== undefined && memo.rule === rule && sameReadings(memo.series, series) && now - memo.oldest <= rule.maxAgeSeconds * 1000 ? memo : build(series, now);
+      let served = servedCells.get(rule);
+      if (served === undefined) servedCells.set(rule, (served = metrics.served.get(rule.name)));
+      served.value = body.sum;
+      served.oldestMs = body.oldest;
+      audit.value = body.sum;
+      audit.ageSeconds = (now - body.oldest) / 1000;
+      return respond(c, body.text, 200, { "Content-Type": "application/json", "Cache-Control": `private, max-age=${freshFor(body.oldest, rule, now)}` });
+    };
+    /** The answer's body for `series`, checked (staleness, Quantity range) and remembered on the parsed request. */
+    const build = (series: Series[], now: number): AnswerMemo => {
       let sum = 0;
       let oldest = now;
       const items: ExternalMetricValue[] = series.map((s) => {
@@ -393,13 +446,9 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
         if (s.windowSeconds !== undefined) item.window = s.windowSeconds;
         return item;
       });
-      let served = servedCells.get(rule);
-      if (served === undefined) servedCells.set(rule, (served = metrics.served.get(rule.name)));
-      served.value = sum;
-      served.oldestMs = oldest;
-      audit.value = sum;
-      audit.ageSeconds = (now - oldest) / 1000;
-      return json(c, externalMetricValueList(items), 200, `private, max-age=${freshForSeconds(series, rule, now)}`);
+      const memo: AnswerMemo = { rule, series, text: JSON.stringify(externalMetricValueList(items)), sum, oldest };
+      if (memo.text.length <= MEMO_ANSWER_LENGTH) parsed.answer = memo;
+      return memo;
     };
     if (options.authorize !== undefined) {
       let decided: void | Promise<void>;
@@ -492,6 +541,63 @@ interface ReadAudit {
   value?: number;
   /** age of the oldest item served, seconds */
   ageSeconds?: number;
+}
+
+/** Most values-read URLs remembered parsed ({@link ParsedRead}), and their bytes at most (about 5 KiB each at worst). */
+const MEMO_READS = 1024;
+const MEMO_READS_BYTES = 4 << 20;
+/** Longest URL remembered parsed, characters (the HPA's URLs are a few hundred). */
+const MEMO_READ_URL_LENGTH = 1024;
+/** Longest answer body remembered with its parsed URL, characters. */
+const MEMO_ANSWER_LENGTH = 2048;
+
+/**
+ * A values read's URL, parsed and checked (`parseRead` in
+ * {@link createBridgeApp}): everything in it is a function of the URL
+ * alone, so one object serves every read of the same URL.
+ */
+interface ParsedRead {
+  namespace: string;
+  /** the metric name as requested */
+  requested: string;
+  /** its rule lookup key (`decodeMetricName`) */
+  key: string;
+  /** the `labelSelector` text as sent (empty when none) */
+  selectorText: string;
+  /** the parsed selector (frozen, shared) */
+  selector: Selector;
+  /** the last answer built for this URL: its body stands while the readings are the same ones */
+  answer?: AnswerMemo;
+}
+
+/** A values answer's body and what the per-read figures need, for the readings it was built from. */
+interface AnswerMemo {
+  rule: MetricRule;
+  /** the series the body was built from (labels, value and timestamp compared by {@link sameReadings}) */
+  series: readonly Series[];
+  /** the `ExternalMetricValueList` JSON */
+  text: string;
+  /** sum of the values, as a float */
+  sum: number;
+  /** ms since the epoch: the oldest series timestamp, or the build time when that was earlier */
+  oldest: number;
+}
+
+/**
+ * Whether `now` holds the same readings as `before`, in the same order: the
+ * same label object and `Decimal` (both immutable and shared by every hit of
+ * one cached reading, `SeriesProvider.peek`), timestamp and window. Fresh
+ * objects (a load, a provider without `peek`) never match, so the body is
+ * then built again.
+ */
+function sameReadings(before: readonly Series[], now: readonly Series[]): boolean {
+  if (before.length !== now.length) return false;
+  for (let i = 0; i < now.length; i++) {
+    const a = before[i]!;
+    const b = now[i]!;
+    if (a.labels !== b.labels || a.value !== b.value || a.timestamp !== b.timestamp || a.windowSeconds !== b.windowSeconds) return false;
+  }
+  return true;
 }
 
 /** Each value as a float for the served-value gauge, made once per reading (values are shared, immutable). */
@@ -590,6 +696,11 @@ function offeredRequestId(c: Context): string | undefined {
 export function freshForSeconds(series: readonly Series[], rule: MetricRule, now: number): number {
   let oldest = now;
   for (const s of series) oldest = Math.min(oldest, s.timestamp);
+  return freshFor(oldest, rule, now);
+}
+
+/** {@link freshForSeconds} from the oldest timestamp (ms since the epoch). */
+function freshFor(oldest: number, rule: MetricRule, now: number): number {
   return Math.max(0, Math.floor(rule.maxAgeSeconds - (now - oldest) / 1000));
 }
 

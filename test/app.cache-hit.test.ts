@@ -125,6 +125,85 @@ describe("a cache hit arms no deadline", () => {
   });
 });
 
+describe("a URL read again: its parse and its answer's body are kept while the readings are the same", () => {
+  /** Run `read` and count JSON.stringify calls (the answer's body is one; the log sink here is an array). */
+  async function countingStringify<T>(read: () => T | Promise<T>): Promise<{ result: T; calls: number }> {
+    const spy = vi.spyOn(JSON, "stringify");
+    try {
+      const result = await read();
+      return { result, calls: spy.mock.calls.length };
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("a second read of the same URL serves the same body without building it; max-age and the audit record are per read", async () => {
+    let now = Date.now();
+    const logs: LogRecord[] = [];
+    const bridge = buildBridge(text, "bridge.yaml", { env: {}, now: () => now }, { log: (r) => logs.push(r) });
+    const first = await bridge.app.request(path("queue in (a,b)"));
+    const firstBody = await first.text();
+    now += 10_000;
+    const second = await countingStringify(() => bridge.app.request(path("queue in (a,b)")));
+    expect(second.result.status).toBe(200);
+    expect(second.calls).toBe(0); // nothing serialized again: the kept body
+    expect(await second.result.text()).toBe(firstBody);
+    expect(first.headers.get("cache-control")).toBe("private, max-age=120");
+    expect(second.result.headers.get("cache-control")).toBe("private, max-age=110"); // 10 s older
+    expect(logs.map((r) => [r.code, r.value, r.ageSeconds, r.cache, r.selector])).toEqual([
+      [200, 8, 0, "load", "queue in (a,b)"],
+      [200, 8, 10, "hit", "queue in (a,b)"],
+    ]);
+  });
+
+  it("a new reading (the cache entry reloaded) builds a new body with the new value", async () => {
+    await sqs.createQueue("m");
+    await sqs.add("m", 1);
+    let now = Date.now();
+    const bridge = buildBridge(text, "bridge.yaml", { env: {}, now: () => now }, { log: () => {} });
+    const before = await (await bridge.app.request(path("queue=m"))).json();
+    expect(before.items).toMatchObject([{ metricLabels: { queue: "m" }, value: "1" }]);
+    await sqs.add("m", 2);
+    now += 61_000; // past cacheTTLSeconds: the next read loads again
+    const after = await bridge.app.request(path("queue=m"));
+    expect(after.status).toBe(200);
+    const body = await after.json();
+    expect(body.items).toMatchObject([{ metricLabels: { queue: "m" }, value: "3" }]);
+    expect(body.items[0].timestamp).not.toBe(before.items[0].timestamp);
+    const again = await countingStringify(() => bridge.app.request(path("queue=m")));
+    expect(again.calls).toBe(0);
+    expect(await again.result.json()).toEqual(body);
+  });
+
+  it("each URL keeps its own answer: the metric name as requested, the labels its selector names", async () => {
+    const bridge = buildBridge(text, "bridge.yaml", { env: {}, now: Date.now }, { log: () => {} });
+    const read = async (p: string) => (await bridge.app.request(p)).json();
+    const plain = await read(path("queue=a"));
+    const other = await read(path("queue in (a)"));
+    const upper = await read(`${V1}/namespaces/default/DEPTH?labelSelector=queue%3Da`);
+    const b = await read(path("queue=b"));
+    for (let round = 0; round < 2; round++) {
+      expect(await read(path("queue=a"))).toEqual(plain);
+      expect(await read(`${V1}/namespaces/default/DEPTH?labelSelector=queue%3Da`)).toEqual(upper);
+    }
+    expect(plain.items).toMatchObject([{ metricName: "depth", metricLabels: { queue: "a" }, value: "3" }]);
+    expect(other.items).toMatchObject([{ metricName: "depth", metricLabels: { queue: "a" }, value: "3" }]);
+    expect(upper.items).toMatchObject([{ metricName: "DEPTH", metricLabels: { queue: "a" }, value: "3" }]);
+    expect(b.items).toMatchObject([{ metricName: "depth", metricLabels: { queue: "b" }, value: "5" }]);
+  });
+
+  it("a URL that failed is parsed again and fails again the same way (failures are not kept)", async () => {
+    const bridge = buildBridge(text, "bridge.yaml", { env: {}, now: Date.now }, { log: () => {} });
+    for (let i = 0; i < 2; i++) {
+      const res = await bridge.app.request(`${V1}/namespaces/Not_A_Namespace/depth?labelSelector=queue%3Da`);
+      expect(res.status).toBe(400);
+      expect((await res.json()).message).toMatch(/not a valid namespace name/);
+      const bad = await bridge.app.request(path("queue in (a"));
+      expect(bad.status).toBe(400);
+    }
+  });
+});
+
 describe("one wrapper per route (request id, /apis authentication, errors, log line)", () => {
   it("authenticates every /apis path before routing (401 before 404 or 405), never /healthz; HEAD keeps the headers", async () => {
     const logs: LogRecord[] = [];

@@ -52,6 +52,17 @@ export interface SeriesItem {
   size?: number;
 }
 
+/**
+ * What a selector resolves to for one rule, made once per selector and rule
+ * (`SeriesProvider`): its label sets (frozen), each set's backend item and
+ * the cache loader of that item (same index).
+ */
+interface Resolved<I> {
+  sets: readonly Readonly<Record<string, string>>[];
+  items: readonly I[];
+  loads: readonly ((signal: AbortSignal) => Promise<Reading>)[];
+}
+
 /** How reads are batched (`../batch.ts` `BatcherOptions`). */
 export interface SeriesBatching {
   /** most units per backend call, ≥ 1 (1: no batching) */
@@ -156,23 +167,31 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
 
   /**
    * Label sets resolved before, by selector object (the app re-uses one
-   * frozen object per selector text) then rule; frozen. Bounded: an entry
-   * lives as long as its selector, and holds one list per rule.
+   * frozen object per selector text) then rule, with each set's backend
+   * item and cache loader (pure functions of rule and labels, so a cache hit
+   * builds neither again: issue 11 P1); frozen. Bounded: an entry lives as
+   * long as its selector, and holds one list per rule.
    */
-  readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, readonly Readonly<Record<string, string>>[]>>();
+  readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, Resolved<I>>>();
 
-  /** {@link labelSets}, remembered in {@link #resolved} (failures are not remembered). */
-  #sets(rule: MetricRule<Q>, selector: Selector): readonly Readonly<Record<string, string>>[] {
+  /** {@link labelSets} with their items and loaders, remembered in {@link #resolved} (failures are not remembered). */
+  #sets(rule: MetricRule<Q>, selector: Selector): Resolved<I> {
     let byRule = this.#resolved.get(selector);
     const known = byRule?.get(rule);
     if (known !== undefined) return known;
     const sets = Object.freeze(this.labelSets(rule, selector).map((set) => Object.freeze(set)));
+    const items = sets.map((labels) => this.#backend.item(rule, labels));
+    const resolved: Resolved<I> = {
+      sets,
+      items,
+      loads: items.map((item) => (signal: AbortSignal) => this.#load(item, signal)),
+    };
     if (byRule === undefined) {
       byRule = new Map();
       this.#resolved.set(selector, byRule);
     }
-    byRule.set(rule, sets);
-    return sets;
+    byRule.set(rule, resolved);
+    return resolved;
   }
 
   plan(request: PlanRequest<Q>): string {
@@ -192,28 +211,26 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
    */
   peek(request: PlanRequest<Q>): Series[] | undefined {
     const rule = request.rule;
-    const sets = this.#sets(rule, request.selector);
+    const { sets, items, loads } = this.#sets(rule, request.selector);
     const ttlMs = ruleCacheTtlMs(rule);
     const series: Series[] = [];
-    for (const labels of sets) {
-      const item = this.#backend.item(rule, labels);
-      const reading = this.cache.peek(item.key, ttlMs, (signal) => this.#load(item, signal));
+    for (let i = 0; i < sets.length; i++) {
+      const reading = this.cache.peek(items[i]!.key, ttlMs, loads[i]!);
       if (reading === undefined) return undefined;
-      series.push({ labels: { ...labels }, ...reading });
+      // The frozen label set itself, shared by every hit: the app keeps a built answer while labels and readings are the same objects.
+      series.push({ labels: sets[i]! as Record<string, string>, ...reading });
     }
     return series;
   }
 
   async query(request: QueryRequest<Q>): Promise<Series[]> {
     const rule = request.rule;
-    const sets = this.#sets(rule, request.selector);
-    const items = sets.map((labels) => this.#backend.item(rule, labels));
+    const { sets, items, loads } = this.#sets(rule, request.selector);
     const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(
-      items.map((item) => this.cache.get(item.key, ttlMs, (signal) => this.#load(item, signal), { signal: request.signal })),
-    );
-    return readings.map((reading, i) => ({ labels: { ...sets[i]! }, ...reading }));
+    const readings = await Promise.all(items.map((item, i) => this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal })));
+    // The frozen label sets, as `peek` answers them: a hit after this load then keeps the app's built answer.
+    return readings.map((reading, i) => ({ labels: sets[i]! as Record<string, string>, ...reading }));
   }
 
   async #load(item: I, signal: AbortSignal): Promise<Reading> {

@@ -98,7 +98,11 @@ export interface Provider<Q = unknown> {
    * Returns a human description of the backend query (for CLI `check-hpa`).
    */
   plan(request: PlanRequest<Q>): string;
-  /** Read the series the request identifies. See the interface doc for errors. */
+  /**
+   * Read the series the request identifies. See the interface doc for
+   * errors. The series' `labels` may be frozen objects shared between reads
+   * (`SeriesProvider`): read them, never change them.
+   */
   query(request: QueryRequest<Q>): Promise<Series[]>;
 }
 
