@@ -12,6 +12,10 @@
  * `BENCH_WARMUP` seconds of unmeasured load before each (default 1),
  * `BENCH_SPIN_MICROS` the busy-loop µs per request of the calibration
  * scenarios, comma-separated (default `10,20`; empty: none),
+ * `BENCH_ROUNDS` interleaved rounds of the plain-HTTP group (default 5: its
+ * servers all run at once and each round measures each scenario for
+ * `BENCH_DURATION / BENCH_ROUNDS` seconds, the order rotating, so a drift of
+ * the machine's speed during the run hits every scenario alike),
  * `BENCH_CONNECTIONS` concurrent keep-alive connections (default 50, at most
  * 1000), `BENCH_SERIES` distinct series read (default 50), `BENCH_GROUPS`
  * the scenario groups to run, comma-separated (default `http,https,worker`:
@@ -150,6 +154,11 @@ interface Run {
   non2xx: number;
   /** the load generator's CPU use, fraction of one core */
   loadgenCpu: number;
+  /** every response's latency, ms, sorted */
+  latencies: Float64Array;
+  /** the load generator's CPU time, s, and the run's wall time, s */
+  loadgenCpuSeconds: number;
+  wallSeconds: number;
 }
 
 /** Apply `connections` connections to `target` for `seconds`; latencies of every response, ms. */
@@ -192,6 +201,9 @@ async function load(target: Target, connections: number, seconds: number): Promi
           timeouts: result.timeouts,
           non2xx: result.non2xx,
           loadgenCpu: (used.user + used.system) / 1e6 / elapsed,
+          latencies: sorted,
+          loadgenCpuSeconds: (used.user + used.system) / 1e6,
+          wallSeconds: elapsed,
         });
       },
     );
@@ -255,6 +267,102 @@ async function scenario(name: string, target: Target, servers: Measured[], setti
   return row;
 }
 
+/** A scenario whose servers are running: what {@link interleaved} measures. */
+interface Planned {
+  name: string;
+  target: Target;
+  servers: Measured[];
+  baseline?: string;
+}
+
+/**
+ * Measure several scenarios in interleaved rounds: all their servers run at
+ * once (idle but for the one under load), each is warmed up, then every
+ * round gives each scenario a slice of `duration / rounds` seconds, the
+ * order rotating by one each round. Requests, latencies, CPU and counters
+ * are summed over the slices. On this machine the speed of everything
+ * drifts by up to 1.5× within a minute (other VMs, memory management), so
+ * scenarios measured one after the other compare moments as much as
+ * servers; interleaved, each scenario sees the same mix of moments.
+ */
+async function interleaved(planned: Planned[], settings: Settings): Promise<Row[]> {
+  const rounds = Math.max(1, settings.rounds);
+  const slice = settings.duration / rounds;
+  process.stderr.write(`· ${planned.map((p) => p.name).join(", ")}: ${rounds} interleaved rounds of ${slice.toFixed(2)} s each …\n`);
+  const ready = await Promise.all(planned.map((p) => Promise.all(p.servers.map((s) => s.stats()))));
+  for (const p of planned) await load(p.target, settings.connections, settings.warmup);
+  const runs: Run[][] = planned.map(() => []);
+  const cpu = planned.map((p) => p.servers.map(() => 0));
+  const counters = planned.map(() => ({}) as Record<string, number>);
+  const last = planned.map((p) => p.servers.map(() => undefined as ProcessStats | undefined));
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < planned.length; k++) {
+      const i = (k + round) % planned.length;
+      const p = planned[i]!;
+      const before = await Promise.all(p.servers.map((s) => s.stats()));
+      runs[i]!.push(await load(p.target, settings.connections, slice));
+      const after = await Promise.all(p.servers.map((s) => s.stats()));
+      p.servers.forEach((s, j) => {
+        cpu[i]![j]! += after[j]!.cpuMicros - before[j]!.cpuMicros;
+        for (const [key, v] of Object.entries(after[j]!.counters)) {
+          const name = `${s.label}.${key}`;
+          counters[i]![name] = (counters[i]![name] ?? 0) + v - (before[j]!.counters[key] ?? 0);
+        }
+        last[i]![j] = after[j];
+      });
+    }
+  }
+  return planned.map((p, i) => {
+    const parts = runs[i]!;
+    const all = new Float64Array(parts.reduce((n, r) => n + r.latencies.length, 0));
+    let at = 0;
+    for (const r of parts) {
+      all.set(r.latencies, at);
+      at += r.latencies.length;
+    }
+    all.sort();
+    const q = (x: number) => (all.length === 0 ? NaN : all[Math.min(all.length - 1, Math.ceil(x * all.length) - 1)]!);
+    const sum = (f: (r: Run) => number) => parts.reduce((n, r) => n + f(r), 0);
+    const requests = sum((r) => r.requests);
+    const seconds = sum((r) => r.seconds);
+    const run: Run = {
+      requests,
+      seconds,
+      rps: requests / seconds,
+      p50: q(0.5),
+      p99: q(0.99),
+      errors: sum((r) => r.errors),
+      timeouts: sum((r) => r.timeouts),
+      non2xx: sum((r) => r.non2xx),
+      loadgenCpu: sum((r) => r.loadgenCpuSeconds) / sum((r) => r.wallSeconds),
+      latencies: all,
+      loadgenCpuSeconds: sum((r) => r.loadgenCpuSeconds),
+      wallSeconds: sum((r) => r.wallSeconds),
+    };
+    const row: Row = {
+      name: p.name,
+      ...(p.baseline ? { baseline: p.baseline } : {}),
+      run,
+      cpuPerRequest: p.servers.map((s, j) => ({ label: s.label, micros: cpu[i]![j]! / Math.max(1, requests) })),
+      memory: p.servers.map((s, j) => ({
+        label: s.label,
+        ready: ready[i]![j]!.rss,
+        after: last[i]![j]!.rss,
+        peak: last[i]![j]!.maxRss,
+        heapReady: ready[i]![j]!.liveHeap ?? NaN,
+        heapAfter: last[i]![j]!.liveHeap ?? NaN,
+      })),
+      counters: counters[i]!,
+    };
+    if (run.errors + run.timeouts + run.non2xx > 0 || run.requests === 0) {
+      failures++;
+      process.stderr.write(`  ✗ ${p.name}: ${run.requests} responses, ${run.errors} errors, ${run.timeouts} timeouts, ${run.non2xx} non-2xx\n`);
+    }
+    rows.push(row);
+    return row;
+  });
+}
+
 interface Settings {
   duration: number;
   warmup: number;
@@ -263,6 +371,8 @@ interface Settings {
   groups: Set<string>;
   /** µs of busy work per request of the calibration scenarios (`BENCH_SPIN_MICROS`) */
   spins: number[];
+  /** interleaved rounds of the http group (`BENCH_ROUNDS`) */
+  rounds: number;
 }
 
 const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -280,6 +390,7 @@ async function main(): Promise<void> {
     warmup: envNumber("BENCH_WARMUP", QUICK ? 0.5 : 1, 60),
     connections: Math.round(envNumber("BENCH_CONNECTIONS", 50, 1000)),
     series: Math.round(envNumber("BENCH_SERIES", 50, 1000)),
+    rounds: Math.round(envNumber("BENCH_ROUNDS", QUICK ? 1 : 5, 100)),
     groups: new Set((process.env["BENCH_GROUPS"] ?? "http,https,worker").split(",").map((g) => g.trim())),
     spins: (process.env["BENCH_SPIN_MICROS"] ?? "10,20").split(",").filter((x) => x.trim() !== "").map((x) => {
       const n = Number(x);
@@ -302,35 +413,41 @@ async function main(): Promise<void> {
   report(settings, startedAt, load0);
 }
 
-/** Baseline A, the bridge cached, the bridge with misses coalesced. */
+/**
+ * Baseline A, its calibration variants, the bridge cached, the bridge with
+ * misses coalesced: all servers started, checked, then measured in
+ * interleaved rounds ({@link interleaved}).
+ */
 async function httpScenarios(settings: Settings, fauxqs: Child, seriesPath: (i: number) => string, trivialPath: () => string): Promise<void> {
-  {
-    const a = await spawnChild("hono-http", {});
+  const children: Child[] = [];
+  const start = async (role: string, options: Record<string, unknown>) => {
+    const child = await spawnChild(role, options);
+    children.push(child);
+    return child;
+  };
+  try {
+    const planned: Planned[] = [];
+    const a = await start("hono-http", {});
     await expectValue("baseline A", await get(`${a.url}${trivialPath()}`), "1");
-    await scenario(BASELINE_A, { url: a.url, path: trivialPath }, [node(a, "hono")], settings);
-    await a.stop();
-  }
-  // Calibration (P1): the trivial route plus a fixed busy loop per request. What these reach against A shows what any
-  // server doing that many µs of work more than the trivial route per request can reach on this machine and load generator.
-  for (const spinMicros of settings.spins) {
-    const a = await spawnChild("hono-http", { spinMicros });
-    await expectValue(`baseline A + ${spinMicros} µs`, await get(`${a.url}${trivialPath()}`), "1");
-    await scenario(spinName(spinMicros), { url: a.url, path: trivialPath }, [node(a, "hono")], settings, BASELINE_A);
-    await a.stop();
-  }
-  {
-    const bridge = await spawnChild("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 600, series: settings.series });
-    for (let i = 0; i < Math.min(settings.series, settings.connections); i++) {
-      await expectValue(`bridge bench-q${i}`, await get(`${bridge.url}${seriesPath(i)}`), String(i + 1));
+    planned.push({ name: BASELINE_A, target: { url: a.url, path: trivialPath }, servers: [node(a, "hono")] });
+    // Calibration (P1): the trivial route plus a fixed busy loop per request. What these reach against A shows what any
+    // server doing that many µs of work more than the trivial route per request can reach on this machine and load generator.
+    for (const spinMicros of settings.spins) {
+      const spin = await start("hono-http", { spinMicros });
+      await expectValue(`baseline A + ${spinMicros} µs`, await get(`${spin.url}${trivialPath()}`), "1");
+      planned.push({ name: spinName(spinMicros), target: { url: spin.url, path: trivialPath }, servers: [node(spin, "hono")], baseline: BASELINE_A });
     }
-    await scenario("bridge, cached", { url: bridge.url, path: seriesPath }, [node(bridge)], settings, BASELINE_A);
-    await bridge.stop();
-  }
-  {
-    const bridge = await spawnChild("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 0, series: settings.series });
-    await expectValue("bridge bench-q0", await get(`${bridge.url}${seriesPath(0)}`), "1");
-    await scenario("bridge, misses coalesced", { url: bridge.url, path: () => seriesPath(0) }, [node(bridge), node(fauxqs)], settings, BASELINE_A);
-    await bridge.stop();
+    const cached = await start("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 600, series: settings.series });
+    for (let i = 0; i < Math.min(settings.series, settings.connections); i++) {
+      await expectValue(`bridge bench-q${i}`, await get(`${cached.url}${seriesPath(i)}`), String(i + 1));
+    }
+    planned.push({ name: "bridge, cached", target: { url: cached.url, path: seriesPath }, servers: [node(cached)], baseline: BASELINE_A });
+    const misses = await start("bridge", { endpoint: fauxqs.url, cacheTTLSeconds: 0, series: settings.series });
+    await expectValue("bridge bench-q0", await get(`${misses.url}${seriesPath(0)}`), "1");
+    planned.push({ name: "bridge, misses coalesced", target: { url: misses.url, path: () => seriesPath(0) }, servers: [node(misses), node(fauxqs)], baseline: BASELINE_A });
+    await interleaved(planned, settings);
+  } finally {
+    for (const child of children) await child.stop();
   }
 }
 
