@@ -10,8 +10,13 @@
  * Baseline in the same run: bare Node + a trivial Hono route over HTTPS with
  * the proxy's TLS setup (test/bench/trivial-https-main.ts, bundled by
  * esbuild too and run with the same Node flags and environment) serving the
- * same reads; and, as the floor for holding the answers, the same server
- * keeping one answer per distinct read in a Map (trivial.ts `hold`).
+ * same reads; as the floor for holding the answers, the same server
+ * keeping one answer per distinct read in a Map (trivial.ts `hold`); and
+ * that floor with the libraries the proxy is built on loaded and used once
+ * (test/bench/trivial-libraries.ts: yaml, zod, re2js, prom-client with its
+ * default metrics, commander — none of the proxy's own code or state): what
+ * the project's rule that these come from well-kept libraries costs before
+ * the proxy's first line runs.
  *
  * Method: 10,000 reads, each a distinct label selector (`queue in (a, b, c)`
  * over 3-subsets of 50 queues, so each is its own cache entry and each
@@ -114,21 +119,27 @@ async function measure(label: string, pid: number, url: string, caPem: string, c
  *
  * @throws Error when it does not print its URL within 30 s
  */
-async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: number, url: string, caPem: string) => Promise<T>, hold = false): Promise<T> {
+async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: number, url: string, caPem: string) => Promise<T>, hold = false, libraries = false): Promise<T> {
   const { build } = await import("esbuild");
-  const file = join(dir, "trivial-https.mjs");
+  const outdir = join(dir, "trivial");
+  const file = join(outdir, "trivial-https.mjs");
+  // splitting: the libraries (trivial-libraries.ts, a dynamic import) are a chunk of their own, read only with TRIVIAL_LIBRARIES=1.
   await build({
-    entryPoints: [fileURLToPath(new URL("./trivial-https-main.ts", import.meta.url))],
+    entryPoints: { "trivial-https": fileURLToPath(new URL("./trivial-https-main.ts", import.meta.url)) },
     bundle: true,
+    splitting: true,
     platform: "node",
     format: "esm",
     target: "node24",
-    outfile: file,
+    outdir,
+    outExtension: { ".js": ".mjs" },
     logLevel: "warning",
+    // as infra/proxy/build.ts: CommonJS dependencies (prom-client) call require() for Node built-ins
+    banner: { js: "import { createRequire as __emb_createRequire } from 'node:module'; const require = __emb_createRequire(import.meta.url);" },
   });
   const pems = await servingPems();
   const child = spawn(process.execPath, [...flags, file], {
-    env: { ...process.env, ...imageEnv(), TRIVIAL_CERT_PEM: pems.certPem, TRIVIAL_KEY_PEM: pems.keyPem, TRIVIAL_HOLD: hold ? "1" : "0" },
+    env: { ...process.env, ...imageEnv(), TRIVIAL_CERT_PEM: pems.certPem, TRIVIAL_KEY_PEM: pems.keyPem, TRIVIAL_HOLD: hold ? "1" : "0", TRIVIAL_LIBRARIES: libraries ? "1" : "0" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   try {
@@ -177,6 +188,8 @@ async function main(): Promise<void> {
     const base = await withTrivialBundle(dir, flags, (pid, url, caPem) => measure("bare Node + Hono (HTTPS)", pid, url, caPem, client));
     process.stderr.write(`· floor: bare Node + Hono (HTTPS) holding one answer per read, ${SERIES} reads …\n`);
     const floor = await withTrivialBundle(dir, flags, (pid, url, caPem) => measure("bare Node + Hono (HTTPS) holding the answers", pid, url, caPem, client), true);
+    process.stderr.write(`· floor with the proxy's libraries: the same, yaml, zod, re2js, prom-client and commander loaded and used, ${SERIES} reads …\n`);
+    const libraries = await withTrivialBundle(dir, flags, (pid, url, caPem) => measure("the same with the proxy's libraries loaded", pid, url, caPem, client), true, true);
 
     process.stderr.write("· building the proxy bundle …\n");
     const bundle = await buildProxy(join(dir, "dist"));
@@ -245,11 +258,11 @@ cache: { ttlSeconds: ${PROXY_TTL_SECONDS}, maxEntries: ${SERIES} }
     await bridge.stop();
     await fauxqs.stop();
 
-    for (const m of [base, floor, proxy]) {
+    for (const m of [base, floor, libraries, proxy]) {
       const r = m.reads;
       if (r.ok !== r.requests) failures.push(`${m.label}: ${r.ok} ok of ${r.requests}, ${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx`);
     }
-    report(startedAt, flags, base, floor, proxy, failures);
+    report(startedAt, flags, base, floor, libraries, proxy, failures);
   } finally {
     proxyProc?.kill("SIGKILL");
     await fake.close();
@@ -259,12 +272,12 @@ cache: { ttlSeconds: ${PROXY_TTL_SECONDS}, maxEntries: ${SERIES} }
 
 const mb = (bytes: number) => (bytes / MB).toFixed(0);
 
-function report(startedAt: Date, flags: string[], base: Measurement, floor: Measurement, proxy: Measurement, failures: string[]): void {
+function report(startedAt: Date, flags: string[], base: Measurement, floor: Measurement, libraries: Measurement, proxy: Measurement, failures: string[]): void {
   const lines = [
     `Proxy memory with ${SERIES.toLocaleString("en-US")} cached series — ${startedAt.toISOString()}, Node ${process.version} ${flags.join(" ")} (MB = 2^20 bytes)`,
     "",
     "process | RSS at rest | peak RSS | settled RSS | of which anonymous | of which file-backed (node binary, libraries) | reads ok | p99 ms",
-    ...[base, floor, proxy].map((m) => `${m.label} | ${mb(m.atRest)} | ${mb(m.peak)} | ${mb(m.settled)} | ${mb(m.settledAnon)} | ${mb(m.settledFile)} | ${m.reads.ok}/${m.reads.requests} | ${m.reads.p99.toFixed(1)}`),
+    ...[base, floor, libraries, proxy].map((m) => `${m.label} | ${mb(m.atRest)} | ${mb(m.peak)} | ${mb(m.settled)} | ${mb(m.settledAnon)} | ${mb(m.settledFile)} | ${m.reads.ok}/${m.reads.requests} | ${m.reads.p99.toFixed(1)}`),
     ...(proxy.note ? ["", proxy.note] : []),
   ];
   console.log(lines.join("\n"));
@@ -276,10 +289,10 @@ function report(startedAt: Date, flags: string[], base: Measurement, floor: Meas
         title: `proxy memory with ${SERIES.toLocaleString("en-US")} cached series (image bundle and flags)`,
         goal: `≤ ${GOAL_MB} MB RSS`,
         measured: `peak ${mb(proxy.peak)} MB, settled ${mb(proxy.settled)} MB, at rest ${mb(proxy.atRest)} MB`,
-        baseline: `bare Node + Hono HTTPS, same reads: peak ${mb(base.peak)} MB, settled ${mb(base.settled)} MB, at rest ${mb(base.atRest)} MB; the same holding one answer per read (the floor for holding ${SERIES.toLocaleString("en-US")} answers): peak ${mb(floor.peak)} MB; the node binary and libraries alone: ${mb(base.settledFile)} MB`,
+        baseline: `bare Node + Hono HTTPS, same reads: peak ${mb(base.peak)} MB, settled ${mb(base.settled)} MB, at rest ${mb(base.atRest)} MB; the same holding one answer per read (the floor for holding ${SERIES.toLocaleString("en-US")} answers): peak ${mb(floor.peak)} MB; that with the proxy's libraries (yaml, zod, re2js, prom-client, commander) loaded and used: peak ${mb(libraries.peak)} MB, at rest ${mb(libraries.atRest)} MB; the node binary and libraries alone: ${mb(base.settledFile)} MB`,
         met: failures.length === 0 && proxy.peak <= GOAL_MB * MB,
-        ratios: { peak_vs_baseline: proxy.peak / base.peak, settled_vs_baseline: proxy.settled / base.settled },
-        better: { peak_vs_baseline: "lower", settled_vs_baseline: "lower" },
+        ratios: { peak_vs_baseline: proxy.peak / base.peak, settled_vs_baseline: proxy.settled / base.settled, peak_vs_libraries_floor: proxy.peak / libraries.peak },
+        better: { peak_vs_baseline: "lower", settled_vs_baseline: "lower", peak_vs_libraries_floor: "lower" },
       },
     ],
     figures: [
@@ -289,12 +302,12 @@ function report(startedAt: Date, flags: string[], base: Measurement, floor: Meas
         kind: "line",
         xLabel: "seconds since the first read",
         yLabel: "RSS (MB)",
-        series: [base, floor, proxy].map((m) => ({ name: m.label, points: m.samples.map(([t, rss]) => [t, Number((rss / MB).toFixed(1))] as [number, number]) })),
+        series: [base, floor, libraries, proxy].map((m) => ({ name: m.label, points: m.samples.map(([t, rss]) => [t, Number((rss / MB).toFixed(1))] as [number, number]) })),
       },
     ],
     notes: [
       `${SERIES} reads, each a distinct selector (3 of ${QUEUES} queues), ${CONCURRENCY} at a time over keep-alive connections (closed loop); RSS sampled every ${SAMPLE_MS} ms; settled = ${SETTLE_SECONDS} s after the last read. Node flags of the image: ${flags.join(" ") || "(none)"}.`,
-      ...[base, floor, proxy].map((m) => `${m.label}: at rest ${mb(m.atRest)} MB, peak ${mb(m.peak)} MB, settled ${mb(m.settled)} MB (${mb(m.settledAnon)} anonymous, ${mb(m.settledFile)} file-backed: the node binary and libraries); reads took ${m.reads.seconds.toFixed(1)} s (p50 ${m.reads.p50.toFixed(1)} ms, p99 ${m.reads.p99.toFixed(1)} ms).`),
+      ...[base, floor, libraries, proxy].map((m) => `${m.label}: at rest ${mb(m.atRest)} MB, peak ${mb(m.peak)} MB, settled ${mb(m.settled)} MB (${mb(m.settledAnon)} anonymous, ${mb(m.settledFile)} file-backed: the node binary and libraries); reads took ${m.reads.seconds.toFixed(1)} s (p50 ${m.reads.p50.toFixed(1)} ms, p99 ${m.reads.p99.toFixed(1)} ms).`),
       ...(proxy.note ? [proxy.note] : []),
       ...failures.map((f) => `FAILED: ${f}`),
     ],
