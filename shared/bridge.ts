@@ -127,19 +127,35 @@ export const MAX_REMEMBERED_ALLOWS = 256;
 export function rememberAllowed(
   authorize: (request: AuthorizationRequest) => void | Promise<void>,
 ): (request: AuthorizationRequest) => void | Promise<void> {
-  const allowed = new WeakMap<Selector, Set<string>>();
+  const allowed = new WeakMap<Selector, RememberedAllows>();
   return (request) => {
-    const key = `${request.namespace}\u0000${request.metric}\u0000${callerKey(request.caller)}`;
     const known = allowed.get(request.selector);
-    if (known?.has(key) === true) return;
-    const result = authorize(request); // throws StatusError 403 on Deny
-    if (result !== undefined) return result;
-    if (known === undefined) allowed.set(request.selector, new Set([key]));
-    else {
-      if (known.size >= MAX_REMEMBERED_ALLOWS) known.clear();
-      known.add(key);
+    // The last Allow of this selector, compared by identity first: the app's
+    // memo of a URL hands the same namespace and metric strings to every
+    // read of it, and an unsigned bridge the same caller object (no key text
+    // to build or hash, issue 11 P1).
+    if (known !== undefined && known.lastCaller === request.caller && known.lastNamespace === request.namespace && known.lastMetric === request.metric) return;
+    const key = `${request.namespace}\u0000${request.metric}\u0000${callerKey(request.caller)}`;
+    if (known?.keys.has(key) !== true) {
+      const result = authorize(request); // throws StatusError 403 on Deny
+      if (result !== undefined) return result;
     }
+    const entry = known ?? { keys: new Set<string>(), lastCaller: request.caller, lastNamespace: request.namespace, lastMetric: request.metric };
+    if (known === undefined) allowed.set(request.selector, entry);
+    else if (!entry.keys.has(key) && entry.keys.size >= MAX_REMEMBERED_ALLOWS) entry.keys.clear();
+    entry.keys.add(key);
+    entry.lastCaller = request.caller;
+    entry.lastNamespace = request.namespace;
+    entry.lastMetric = request.metric;
   };
+}
+
+/** The Allow decisions remembered for one selector ({@link rememberAllowed}): their keys, and the last one's parts by identity. */
+interface RememberedAllows {
+  keys: Set<string>;
+  lastCaller: Caller;
+  lastNamespace: string;
+  lastMetric: string;
 }
 
 const callerKeys = new WeakMap<Caller, string>();

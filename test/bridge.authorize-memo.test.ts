@@ -134,4 +134,27 @@ describe("rememberAllowed", () => {
     authorize(r); // forgotten when the selector's set was cleared
     expect(decide).toHaveBeenCalledTimes(3 + MAX_REMEMBERED_ALLOWS + 10 + 1);
   });
+
+  it("answers the last Allow by identity, and never lets it stand for another caller, namespace or metric", () => {
+    const decide = vi.fn((r: AuthorizationRequest) => {
+      if (r.caller.user !== "u" || r.namespace !== "ns" || r.metric !== "m") throw forbidden(`no for ${r.caller.user}/${r.namespace}/${r.metric}`);
+    });
+    const authorize = rememberAllowed(decide);
+    const r = request("a=1");
+    authorize(r);
+    authorize(r); // the same objects: the last Allow, no decision
+    expect(decide).toHaveBeenCalledTimes(1);
+    const intruder = { user: "mallory", groups: ["g"], extra: {} };
+    // After the Allow of `u`, each of these differs in one part and is decided (and denied), every time.
+    for (let round = 0; round < 2; round++) {
+      expect(() => authorize({ ...r, caller: intruder })).toThrow("no for mallory/ns/m");
+      expect(() => authorize({ ...r, namespace: "other" })).toThrow("no for u/other/m");
+      expect(() => authorize({ ...r, metric: "other" })).toThrow("no for u/ns/other");
+      authorize(r); // and `u` stays allowed between them
+    }
+    expect(decide).toHaveBeenCalledTimes(1 + 2 * 3);
+    // A caller with the same identity in a new object (a signed request's) is remembered by its key.
+    authorize({ ...r, caller: { ...caller } });
+    expect(decide).toHaveBeenCalledTimes(7);
+  });
 });
