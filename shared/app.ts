@@ -15,7 +15,8 @@
  * | `GET /healthz`, `/livez`, `/readyz` | `ok` |
  * | anything else | `metav1.Status` 404 (405 for other methods) |
  */
-import { Hono, type Context } from "hono";
+import type { Context } from "hono";
+import { Hono } from "./hono.ts";
 import type { BridgeConfig } from "./config/config.ts";
 import { fitsMilliValue, formatDecimal, formatQuantity, type Decimal } from "./k8s/quantity.ts";
 import { parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";

@@ -105,6 +105,18 @@ describe("Worker built for the providers its config uses", () => {
     expect(() => eventStreamSerdeProvider()).toThrow(NO_EVENT_STREAMS);
   });
 
+  it("every Worker script routes with Hono's tiny preset (wrangler [alias] ./hono.ts → infra/worker/hono-tiny.ts), none of the bigger routers", () => {
+    const routers = (inputs: string[]) => inputs.filter((i) => /node_modules\/hono\/dist\/router\/(reg-exp-router|trie-router|smart-router)\//.test(i));
+    for (const build of [all, sqsOnly, sqsJson]) {
+      const inputs = inputsOf(build);
+      expect(routers(inputs)).toEqual([]);
+      expect(inputs.some((i) => i.endsWith("node_modules/hono/dist/router/pattern-router/router.js"))).toBe(true);
+      expect(inputs.some((i) => i.endsWith("infra/worker/hono-tiny.ts"))).toBe(true);
+    }
+    // app.ts still imports the class by this specifier (else the alias would no longer apply)
+    expect(readFileSync(join(ROOT, "shared/app.ts"), "utf8")).toContain('import { Hono } from "./hono.ts";');
+  });
+
   it("the SQS-only Worker serves SQS reads in workerd", async () => {
     const worker = await startWorker(sqsConfig(sqs.endpoint), {}, { build: sqsOnly });
     try {
