@@ -63,11 +63,12 @@ export const DIRNAME_USERS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Prepended to the bundle: CommonJS's `require` (for Node built-ins and the
- * CommonJS modules' own `require` calls), `__filename` and `__dirname`,
- * which an ES module does not have.
+ * Prepended to an ES-module bundle for Node (esbuild `banner.js`): CommonJS's
+ * `require` (for Node built-ins and the CommonJS modules' own `require`
+ * calls), `__filename` and `__dirname`, which an ES module does not have.
+ * The Lambda, Node and proxy builds and `bench:memory`'s baseline bundles use it.
  */
-const BANNER = [
+export const BANNER = [
   'import { createRequire as __bridgeCreateRequire } from "node:module";',
   "const require = __bridgeCreateRequire(import.meta.url);",
   "const __filename = import.meta.filename, __dirname = import.meta.dirname;",

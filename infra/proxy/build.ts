@@ -29,7 +29,7 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { VERSION_DEFINE } from "../build-common.ts";
+import { BANNER, VERSION_DEFINE } from "../build-common.ts";
 
 /** Repository root. */
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -152,9 +152,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     // Node built-ins; three CommonJS modules of the Google client (in the
     // in-process bridge's chunks) compute a directory from __dirname when they
     // load and never read it on the bridge's path (see infra/lambda/build.ts DIRNAME_USERS).
-    banner: {
-      js: "import { createRequire as __emb_createRequire } from 'node:module'; const require = __emb_createRequire(import.meta.url); const __filename = import.meta.filename, __dirname = import.meta.dirname;",
-    },
+    banner: { js: BANNER },
   });
   const outputs = result.metafile.outputs;
   for (const key of Object.keys(outputs)) if (key.endsWith(".mjs")) asciiOnly(resolve(ROOT, key));

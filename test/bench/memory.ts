@@ -46,6 +46,7 @@ import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { BANNER } from "../../infra/build-common.ts";
 import { buildProxy, imageEnv, imageNodeFlags } from "../../infra/proxy/build.ts";
 import { closedLoop, type ClosedLoopResult } from "./openloop.ts";
 import { writeReport } from "./report.ts";
@@ -134,8 +135,8 @@ async function withTrivialBundle<T>(dir: string, flags: string[], use: (pid: num
     outdir,
     outExtension: { ".js": ".mjs" },
     logLevel: "warning",
-    // as infra/proxy/build.ts: CommonJS dependencies (prom-client) call require() for Node built-ins
-    banner: { js: "import { createRequire as __emb_createRequire } from 'node:module'; const require = __emb_createRequire(import.meta.url);" },
+    // as the proxy's build: CommonJS dependencies (prom-client) call require() for Node built-ins
+    banner: { js: BANNER },
   });
   const pems = await servingPems();
   const child = spawn(process.execPath, [...flags, file], {
