@@ -140,10 +140,12 @@ export function rememberAllowed(
       const result = authorize(request); // throws StatusError 403 on Deny
       if (result !== undefined) return result;
     }
-    const entry = known ?? { keys: new Set<string>(), lastCaller: request.caller, lastNamespace: request.namespace, lastMetric: request.metric };
-    if (known === undefined) allowed.set(request.selector, entry);
-    else if (!entry.keys.has(key) && entry.keys.size >= MAX_REMEMBERED_ALLOWS) entry.keys.clear();
-    entry.keys.add(key);
+    let entry = known;
+    if (entry === undefined) allowed.set(request.selector, (entry = { keys: new Set<string>(), lastCaller: request.caller, lastNamespace: request.namespace, lastMetric: request.metric }));
+    if (!entry.keys.has(key)) {
+      if (entry.keys.size >= MAX_REMEMBERED_ALLOWS) entry.keys.clear();
+      entry.keys.add(key);
+    }
     entry.lastCaller = request.caller;
     entry.lastNamespace = request.namespace;
     entry.lastMetric = request.metric;
