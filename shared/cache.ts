@@ -53,6 +53,19 @@
  * Rounds run from a timer (unref'd on Node) and from reads that find a round
  * due, so an injected clock drives them too; {@link CoalescingCache.close}
  * stops the timer and cancels refreshes in flight.
+ *
+ * Renewal on read (option `renewAfterMs`, off by default): a simpler
+ * relative of refresh-ahead that remembers nothing. A read answered from a
+ * stored value older than `renewAfterMs(value, ttlMs)` — but still within
+ * `ttlMs`, so still a hit — also starts one reload of that key in the
+ * background with the read's own loader (unless a load of the key is
+ * already in flight); the reader gets the stored value at once. The reload
+ * is a refresh as above: its failure is never stored, and the value it
+ * replaces stays only until its own TTL. A value a reader gets is never
+ * older than its `ttlMs`; renewal only moves the wait for a reload off the
+ * read that finds the value expired, onto an earlier read that does not
+ * wait for it. The proxy's SubjectAccessReview cache uses it
+ * (shared/proxy/authorize.ts `SAR_RENEW_AFTER_SHARE`).
  */
 
 /**
@@ -94,9 +107,9 @@ export interface CacheStats {
   evictions: number;
   /** reads refused because `maxEntries` loads were already in flight */
   refused: number;
-  /** refresh-ahead loads started (each also counts in `loads`) */
+  /** refresh-ahead and renewal loads started (each also counts in `loads`) */
   refreshes: number;
-  /** refresh-ahead loads that failed (never stored; each also counts in `failures`) */
+  /** refresh-ahead and renewal loads that failed (never stored; each also counts in `failures`) */
   refreshFailures: number;
   /** refresh-ahead rounds run */
   refreshRounds: number;
@@ -174,6 +187,12 @@ export interface CoalescingCacheOptions<V> {
   now?: () => number;
   /** reload recently read keys before they expire (see the module doc); default off */
   refreshAhead?: RefreshAheadOptions;
+  /**
+   * Renewal on read (see the module doc): the age, ms, past which a hit on
+   * `value` read with `ttlMs` also starts a background reload of its key
+   * (Infinity or absent = never). Default off.
+   */
+  renewAfterMs?: (value: V, ttlMs: number) => number;
 }
 
 /** Per-read options of {@link CoalescingCache.get}. */
@@ -224,6 +243,7 @@ export class CoalescingCache<V> {
   readonly #loadTimeoutMs: number | undefined;
   readonly #failureTtlMs: (error: unknown) => number;
   readonly #now: () => number;
+  readonly #renewAfterMs: ((value: V, ttlMs: number) => number) | undefined;
   #bytes = 0;
   #lastOutcome: CacheOutcome = "miss";
   readonly #refresh: Required<RefreshAheadOptions> | undefined;
@@ -249,6 +269,7 @@ export class CoalescingCache<V> {
     this.#loadTimeoutMs = options.loadTimeoutMs;
     this.#failureTtlMs = options.failureTtlMs ?? (() => 0);
     this.#now = options.now ?? Date.now;
+    this.#renewAfterMs = options.renewAfterMs;
     const r = options.refreshAhead;
     this.#refresh =
       r === undefined
@@ -284,7 +305,10 @@ export class CoalescingCache<V> {
     // (#remember may run a round; a round never changes the stored entries synchronously: `entry` stays right)
     if (remember) this.#remember(key, ttlMs, load, now);
     if (entry !== undefined) {
-      if (this.#freshHit(key, entry, ttlMs, now)) return Promise.resolve(entry.value);
+      if (this.#freshHit(key, entry, ttlMs, now)) {
+        if (this.#renewAfterMs !== undefined) this.#renew(key, entry, ttlMs, load, now);
+        return Promise.resolve(entry.value);
+      }
       if (!entry.ok && now < entry.expiresAt && now >= entry.storedAt) {
         // (a clock stepped back past storedAt does not stretch a failure's life)
         this.stats.failureHits++;
@@ -322,7 +346,21 @@ export class CoalescingCache<V> {
     const now = this.#now();
     if (!this.#freshHit(key, entry, ttlMs, now)) return undefined;
     if (this.#refresh !== undefined && !this.#closed) this.#remember(key, ttlMs, load, now);
+    if (this.#renewAfterMs !== undefined) this.#renew(key, entry, ttlMs, load, now);
     return entry.value;
+  }
+
+  /**
+   * Renewal on read (see the module doc): after a hit on `entry` at `now`,
+   * start a background reload of `key` with `load` when the value is older
+   * than `renewAfterMs(value, ttlMs)` and no load of the key is in flight
+   * (nor the in-flight bound reached, nor the cache closed).
+   */
+  #renew(key: string, entry: Extract<Entry<V>, { ok: true }>, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, now: number): void {
+    if (this.#closed || now - entry.storedAt < this.#renewAfterMs!(entry.value, ttlMs)) return;
+    if (this.#inflight.has(key) || this.#inflight.size >= this.#maxEntries) return;
+    this.stats.refreshes++;
+    this.#start(key, load, true);
   }
 
   /**
@@ -511,9 +549,9 @@ export class CoalescingCache<V> {
   }
 
   /**
-   * Stop refresh-ahead for good: cancel the round timer, abort refresh loads
-   * in flight (their readers reject with an `AbortError` DOMException) and
-   * forget the remembered keys. Reads keep working as without refresh-ahead.
+   * Stop refresh-ahead and renewal for good: cancel the round timer, abort
+   * refresh and renewal loads in flight (their readers reject with an
+   * `AbortError` DOMException) and forget the remembered keys. Reads keep working as without refresh-ahead.
    * Idempotent.
    */
   close(): void {

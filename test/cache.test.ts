@@ -326,3 +326,73 @@ describe("CoalescingCache", () => {
     });
   });
 });
+
+describe("CoalescingCache renewal on read", () => {
+  const renewing = (t: { now: number }) => new CoalescingCache<string>({ now: () => t.now, renewAfterMs: (value, ttlMs) => (value.startsWith("keep") ? Infinity : ttlMs / 2) });
+
+  it("answers a hit past renewAfterMs at once and reloads the key in the background, one reload at a time", async () => {
+    const t = { now: 0 };
+    const cache = renewing(t);
+    expect(await cache.get("k", 1_000, async () => "v1")).toBe("v1");
+    t.now = 499;
+    const d = deferred<string>();
+    expect(await cache.get("k", 1_000, d.load)).toBe("v1");
+    expect(d.signals).toHaveLength(0); // younger than half the TTL: a plain hit
+    t.now = 500;
+    expect(await cache.get("k", 1_000, d.load)).toBe("v1"); // not waiting for the reload
+    expect(cache.lastOutcome).toBe("hit");
+    expect(d.signals).toHaveLength(1);
+    expect(cache.peek("k", 1_000, d.load)).toBe("v1");
+    expect(await cache.get("k", 1_000, d.load)).toBe("v1");
+    expect(d.signals).toHaveLength(1); // in flight: no second reload
+    expect(cache.stats).toMatchObject({ loads: 2, refreshes: 1, hits: 4 });
+    t.now = 600;
+    d.resolve("v2");
+    await new Promise((r) => setImmediate(r));
+    t.now = 1_050; // v1 would be past its TTL; v2, stored by the renewal at 600, is 450 ms old: a plain hit
+    expect(await cache.get("k", 1_000, async () => "v3")).toBe("v2");
+    expect(cache.stats.loads).toBe(2);
+  });
+
+  it("never stores a failed renewal and never answers past the TTL: the read then loads (or joins the renewal)", async () => {
+    const t = { now: 0 };
+    const cache = renewing(t);
+    await cache.get("k", 1_000, async () => "v1");
+    t.now = 900;
+    const failing = deferred<string>();
+    expect(await cache.get("k", 1_000, failing.load)).toBe("v1");
+    failing.reject(new Error("backend down"));
+    await new Promise((r) => setImmediate(r));
+    expect(cache.stats).toMatchObject({ refreshes: 1, refreshFailures: 1, failureHits: 0 });
+    t.now = 950;
+    const slow = deferred<string>();
+    expect(await cache.get("k", 1_000, slow.load)).toBe("v1"); // a second renewal starts
+    t.now = 1_001; // v1 is past its TTL: this read waits for the renewal in flight
+    let answered = false;
+    const read = cache.get("k", 1_000, async () => "unused").then((v) => ((answered = true), v));
+    expect(cache.lastOutcome).toBe("coalesced");
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toBe(false);
+    slow.resolve("v2");
+    expect(await read).toBe("v2");
+  });
+
+  it("does not renew values renewAfterMs exempts, nor after close(), which also cancels a renewal in flight", async () => {
+    const t = { now: 0 };
+    const cache = renewing(t);
+    await cache.get("keep", 1_000, async () => "keep-1");
+    await cache.get("k", 1_000, async () => "v1");
+    t.now = 900;
+    const d = deferred<string>();
+    expect(await cache.get("keep", 1_000, d.load)).toBe("keep-1");
+    expect(d.signals).toHaveLength(0);
+    expect(await cache.get("k", 1_000, d.load)).toBe("v1");
+    expect(d.signals).toHaveLength(1);
+    cache.close();
+    expect(d.signals[0]!.aborted).toBe(true);
+    const after = deferred<string>();
+    t.now = 950;
+    expect(await cache.get("k", 1_000, after.load)).toBe("v1");
+    expect(after.signals).toHaveLength(0);
+  });
+});

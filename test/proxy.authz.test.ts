@@ -14,6 +14,9 @@ import type { Caller } from "../shared/identity.ts";
 import { rbac } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
+/** Let promise callbacks and I/O callbacks queued so far run (a background review's outcome lands). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 const HPA: Caller = {
   user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
   groups: ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
@@ -133,15 +136,62 @@ describe("the delegated authorizer", () => {
     tick(1_500); // 10.5 s: the denial is re-reviewed, the allowance is not
     expect(await authorizer.decide(HPA, no)).toMatchObject({ allowed: false, by: "review" });
     expect(specs).toHaveLength(3);
-    tick(5_000); // 15.5 s: the HPA's next read still hits
+    tick(5_000); // 15.5 s: the HPA's next read still hits, and (past half the TTL) renews the allowance in the background
     expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
-    expect(specs).toHaveLength(3);
-    tick(5_000); // 20.5 s
-    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
+    await settle();
     expect(specs).toHaveLength(4);
+    tick(5_000); // 20.5 s: the renewed answer is 5 s old
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(specs).toHaveLength(4);
+    tick(16_000); // 36.5 s: unread for 16 s, the renewed answer is 21 s old
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
+    expect(specs).toHaveLength(5);
     // Another caller is another key.
     await authorizer.decide({ ...HPA, user: "other" }, ok);
-    expect(specs).toHaveLength(5);
+    expect(specs).toHaveLength(6);
+  });
+
+  it("renews an allowance read past half its TTL without making the read wait, and never uses one older than the TTL", async () => {
+    let now = 0;
+    const pending: { spec: SubjectAccessReviewSpec; resolve(s: { allowed: boolean }): void; reject(e: Error): void }[] = [];
+    let immediate = true;
+    const authorizer = new Authorizer({
+      review: (spec) =>
+        immediate ? Promise.resolve({ allowed: true }) : new Promise((resolve, reject) => pending.push({ spec, resolve, reject })),
+      now: () => now,
+    });
+    const ok = info(`${V1}/namespaces/ns/allowed`);
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
+    expect(authorizer.stats.reviews).toBe(1);
+    immediate = false; // kube-apiserver now answers only when the test says so
+    now = 9_999; // before half the TTL: a plain hit
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(pending).toHaveLength(0);
+    now = 10_000; // half the TTL: answered at once from the cache, the next review goes out in the background
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(pending).toHaveLength(1);
+    expect(pending[0]!.spec).toMatchObject({ user: HPA.user, resourceAttributes: { resource: "allowed", verb: "list" } });
+    now = 12_000; // one renewal at a time
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(pending).toHaveLength(1);
+    // The renewal fails: nothing is stored, the old answer stays until its own TTL.
+    pending.shift()!.reject(new Error("connection refused"));
+    await settle();
+    now = 19_000; // the next read renews again; that one never answers
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "cache" });
+    expect(pending).toHaveLength(1);
+    now = 20_001; // past the TTL of the only answer kube-apiserver gave: not used; the read joins the review in flight
+    let answered = false;
+    const late = authorizer.decide(HPA, ok).then((d) => ((answered = true), d));
+    await settle();
+    expect(answered).toBe(false);
+    // RBAC changed: the review in flight says no, and that is what the read gets.
+    pending.shift()!.resolve({ allowed: false });
+    expect(await late).toMatchObject({ allowed: false, by: "cache" });
+    // A denial is not renewed: after 10 s it is reviewed again, on the read.
+    now = 25_000;
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: false, by: "cache" });
+    expect(pending).toHaveLength(0);
   });
 
   it("takes its TTLs from options (the --authorization-webhook-cache-*-ttl flags)", async () => {
@@ -157,7 +207,7 @@ describe("the delegated authorizer", () => {
     const no = info(`${V1}/namespaces/ns/denied`);
     await authorizer.decide(HPA, ok);
     await authorizer.decide(HPA, no);
-    now += 1_500;
+    now += 1_400; // (before half the allowed TTL: no renewal)
     expect(await authorizer.decide(HPA, ok)).toMatchObject({ by: "cache" });
     expect(await authorizer.decide(HPA, no)).toMatchObject({ by: "review" });
     now += 2_000;

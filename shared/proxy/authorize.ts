@@ -10,7 +10,8 @@
  *   `In`/`NotIn`/`Exists`/`DoesNotExist`, `Gt`/`Lt` dropped), answers cached
  *   ({@link SAR_ALLOWED_TTL_MS} allowed, {@link SAR_DENIED_TTL_MS} denied:
  *   `AllowCacheTTL`, `DenyCacheTTL`, one `CoalescingCache` whose per-value
- *   `keepMs` gives a denial the shorter life), keyed by the sha256 of the
+ *   `keepMs` gives a denial the shorter life; an allowed answer read past
+ *   half its TTL is renewed in the background, {@link SAR_RENEW_AFTER_SHARE}), keyed by the sha256 of the
  *   JSON of the review's spec, and only when the attributes are small
  *   (`shouldCache`).
  *
@@ -39,6 +40,21 @@ export const ALWAYS_ALLOW_GROUPS = new Set(["system:masters"]);
  * most this late, as with apiserver's own webhook cache.
  */
 export const SAR_ALLOWED_TTL_MS = 20_000;
+/**
+ * Renewal of allowed answers (shared/cache.ts, renewal on read): a read
+ * that finds an allowed answer older than this share of its TTL (10 s of
+ * the 20 s) is answered from it and sends the next SubjectAccessReview in
+ * the background. An HPA read of a series every 15 s then never waits for a
+ * review after the first: without it every other read found the answer
+ * expired (30 s > 20 s) and waited for kube-apiserver, and in a steady load
+ * every series' answer expired in the same instant (the P4 benchmark's
+ * slow window). The reviews sent are one per series per HPA period, as
+ * many as apiserver's own delegated 10 s cache sends for the same reads
+ * (it misses every 15-s read); an answer used is still never older than
+ * the TTL, so an RBAC change reaches the proxy as late as before. Denials
+ * are not renewed.
+ */
+export const SAR_RENEW_AFTER_SHARE = 0.5;
 /** How long a "denied" answer is re-used, ms (`--authorization-webhook-cache-unauthorized-ttl`, apiserver's delegated default 10 s). */
 export const SAR_DENIED_TTL_MS = 10_000;
 /** Deadline of one SubjectAccessReview (and of the coalesced cache load waiting for it), ms: the agreed budget of an HPA read. */
@@ -246,7 +262,8 @@ export class Authorizer {
     this.#timeoutMs = options.timeoutMs ?? SAR_TIMEOUT_MS;
     // Every read asks for the allowed TTL; a denial is kept only for its own, shorter one.
     const keepMs = (status: SubjectAccessReviewStatus) => (isAllowed(status) ? Number.POSITIVE_INFINITY : deniedTtlMs);
-    const common = { loadTimeoutMs: this.#timeoutMs, now: this.#now, keepMs };
+    const renewAfterMs = (status: SubjectAccessReviewStatus, ttlMs: number) => (isAllowed(status) ? ttlMs * SAR_RENEW_AFTER_SHARE : Number.POSITIVE_INFINITY);
+    const common = { loadTimeoutMs: this.#timeoutMs, now: this.#now, keepMs, renewAfterMs };
     this.#cache = new CoalescingCache({ ...SAR_CACHE_BOUNDS, ...common });
     this.#anonymousCache = new CoalescingCache({ ...SAR_ANONYMOUS_CACHE_BOUNDS, ...common });
   }
