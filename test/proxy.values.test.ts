@@ -393,12 +393,12 @@ cache: { ttlSeconds: 30, maxEntries: 100, maxBytes: 1048576 }
       return { bytes: f.valuesCache.bytes - before, length: body.length };
     };
     const base = await bytesOf("");
-    expect(base.bytes).toBe(64 * 2 + 64 + base.length + 128); // key (64 hex, counted twice), entry, body, answer
+    expect(base.bytes).toBe(32 * 2 + 64 + base.length + 128); // key (a 32-character digest, counted twice), entry, body, answer
     expect((await bytesOf("a".repeat(2000))).bytes - base.bytes).toBe(2000);
     expect((await bytesOf("\u00e9".repeat(2000))).bytes - base.bytes).toBe(2000);
     // One character outside Latin-1 makes the whole body two bytes a character.
     const wide = await bytesOf("\u20ac".repeat(2000));
-    expect(wide.bytes).toBe(64 * 2 + 64 + wide.length * 2 + 128);
+    expect(wide.bytes).toBe(32 * 2 + 64 + wide.length * 2 + 128);
     expect(answerBytes("x".repeat(10))).toBe(10 + 128);
   });
 

@@ -12,7 +12,7 @@
  *   `AllowCacheTTL`, `DenyCacheTTL`, one `CoalescingCache` whose per-value
  *   `keepMs` gives a denial the shorter life; an allowed answer read past
  *   half its TTL is renewed in the background, {@link SAR_RENEW_AFTER_SHARE}), keyed by the sha256 of the
- *   JSON of the review's spec, and only when the attributes are small
+ *   JSON of the review's spec ({@link digestKey}), and only when the attributes are small
  *   (`shouldCache`).
  *
  * This is what makes per-metric RBAC work: the resource is the metric name,
@@ -182,8 +182,9 @@ export const REQUEST_MEMO_BOUNDS = { maxEntries: 10_000, maxBytes: 4 * 1024 * 10
 export const CALLER_NUMBER_BOUNDS = { maxEntries: 1024, maxBytes: 256 * 1024 } as const;
 /**
  * Fixed estimate of one memo entry besides its key, bytes: the map slot and
- * recency node (~80), the {@link PreparedRequest} (~48) and its 64-hex
- * decision-cache key (~80, shared with the decision cache's entry). A
+ * recency node (~80), the {@link PreparedRequest} (~48) and its
+ * decision-cache key (~48, shared with the decision cache's entry: see
+ * {@link digestKey}). A
  * remembered parsed selector is counted on top ({@link requestMemoEntryBytes}).
  */
 export const REQUEST_MEMO_ENTRY_BYTES = 256;
@@ -303,7 +304,7 @@ export class Authorizer {
     try {
       if (prepared.cacheable) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
-        const key = (prepared.key ??= hash("sha256", JSON.stringify(spec()), "hex"));
+        const key = (prepared.key ??= digestKey(JSON.stringify(spec())));
         // Allowed answers live allowedTtlMs, denials their shorter keepMs (constructor).
         status = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
         fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
@@ -407,8 +408,23 @@ function isAllowed(status: SubjectAccessReviewStatus): boolean {
   return status.allowed && status.denied !== true;
 }
 
+/**
+ * A cache key for `text`: its SHA-256 digest as a 32-character string, one
+ * character a byte (`latin1`: V8 keeps it in one byte a character, 48 bytes
+ * with its header against 80 for the 64-character hex digest; issue 11 P5).
+ * Keys are only compared, never shown.
+ */
+export function digestKey(text: string): string {
+  return hash("sha256", text, "latin1");
+}
+
+/** The statuses without a reason every review of an HPA read answers: one shared object each, not one a cached decision. */
+const ALLOWED: SubjectAccessReviewStatus = Object.freeze({ allowed: true });
+const NOT_ALLOWED: SubjectAccessReviewStatus = Object.freeze({ allowed: false });
+
 /** The parts of a status a decision needs, with the reason cut to 1 KiB (it is shown in the 403 message). */
 function compactStatus(status: SubjectAccessReviewStatus): SubjectAccessReviewStatus {
+  if (status.denied === undefined && !status.reason) return status.allowed === true ? ALLOWED : NOT_ALLOWED;
   return {
     allowed: status.allowed === true,
     ...(status.denied !== undefined ? { denied: status.denied } : {}),

@@ -45,12 +45,12 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { hash } from "node:crypto";
 import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
+import { digestKey } from "./authorize.ts";
 import { BackendError, type Backend, type BackendRequest, type BackendResponse } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
@@ -455,12 +455,13 @@ export function answerBytes(body: string): number {
 }
 
 /**
- * The values cache key: sha256 (hex) of the caller's whole identity, the
- * backend and the path + query (`crypto.hash`, Node's one-shot digest: no
- * Hash object per request).
+ * The values cache key: the sha256 of the caller's whole identity, the
+ * backend and the path + query, as authorize.ts `digestKey` gives it (32
+ * one-byte characters; `crypto.hash`, Node's one-shot digest: no Hash object
+ * per request).
  */
 export function valuesKey(caller: Caller, backend: string, pathAndQuery: string): string {
-  return hash("sha256", JSON.stringify([callerKey(caller), backend, pathAndQuery]), "hex");
+  return digestKey(JSON.stringify([callerKey(caller), backend, pathAndQuery]));
 }
 
 /**
