@@ -155,10 +155,12 @@ describe("the delegated authorizer", () => {
     let now = 0;
     const pending: { spec: SubjectAccessReviewSpec; resolve(s: { allowed: boolean }): void; reject(e: Error): void }[] = [];
     let immediate = true;
+    const triggers: string[] = [];
     const authorizer = new Authorizer({
       review: (spec) =>
         immediate ? Promise.resolve({ allowed: true }) : new Promise((resolve, reject) => pending.push({ spec, resolve, reject })),
       now: () => now,
+      onReview: (trigger) => triggers.push(trigger),
     });
     const ok = info(`${V1}/namespaces/ns/allowed`);
     expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: true, by: "review" });
@@ -192,6 +194,29 @@ describe("the delegated authorizer", () => {
     now = 25_000;
     expect(await authorizer.decide(HPA, ok)).toMatchObject({ allowed: false, by: "cache" });
     expect(pending).toHaveLength(0);
+    // Each review sent, by what sent it (emb_proxy_subjectaccessreviews_total{trigger}); the read at 20.001 s joined one.
+    expect(triggers).toEqual(["read", "renewal", "renewal"]);
+    expect(authorizer.stats).toMatchObject({ reviews: 3, renewals: 2 });
+  });
+
+  it("says how each decision was reached even when other reads are answered while it waits", async () => {
+    let release!: () => void;
+    let hold = false;
+    const authorizer = new Authorizer({
+      review: async () => {
+        if (hold) await new Promise<void>((r) => (release = r));
+        return { allowed: true };
+      },
+    });
+    const ok = info(`${V1}/namespaces/ns/allowed`);
+    const other = info(`${V1}/namespaces/ns/other`);
+    await authorizer.decide(HPA, ok);
+    hold = true;
+    const waiting = authorizer.decide(HPA, other); // a review in flight
+    expect(await authorizer.decide(HPA, ok)).toMatchObject({ by: "cache" }); // answered meanwhile
+    release();
+    expect(await waiting).toMatchObject({ allowed: true, by: "review" });
+    expect(authorizer.stats).toMatchObject({ reviews: 2, cacheHits: 1 });
   });
 
   it("takes its TTLs from options (the --authorization-webhook-cache-*-ttl flags)", async () => {

@@ -365,6 +365,9 @@ describe("observability", () => {
       expect(text).toMatch(/emb_proxy_denials_total\{source="rbac"\} 1/);
       expect(text).toMatch(/emb_proxy_authentications_total\{method="token"\}/);
       expect(text).toMatch(/emb_proxy_authorization_decisions_total\{by="review",decision="allow"\}/);
+      // Every read above waited for its own review (distinct requests, nothing renewed yet).
+      expect(text).toMatch(/emb_proxy_subjectaccessreviews_total\{trigger="read"\} [1-9]/);
+      expect(text).not.toMatch(/emb_proxy_subjectaccessreviews_total\{trigger="renewal"\}/);
       expect(text).toMatch(/emb_proxy_ready 1/);
 
       const line = h.logs.find((l) => l.msg === "request" && l["requestId"] === "req-from-client-1");

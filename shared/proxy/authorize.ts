@@ -163,6 +163,13 @@ export interface AuthorizerOptions {
   deniedTtlMs?: number;
   /** deadline of a review, ms (default {@link SAR_TIMEOUT_MS}) */
   timeoutMs?: number;
+  /**
+   * Called once for every SubjectAccessReview sent: `read` when a read waits
+   * for it, `renewal` when a read past half an allowed answer's TTL sent it
+   * in the background ({@link SAR_RENEW_AFTER_SHARE}). The proxy counts them
+   * in `emb_proxy_subjectaccessreviews_total{trigger}`.
+   */
+  onReview?: (trigger: "read" | "renewal") => void;
 }
 
 /**
@@ -248,7 +255,8 @@ export class Authorizer {
   readonly #allowedTtlMs: number;
   readonly #timeoutMs: number;
   /** counters for /metrics and tests */
-  readonly stats = { reviews: 0, cacheHits: 0, allowed: 0, denied: 0 };
+  readonly stats = { reviews: 0, renewals: 0, cacheHits: 0, allowed: 0, denied: 0 };
+  readonly #onReview: ((trigger: "read" | "renewal") => void) | undefined;
   /** (caller number, method, path + query) → what is remembered of the request (see {@link authorizeRequest}) */
   readonly #memo = new BoundedMap<string, PreparedRequest>({ ...REQUEST_MEMO_BOUNDS, sizeOf: requestMemoEntryBytes });
   /** caller JSON ({@link callerMemoKey}) → its number in memo keys; numbers are never re-used */
@@ -261,6 +269,7 @@ export class Authorizer {
     this.#allowedTtlMs = options.allowedTtlMs ?? SAR_ALLOWED_TTL_MS;
     const deniedTtlMs = options.deniedTtlMs ?? SAR_DENIED_TTL_MS;
     this.#timeoutMs = options.timeoutMs ?? SAR_TIMEOUT_MS;
+    this.#onReview = options.onReview;
     // Every read asks for the allowed TTL; a denial is kept only for its own, shorter one.
     const keepMs = (status: SubjectAccessReviewStatus) => (isAllowed(status) ? Number.POSITIVE_INFINITY : deniedTtlMs);
     const renewAfterMs = (status: SubjectAccessReviewStatus, ttlMs: number) => (isAllowed(status) ? ttlMs * SAR_RENEW_AFTER_SHARE : Number.POSITIVE_INFINITY);
@@ -295,7 +304,9 @@ export class Authorizer {
     if (caller.groups.some((g) => ALWAYS_ALLOW_GROUPS.has(g))) return carrySelector({ allowed: true, by: "group" }, prepared);
     let specValue: SubjectAccessReviewSpec | undefined;
     const spec = () => (specValue ??= reviewSpec(caller, infoOf()));
+    let sent = false;
     const load = async (loadSignal: AbortSignal): Promise<SubjectAccessReviewStatus> => {
+      sent = true;
       this.stats.reviews++;
       return compactStatus(await this.#review(spec(), loadSignal));
     };
@@ -306,9 +317,15 @@ export class Authorizer {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
         const key = (prepared.key ??= digestKey(JSON.stringify(spec())));
         // Allowed answers live allowedTtlMs, denials their shorter keepMs (constructor).
-        status = await cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
-        fromCache = cache.lastOutcome === "hit" || cache.lastOutcome === "coalesced";
+        const pending = cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
+        // Read at once: other reads change lastOutcome while this one waits. A load the
+        // cache started inside get() ran `load` synchronously: on a hit it is a renewal.
+        const outcome = cache.lastOutcome;
+        if (sent) this.#reviewed(outcome === "hit" ? "renewal" : "read");
+        fromCache = outcome === "hit" || outcome === "coalesced";
+        status = await pending;
       } else {
+        this.#reviewed("read");
         status = await withCallSignal(signal, this.#timeoutMs, (bounded) => untilAborted(load, bounded));
       }
     } catch (err) {
@@ -320,6 +337,11 @@ export class Authorizer {
     if (allowed) this.stats.allowed++;
     else this.stats.denied++;
     return carrySelector({ allowed, by: fromCache ? "cache" : "review", ...(status.reason ? { reason: status.reason } : {}) }, prepared);
+  }
+
+  #reviewed(trigger: "read" | "renewal"): void {
+    if (trigger === "renewal") this.stats.renewals++;
+    this.#onReview?.(trigger);
   }
 
   /**

@@ -32,6 +32,8 @@ export interface ProxyMetrics {
   denials: Counter<"source">;
   /** authorization decisions by how they were made: review, cache, path, group */
   authorizations: Counter<"by" | "decision">;
+  /** SubjectAccessReviews sent, by trigger: a read waiting for it, or a background renewal */
+  subjectAccessReviews: Counter<"trigger">;
   /** authentications by method (front-proxy, x509, token, anonymous) or `failed` */
   authentications: Counter<"method">;
   /** 1 when ready (`/readyz` ok: authentication ConfigMap loaded, serving certificate present, not shutting down), else 0 */
@@ -158,6 +160,12 @@ export function createMetrics(defaults = true): ProxyMetrics {
       name: `${PREFIX}authorization_decisions_total`,
       help: "Authorization decisions by how they were reached (review, cache, path, group).",
       labelNames: ["by", "decision"],
+      registers,
+    }),
+    subjectAccessReviews: new Counter({
+      name: `${PREFIX}subjectaccessreviews_total`,
+      help: "SubjectAccessReviews sent to kube-apiserver, by trigger: a read that waits for it (read), or a read past half an allowed answer's TTL that sends it in the background (renewal).",
+      labelNames: ["trigger"],
       registers,
     }),
     authentications: new Counter({ name: `${PREFIX}authentications_total`, help: "Authentications by method.", labelNames: ["method"], registers }),

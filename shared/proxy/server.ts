@@ -126,7 +126,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     ...options.tokenAuthentication,
     now,
   });
-  const authorizer = new Authorizer({ review: options.subjectAccessReview, ...options.authorization, now });
+  const authorizer = new Authorizer({
+    review: options.subjectAccessReview,
+    ...options.authorization,
+    now,
+    onReview: (trigger) => metrics.subjectAccessReviews.inc({ trigger }),
+  });
   const forwarder = new Forwarder({ config, clients, metrics, log, now });
   registerCacheSizes(metrics, () => {
     const { authenticated, anonymous } = authorizer.cacheStats();
