@@ -9,6 +9,11 @@
  * but exits 1 when a scenario fails to start or sees an error, a timeout or
  * a non-2xx answer.
  *
+ * For each scenario it also says where the answers slower than the
+ * baseline's p99 + 5 ms fall (100-ms windows of the schedule: stalls or
+ * queueing) and how many major page faults each measured process and the
+ * whole machine (`/proc/vmstat`) took over the warm-up and measured part.
+ *
  * Scenarios (the server processes of `test/bench/servers.ts`, each in its
  * own process; the client presents the front-proxy certificate and
  * `X-Remote-*` headers of the HPA controller, as kube-apiserver does):
@@ -50,6 +55,7 @@ import { writeReport, type BenchRow } from "./report.ts";
 import {
   envNumber,
   expectValue,
+  machineMajorFaults,
   frontProxyClient,
   reportTiming,
   runBenchmark,
@@ -72,6 +78,9 @@ interface Scenario {
   result?: OpenLoopResult;
   /** CPU µs per answered request of each measured process */
   cpu: { label: string; micros: number }[];
+  /** major page faults over warm-up + measured part: each measured process's, and the whole machine's (NaN when unknown) */
+  faults: { label: string; count: number }[];
+  machineFaults: number;
   failure?: string;
 }
 
@@ -93,7 +102,7 @@ async function main(): Promise<void> {
   /** Measure one scenario; a failure is recorded (and fails the run), never skipped. */
   const measure = async (name: string, start: () => Promise<{ url: string; caPem: string; measured: Measured[]; stop(): Promise<void> }>) => {
     process.stderr.write(`· ${name} …\n`);
-    const s: Scenario = { name, cpu: [] };
+    const s: Scenario = { name, cpu: [], faults: [], machineFaults: NaN };
     scenarios.push(s);
     try {
       const server = await start();
@@ -103,8 +112,11 @@ async function main(): Promise<void> {
         const warmed = await closedLoop(target, { requests: prewarm, concurrency: 16 });
         if (warmed.ok !== prewarm) throw new Error(`pre-warm: ${warmed.ok} of ${prewarm} reads ok (${warmed.errors} errors, ${warmed.timeouts} timeouts, ${warmed.non2xx} non-2xx)`);
         const before = await Promise.all(server.measured.map((m) => m.stats()));
+        const machineBefore = machineMajorFaults();
         s.result = await openLoop(target, { rate, seconds, warmupSeconds, connections });
+        s.machineFaults = machineMajorFaults() - machineBefore;
         const after = await Promise.all(server.measured.map((m) => m.stats()));
+        s.faults = server.measured.map((m, i) => ({ label: m.label, count: (after[i]!.majorFaults ?? NaN) - (before[i]!.majorFaults ?? NaN) }));
         // CPU over warm-up + measured part, per request sent in both.
         const sent = Math.round(rate * (seconds + warmupSeconds));
         s.cpu = server.measured.map((m, i) => ({ label: m.label, micros: (after[i]!.cpuMicros - before[i]!.cpuMicros) / sent }));
@@ -158,12 +170,15 @@ async function main(): Promise<void> {
   ];
   // Where the answers slower than the baseline's p99 + the goal fall in time (100 ms windows of the schedule): stalls or queueing.
   const threshold = (base?.result?.p99 ?? NaN) + P4_GOAL_MS;
+  // Major page faults: a process waiting for a page to be read back from disk stalls (this VM's DAMON pages out file pages unread for a minute).
+  const faults = (s: Scenario): string =>
+    `major page faults over warm-up and measured part: ${s.faults.map((f) => `${f.label} ${f.count}`).join(", ")}${Number.isNaN(s.machineFaults) ? "" : `, machine ${s.machineFaults}`}`;
   const clustering = (s: Scenario): string => {
     if (!s.result || Number.isNaN(threshold)) return "";
     const w = slowWindows(s.result.bySchedule, rate, threshold);
     return w.slow === 0
-      ? `${s.name}: no answer slower than ${fmt(threshold)} ms`
-      : `${s.name}: ${w.slow} answers slower than ${fmt(threshold)} ms, in ${w.windows} of ${Math.ceil(seconds * 10)} 100-ms windows; most in one window: ${w.worst.map(([at, n]) => `${n} at ${at.toFixed(1)} s`).join(", ")}`;
+      ? `${s.name}: no answer slower than ${fmt(threshold)} ms; ${faults(s)}`
+      : `${s.name}: ${w.slow} answers slower than ${fmt(threshold)} ms, in ${w.windows} of ${Math.ceil(seconds * 10)} 100-ms windows; most in one window: ${w.worst.map(([at, n]) => `${n} at ${at.toFixed(1)} s`).join(", ")}; ${faults(s)}`;
   };
   lines.push("", ...scenarios.map(clustering).filter(Boolean));
   console.log(lines.join("\n"));

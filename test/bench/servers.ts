@@ -221,6 +221,7 @@ export async function childMain(role: string): Promise<void> {
         rss,
         maxRss: process.resourceUsage().maxRSS * 1024,
         liveHeap: process.memoryUsage().heapUsed,
+        majorFaults: process.resourceUsage().majorPageFault,
         counters: started?.stats?.() ?? {},
       });
     } else if (message.op === "stop") {
@@ -243,7 +244,22 @@ export interface ProcessStats {
   maxRss: number;
   /** V8 heap in use after a full GC, bytes (Node processes only) */
   liveHeap?: number;
+  /** major page faults since the process started: pages it waited to have read from disk (Node processes only) */
+  majorFaults?: number;
   counters: Record<string, number>;
+}
+
+/**
+ * Major page faults of the whole machine since boot (`pgmajfault` of
+ * `/proc/vmstat`, proc(5)): pages some process waited to have read from
+ * disk. NaN where there is no `/proc/vmstat`.
+ */
+export function machineMajorFaults(): number {
+  try {
+    return Number(/^pgmajfault (\d+)$/m.exec(readFileSync("/proc/vmstat", "utf8"))?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
 }
 
 /** A forked server process. */
