@@ -124,7 +124,8 @@ async function runBundle(name: string, tlsArgs: string[], caOf: () => string | u
       try {
         const res = await call(url, ca, { cert: pki.frontProxy, headers: { "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler" } });
         [status, text] = [res.status, res.text];
-        return true;
+        // Serving starts before the authentication ConfigMap is read: that 503 (not ready yet) means ask again.
+        return !(res.status === 503 && res.text.includes("has not loaded kube-system/extension-apiserver-authentication yet"));
       } catch {
         return false;
       }
