@@ -273,10 +273,16 @@ describe("the delegated authorizer", () => {
 
   it("gives uncacheable attributes the same deadline", async () => {
     const signals: AbortSignal[] = [];
-    const authorizer = new Authorizer({ review: (_spec, signal) => (signals.push(signal!), new Promise(() => {})), timeoutMs: 100 });
+    const triggers: string[] = [];
+    const authorizer = new Authorizer({ review: (_spec, signal) => (signals.push(signal!), new Promise(() => {})), timeoutMs: 100, onReview: (t) => triggers.push(t) });
     const long = info(`${V1}/namespaces/ns/${"m".repeat(10_001)}`);
     await expect(authorizer.authorize(HPA, long)).rejects.toMatchObject({ code: 500 });
     expect(signals[0]!.aborted).toBe(true);
+    expect(triggers).toEqual(["read"]);
+    // A caller already gone: no review is sent, and none is counted.
+    await expect(authorizer.authorize(HPA, long, AbortSignal.abort())).rejects.toMatchObject({ code: 500 });
+    expect(signals).toHaveLength(1);
+    expect(triggers).toEqual(["read"]);
   });
 
   it("always allows the probe paths and system:masters without a review", async () => {

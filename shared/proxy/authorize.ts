@@ -20,7 +20,7 @@
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
 import { hash } from "node:crypto";
-import { BoundedMap, CoalescingCache } from "../cache.ts";
+import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
 import { untilAborted, withCallSignal } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -311,27 +311,27 @@ export class Authorizer {
       return compactStatus(await this.#review(spec(), loadSignal));
     };
     let status: SubjectAccessReviewStatus;
-    let fromCache = false;
+    let outcome: CacheOutcome | undefined;
     try {
+      let pending: Promise<SubjectAccessReviewStatus>;
       if (prepared.cacheable) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
         const key = (prepared.key ??= digestKey(JSON.stringify(spec())));
         // Allowed answers live allowedTtlMs, denials their shorter keepMs (constructor).
-        const pending = cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
-        // Read at once: other reads change lastOutcome while this one waits. A load the
-        // cache started inside get() ran `load` synchronously: on a hit it is a renewal.
-        const outcome = cache.lastOutcome;
-        if (sent) this.#reviewed(outcome === "hit" ? "renewal" : "read");
-        fromCache = outcome === "hit" || outcome === "coalesced";
-        status = await pending;
+        pending = cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
+        outcome = cache.lastOutcome; // read at once: other reads change it while this one waits
       } else {
-        this.#reviewed("read");
-        status = await withCallSignal(signal, this.#timeoutMs, (bounded) => untilAborted(load, bounded));
+        pending = withCallSignal(signal, this.#timeoutMs, (bounded) => untilAborted(load, bounded));
       }
+      // Either call runs `load` synchronously when it sends a review (not when the caller has
+      // already gone); from a cache hit that review is a background renewal.
+      if (sent) this.#reviewed(outcome === "hit" ? "renewal" : "read");
+      status = await pending;
     } catch (err) {
       const why = (err as Error)?.name === "TimeoutError" ? `did not answer within ${this.#timeoutMs} ms` : (err as Error)?.message;
       throw internalError(`Internal error occurred: SubjectAccessReview failed: ${why}`, undefined, err);
     }
+    const fromCache = outcome === "hit" || outcome === "coalesced";
     if (fromCache) this.stats.cacheHits++;
     const allowed = isAllowed(status);
     if (allowed) this.stats.allowed++;
