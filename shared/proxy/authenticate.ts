@@ -30,12 +30,13 @@
  * headers are never trusted without step 1 succeeding. Every authenticated
  * (non-anonymous) user gets `system:authenticated` (`group.AuthenticatedGroupAdder`).
  */
-import { createHash, X509Certificate } from "node:crypto";
+import { X509Certificate } from "node:crypto";
 import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
 import { CoalescingCache } from "../cache.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
+import { digestKey } from "./cache-key.ts";
 import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from "./client-cert.ts";
 
 /** `user.CredentialIDKey` (apiserver `pkg/authentication/user/user.go`). */
@@ -185,7 +186,7 @@ export class Authenticator {
   }
 
   async #reviewToken(token: string, signal: AbortSignal | undefined): Promise<TokenReviewResult> {
-    const key = createHash("sha256").update(token).digest("hex");
+    const key = digestKey(token);
     const pending = this.#tokens.get(
       key,
       this.#tokenCacheTtlMs,

@@ -12,19 +12,19 @@
  *   `AllowCacheTTL`, `DenyCacheTTL`, one `CoalescingCache` whose per-value
  *   `keepMs` gives a denial the shorter life; an allowed answer read past
  *   half its TTL is renewed in the background, {@link SAR_RENEW_AFTER_SHARE}), keyed by the sha256 of the
- *   JSON of the review's spec ({@link digestKey}), and only when the attributes are small
+ *   JSON of the review's spec (cache-key.ts `digestKey`), and only when the attributes are small
  *   (`shouldCache`).
  *
  * This is what makes per-metric RBAC work: the resource is the metric name,
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { hash } from "node:crypto";
 import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
 import { untilAborted, withCallSignal } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
+import { digestKey } from "./cache-key.ts";
 import { requestInfo, selectorBytes, type RequestInfo } from "./request-info.ts";
 
 /** Paths allowed without a review. */
@@ -190,8 +190,8 @@ export const CALLER_NUMBER_BOUNDS = { maxEntries: 1024, maxBytes: 256 * 1024 } a
 /**
  * Fixed estimate of one memo entry besides its key, bytes: the map slot and
  * recency node (~80), the {@link PreparedRequest} (~48) and its
- * decision-cache key (~48, shared with the decision cache's entry: see
- * {@link digestKey}). A
+ * decision-cache key (~48, shared with the decision cache's entry:
+ * cache-key.ts `digestKey`). A
  * remembered parsed selector is counted on top ({@link requestMemoEntryBytes}).
  */
 export const REQUEST_MEMO_ENTRY_BYTES = 256;
@@ -428,16 +428,6 @@ function carrySelector(decision: AuthorizationDecision, prepared: PreparedReques
 
 function isAllowed(status: SubjectAccessReviewStatus): boolean {
   return status.allowed && status.denied !== true;
-}
-
-/**
- * A cache key for `text`: its SHA-256 digest as a 32-character string, one
- * character a byte (`latin1`: V8 keeps it in one byte a character, 48 bytes
- * with its header against 80 for the 64-character hex digest; issue 11 P5).
- * Keys are only compared, never shown.
- */
-export function digestKey(text: string): string {
-  return hash("sha256", text, "latin1");
 }
 
 /** The statuses without a reason every review of an HPA read answers: one shared object each, not one a cached decision. */

@@ -50,8 +50,8 @@ import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
-import { digestKey } from "./authorize.ts";
 import { BackendError, type Backend, type BackendRequest, type BackendResponse } from "./backends.ts";
+import { digestKey } from "./cache-key.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -456,9 +456,7 @@ export function answerBytes(body: string): number {
 
 /**
  * The values cache key: the sha256 of the caller's whole identity, the
- * backend and the path + query, as authorize.ts `digestKey` gives it (32
- * one-byte characters; `crypto.hash`, Node's one-shot digest: no Hash object
- * per request).
+ * backend and the path + query (cache-key.ts `digestKey`).
  */
 export function valuesKey(caller: Caller, backend: string, pathAndQuery: string): string {
   return digestKey(JSON.stringify([callerKey(caller), backend, pathAndQuery]));
