@@ -551,8 +551,8 @@ export class CoalescingCache<V> {
   /**
    * Stop refresh-ahead and renewal for good: cancel the round timer, abort
    * refresh and renewal loads in flight (their readers reject with an
-   * `AbortError` DOMException) and forget the remembered keys. Reads keep working as without refresh-ahead.
-   * Idempotent.
+   * `AbortError` DOMException) and forget the remembered keys. Reads keep
+   * working as without either. Idempotent.
    */
   close(): void {
     this.#closed = true;

@@ -216,12 +216,13 @@ export async function childMain(role: string): Promise<void> {
       const gcCpu = process.cpuUsage(beforeGc);
       statsCpu += gcCpu.user + gcCpu.system;
       const used = process.cpuUsage(cpu);
+      const usage = process.resourceUsage();
       reply({
         cpuMicros: used.user + used.system - statsCpu,
         rss,
-        maxRss: process.resourceUsage().maxRSS * 1024,
+        maxRss: usage.maxRSS * 1024,
         liveHeap: process.memoryUsage().heapUsed,
-        majorFaults: process.resourceUsage().majorPageFault,
+        majorFaults: usage.majorPageFault,
         counters: started?.stats?.() ?? {},
       });
     } else if (message.op === "stop") {
