@@ -235,11 +235,12 @@ let failures = 0;
 /** Warm up, then measure `target` served by `servers`; record a row. */
 async function scenario(name: string, target: Target, servers: Measured[], settings: Settings, baseline?: string): Promise<Row> {
   process.stderr.write(`· ${name} …\n`);
-  const ready = await Promise.all(servers.map((s) => s.stats()));
+  // Live heap only before the warm-up and after the run: the full collection discards optimized code.
+  const ready = await Promise.all(servers.map((s) => s.stats({ collect: true })));
   await load(target, settings.connections, settings.warmup);
   const before = await Promise.all(servers.map((s) => s.stats()));
   const run = await load(target, settings.connections, settings.duration);
-  const after = await Promise.all(servers.map((s) => s.stats()));
+  const after = await Promise.all(servers.map((s) => s.stats({ collect: true })));
   const counters: Record<string, number> = {};
   servers.forEach((s, i) => {
     for (const [k, v] of Object.entries(after[i]!.counters)) counters[`${s.label}.${k}`] = v - (before[i]!.counters[k] ?? 0);
@@ -289,7 +290,8 @@ async function interleaved(planned: Planned[], settings: Settings): Promise<Row[
   const rounds = Math.max(1, settings.rounds);
   const slice = settings.duration / rounds;
   process.stderr.write(`· ${planned.map((p) => p.name).join(", ")}: ${rounds} interleaved rounds of ${slice.toFixed(2)} s each …\n`);
-  const ready = await Promise.all(planned.map((p) => Promise.all(p.servers.map((s) => s.stats()))));
+  // Live heap only before the warm-ups and after the last round: the full collection discards optimized code.
+  const ready = await Promise.all(planned.map((p) => Promise.all(p.servers.map((s) => s.stats({ collect: true })))));
   for (const p of planned) await load(p.target, settings.connections, settings.warmup);
   const runs: Run[][] = planned.map(() => []);
   const cpu = planned.map((p) => p.servers.map(() => 0));
@@ -312,6 +314,7 @@ async function interleaved(planned: Planned[], settings: Settings): Promise<Row[
       });
     }
   }
+  const collected = await Promise.all(planned.map((p) => Promise.all(p.servers.map((s) => s.stats({ collect: true })))));
   return planned.map((p, i) => {
     const parts = runs[i]!;
     const all = new Float64Array(parts.reduce((n, r) => n + r.latencies.length, 0));
@@ -350,7 +353,7 @@ async function interleaved(planned: Planned[], settings: Settings): Promise<Row[
         after: last[i]![j]!.rss,
         peak: last[i]![j]!.maxRss,
         heapReady: ready[i]![j]!.liveHeap ?? NaN,
-        heapAfter: last[i]![j]!.liveHeap ?? NaN,
+        heapAfter: collected[i]![j]!.liveHeap ?? NaN,
       })),
       counters: counters[i]!,
     };

@@ -198,7 +198,7 @@ export async function childMain(role: string): Promise<void> {
   let started: Started | undefined;
   let cpu = process.cpuUsage();
   let statsCpu = 0;
-  process.on("message", (message: { id: number; op: string; options?: Record<string, unknown> }) => {
+  process.on("message", (message: { id: number; op: string; options?: Record<string, unknown>; collect?: boolean }) => {
     const reply = (value: unknown) => process.send!({ id: message.id, ok: true, value });
     const fail = (err: unknown) => process.send!({ id: message.id, ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     if (message.op === "start") {
@@ -209,19 +209,28 @@ export async function childMain(role: string): Promise<void> {
       }, fail);
     } else if (message.op === "stats") {
       const rss = process.memoryUsage().rss;
-      // Live heap: what is left after a full collection (the child runs with --expose-gc);
-      // the collection's own CPU time is left out of the figures.
-      const beforeGc = process.cpuUsage();
-      (globalThis as { gc?: () => void }).gc?.();
-      const gcCpu = process.cpuUsage(beforeGc);
-      statsCpu += gcCpu.user + gcCpu.system;
+      // Live heap, when asked for: what is left after a full collection (the
+      // child runs with --expose-gc); the collection's own CPU time is left
+      // out of the figures. Only when asked: V8's forced collection throws
+      // away the optimized code of the request path, which is then compiled
+      // again ~10,000 requests later, a 50–100 ms stall of the machine
+      // (`--trace-opt`: parserOnIncoming back to Maglev after the collection,
+      // TurboFan 11 s later at 1,000 req/s), so never just before a measurement.
+      let liveHeap: number | undefined;
+      if (message.collect === true) {
+        const beforeGc = process.cpuUsage();
+        (globalThis as { gc?: () => void }).gc?.();
+        const gcCpu = process.cpuUsage(beforeGc);
+        statsCpu += gcCpu.user + gcCpu.system;
+        liveHeap = process.memoryUsage().heapUsed;
+      }
       const used = process.cpuUsage(cpu);
       const usage = process.resourceUsage();
       reply({
         cpuMicros: used.user + used.system - statsCpu,
         rss,
         maxRss: usage.maxRSS * 1024,
-        liveHeap: process.memoryUsage().heapUsed,
+        ...(liveHeap === undefined ? {} : { liveHeap }),
         majorFaults: usage.majorPageFault,
         counters: started?.stats?.() ?? {},
       });
@@ -243,7 +252,7 @@ export interface ProcessStats {
   cpuMicros: number;
   rss: number;
   maxRss: number;
-  /** V8 heap in use after a full GC, bytes (Node processes only) */
+  /** V8 heap in use after a full GC, bytes (Node processes asked with `{ collect: true }` only) */
   liveHeap?: number;
   /** major page faults since the process started: pages it waited to have read from disk (Node processes only) */
   majorFaults?: number;
@@ -269,7 +278,12 @@ export interface Child {
   pid: number;
   url: string;
   info: Record<string, string>;
-  stats(): Promise<ProcessStats>;
+  /**
+   * The process's figures; `collect: true` runs a full collection first to
+   * report `liveHeap`, which discards V8's optimized code: not before a
+   * measurement (see `childMain`).
+   */
+  stats(options?: StatsOptions): Promise<ProcessStats>;
   stop(): Promise<void>;
 }
 
@@ -326,7 +340,7 @@ export async function spawnChild(role: string, options: Record<string, unknown>,
     pid: ready.pid,
     url: ready.url,
     info: ready.info,
-    stats: () => ask<ProcessStats>("stats"),
+    stats: (o) => ask<ProcessStats>("stats", { collect: o?.collect === true }),
     stop: async () => {
       if (proc.exitCode !== null || !proc.connected) return;
       const exited = new Promise<void>((r) => proc.once("exit", () => r()));
@@ -340,12 +354,18 @@ export async function spawnChild(role: string, options: Record<string, unknown>,
 /** A server being measured, Node child or workerd. */
 export interface Measured {
   label: string;
-  stats(): Promise<ProcessStats>;
+  stats(options?: StatsOptions): Promise<ProcessStats>;
+}
+
+/** What {@link Child.stats} is asked for. */
+export interface StatsOptions {
+  /** run a full collection first and report `liveHeap` (discards optimized code) */
+  collect?: boolean;
 }
 
 /** A forked server as a measured process. */
 export function node(child: Child, label = child.role): Measured {
-  return { label, stats: () => child.stats() };
+  return { label, stats: (o) => child.stats(o) };
 }
 
 
