@@ -13,6 +13,8 @@ import type { BenchRow } from "./report.ts";
 export interface ReferenceRatio {
   value: number;
   better: "higher" | "lower";
+  /** where the value comes from, when not from the run named in the file's comment */
+  note?: string;
 }
 
 /** The reference file's shape: row id → ratio name → reference. */
