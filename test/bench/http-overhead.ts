@@ -67,7 +67,9 @@
  * `/proc/<pid>/stat`) — on a shared 2-core machine CPU per request is the
  * steadier measure of a server's own overhead — and per-process memory
  * (RSS when ready, after the run, peak; live V8 heap after a full GC, the
- * children running with `--expose-gc` and the collection's CPU left out).
+ * children running with `--expose-gc` and the collection's CPU left out,
+ * collected only before the warm-up and after the run: a forced collection
+ * discards V8's optimized code, servers.ts `childMain`).
  * With `BENCH_REPORT_DIR` set it also writes the report of `npm run bench`
  * (test/bench/report.ts): row P1 (bridge, cached, vs baseline A: req/s and
  * p99 ratios), the same ratios without a goal for the other scenarios, and
