@@ -59,7 +59,7 @@ describe("Authorizer.authorizeRequest", () => {
     const stats = az.requestMemoStats();
     expect(stats.bytes).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
     expect(stats.entries).toBeLessThan(2_000);
-    // 10,000 HPA series (short selectors) fit within the bytes.
+    // As many HPA series (short selectors) as the entry bound fit within the bytes.
     const hpaKey = `12345\u0000GET\u0000${url(12345).pathname}${url(12345).search}`;
     expect(REQUEST_MEMO_BOUNDS.maxEntries * requestMemoEntryBytes(hpaKey, {})).toBeLessThanOrEqual(REQUEST_MEMO_BOUNDS.maxBytes);
   });
