@@ -12,6 +12,7 @@ const INTEGRATION = [
   "test/first-hour.test.ts",
   "test/cli.test.ts",
   "test/infra.test.ts",
+  "test/hostile-tenant.*.test.ts",
 ];
 /** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
 const ORACLES = ["test/**/*.oracle.test.ts"];
