@@ -64,8 +64,15 @@ export const POOL_MAX_CONNECTIONS = 32;
  * (at 80 % of their lifetime, ≥ 1 h), so a minute is always soon enough.
  */
 export const TOKEN_FILE_REREAD_MS = 60_000;
-/** Largest response body (or one watch event line) read, bytes; past it the call fails. */
+/** Largest response body (or one watch event line) read, bytes; past it the call fails ({@link ResponseTooLargeError}). */
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+/**
+ * Items asked for per page of an {@link Informer}'s list (`limit`), as
+ * client-go's pager (`tools/pager/pager.go` `defaultPageSize` 500). A page
+ * whose body is over {@link MAX_RESPONSE_BYTES} is asked again with half the
+ * limit, down to 1 (an object is at most ~1.5 MiB: etcd's request limit).
+ */
+export const LIST_PAGE_SIZE = 500;
 
 const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -193,6 +200,20 @@ export class ApiError extends Error {
     super(`${what}: ${status.message ?? status.reason ?? "error"} (HTTP ${code}${status.reason ? `, ${status.reason}` : ""})`);
     this.code = code;
     this.status = status;
+  }
+}
+
+/**
+ * An answer (or one watch event line) longer than the bytes allowed
+ * ({@link MAX_RESPONSE_BYTES}): the call fails and its connection is closed.
+ */
+export class ResponseTooLargeError extends Error {
+  override readonly name = "ResponseTooLargeError";
+  /** the limit passed, bytes */
+  readonly limit: number;
+  constructor(message: string, limit: number) {
+    super(message);
+    this.limit = limit;
   }
 }
 
@@ -456,10 +477,20 @@ export class KubeClient {
     return this.request<T>("GET", path, undefined, options);
   }
 
-  /** GET a collection, optionally with a field selector. @throws ApiError */
-  list<T extends KubeObject>(path: string, query: { fieldSelector?: string } = {}, options?: CallOptions): Promise<KubeList<T>> {
+  /**
+   * GET a collection, optionally with a field selector and one page of it
+   * (`limit`, items; `continue`, the token of the previous page's
+   * `metadata.continue`: k8s.io/apimachinery/pkg/apis/meta/v1/types.go
+   * `ListOptions`).
+   *
+   * @throws ApiError (410 Expired when a `continue` token is too old);
+   *   {@link ResponseTooLargeError} when the page is over {@link MAX_RESPONSE_BYTES}
+   */
+  list<T extends KubeObject>(path: string, query: { fieldSelector?: string; limit?: number; continue?: string } = {}, options?: CallOptions): Promise<KubeList<T>> {
     const q = new URLSearchParams();
     if (query.fieldSelector) q.set("fieldSelector", query.fieldSelector);
+    if (query.limit !== undefined && query.limit > 0) q.set("limit", String(query.limit));
+    if (query.continue) q.set("continue", query.continue);
     const qs = q.toString();
     return this.request<KubeList<T>>("GET", qs ? `${path}?${qs}` : path, undefined, options);
   }
@@ -485,7 +516,7 @@ function readBody(res: IncomingMessage, done: (err: Error | undefined, text?: st
     size += chunk.length;
     if (size > MAX_RESPONSE_BYTES) {
       over = true;
-      return done(new Error(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`));
+      return done(new ResponseTooLargeError(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`, MAX_RESPONSE_BYTES));
     }
     chunks.push(chunk);
   });
@@ -511,7 +542,7 @@ function readLines(res: IncomingMessage, onLine: (line: string) => void, done: (
     }
     if (pending.length > MAX_RESPONSE_BYTES) {
       failed = true;
-      done(new Error(`a watch event is larger than ${MAX_RESPONSE_BYTES} bytes`));
+      done(new ResponseTooLargeError(`a watch event is larger than ${MAX_RESPONSE_BYTES} bytes`, MAX_RESPONSE_BYTES));
     }
   });
   res.on("end", () => {
@@ -703,8 +734,19 @@ export interface InformerOptions<T extends KubeObject> {
   path: string;
   /** e.g. `metadata.name=foo` */
   fieldSelector?: string;
-  /** deadline of each list, ms (default 10 000) */
+  /** deadline of each page of a list, ms (default 10 000) */
   listTimeoutMs?: number;
+  /** items asked for per page (`limit`), default {@link LIST_PAGE_SIZE}; halved for a page over {@link MAX_RESPONSE_BYTES} */
+  pageSize?: number;
+  /**
+   * Applied to every object as it is received (each item of a list page,
+   * each watch event's object) before it is stored or handed on: keep only
+   * what the consumer needs, so that large fields (annotations,
+   * managedFields) are garbage as soon as the page or event is parsed.
+   * client-go's `TransformFunc` (tools/cache/controller.go, set with
+   * `SharedInformer.SetTransform`). Default: the object as received.
+   */
+  transform?: (obj: T) => T;
   /** after every successful list, with its items (before add/update/delete of the differences) */
   onListed?: (items: T[]) => void;
   onAdd?: (obj: T) => void;
@@ -727,15 +769,30 @@ interface WatchEvent<T> {
 /** Thrown inside the loop when the watch's resourceVersion is gone (410): re-list. */
 class Gone extends Error {}
 
+/** Most times one list starts again from its first page after a 410 Expired `continue` token before it counts as failed. */
+const MAX_LIST_RESTARTS = 3;
+
 /**
  * List, then watch from the list's resourceVersion, as client-go's reflector
  * does (`tools/cache/reflector.go` `ListAndWatch`, `watchHandler`):
  *
- * - the list (with its deadline) replaces the known objects: new ones are
- *   added, changed ones (another `resourceVersion`) updated, vanished ones deleted;
+ * - the list is paginated (`limit`, {@link LIST_PAGE_SIZE} by default, and
+ *   `continue`, as `tools/pager/pager.go`), without `resourceVersion` (a
+ *   consistent read: the watch cache ignores `limit` for
+ *   `resourceVersion=0`), each page with its deadline and at most
+ *   {@link MAX_RESPONSE_BYTES} (a page over it is asked again with half the
+ *   limit); {@link InformerOptions.transform} is applied to each item as the
+ *   page arrives. A 410 Expired on a `continue` token (the snapshot was
+ *   compacted) starts the list again from its first page, at most
+ *   {@link MAX_LIST_RESTARTS} times (the reflector's re-list with
+ *   `resourceVersion=""` after `isExpiredError`; client-go's pager would
+ *   fall back to one unpaginated list, which would drop the page bound);
+ * - the list replaces the known objects: new ones are added, changed ones
+ *   (another `resourceVersion`) updated, vanished ones deleted;
  * - the watch (`?watch=1&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=N`,
  *   N random in 5–10 min as the reflector's `minWatchTimeout`) streams
- *   newline-delimited JSON events; every event (BOOKMARK too) moves RV on;
+ *   newline-delimited JSON events (each transformed as it is parsed); every
+ *   event (BOOKMARK too) moves RV on;
  * - when the server ends the stream, the watch is opened again from the last
  *   RV (no list); a watch that ended within 1 s without an event counts as a
  *   failure (the reflector's "very short watch");
@@ -745,7 +802,7 @@ class Gone extends Error {}
  * - any other failure → `onError`, then list again after a back-off of 1 s
  *   doubling to 30 s (reset by a successful list).
  *
- * State is bounded by what the selector matches (here one object).
+ * State is bounded by what the selector matches, as transformed.
  */
 export class Informer<T extends KubeObject> {
   readonly #kc: KubeClient;
@@ -753,12 +810,14 @@ export class Informer<T extends KubeObject> {
   readonly #store = new Map<string, T>();
   #stop = new AbortController();
   #running: Promise<void> | undefined;
+  #pageSize: number;
   /** counters for tests */
-  readonly stats = { lists: 0, watches: 0, gone: 0 };
+  readonly stats = { lists: 0, watches: 0, gone: 0, pages: 0, listRestarts: 0, pagesTooLarge: 0 };
 
   constructor(kc: KubeClient, options: InformerOptions<T>) {
     this.#kc = kc;
     this.#o = options;
+    this.#pageSize = Math.max(1, Math.floor(options.pageSize ?? LIST_PAGE_SIZE));
   }
 
   /** Start listing and watching (no-op when running). */
@@ -806,12 +865,47 @@ export class Informer<T extends KubeObject> {
   /** @returns the list's resourceVersion */
   async #list(stop: AbortSignal): Promise<string> {
     this.stats.lists++;
-    const signal = AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]);
-    const list = await this.#kc.list<T>(this.#o.path, this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}, { signal });
-    if (stop.aborted) throw stop.reason;
-    this.#o.onListed?.(list.items);
+    const transform = this.#o.transform ?? ((obj: T) => obj);
+    const items: T[] = [];
+    let next: string | undefined;
+    let rv = "";
+    let restarts = 0;
+    for (;;) {
+      const signal = AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]);
+      let page: KubeList<T>;
+      try {
+        this.stats.pages++;
+        page = await this.#kc.list<T>(
+          this.#o.path,
+          { ...(this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}), limit: this.#pageSize, ...(next !== undefined ? { continue: next } : {}) },
+          { signal },
+        );
+      } catch (err) {
+        if (stop.aborted) throw stop.reason;
+        if (err instanceof ResponseTooLargeError && this.#pageSize > 1) {
+          // The same page again with half the items (the continue token does not fix the limit).
+          this.stats.pagesTooLarge++;
+          this.#pageSize = Math.max(1, Math.floor(this.#pageSize / 2));
+          continue;
+        }
+        if (apiStatus(err) === 410 && next !== undefined && restarts < MAX_LIST_RESTARTS) {
+          restarts++;
+          this.stats.listRestarts++;
+          items.length = 0;
+          next = undefined;
+          continue;
+        }
+        throw err;
+      }
+      if (stop.aborted) throw stop.reason;
+      for (const obj of page.items ?? []) items.push(transform(obj));
+      rv = page.metadata?.resourceVersion ?? rv;
+      next = page.metadata?.continue || undefined;
+      if (next === undefined) break;
+    }
+    this.#o.onListed?.(items);
     const seen = new Set<string>();
-    for (const obj of list.items) {
+    for (const obj of items) {
       const key = keyOf(obj);
       seen.add(key);
       const old = this.#store.get(key);
@@ -824,12 +918,13 @@ export class Informer<T extends KubeObject> {
       this.#store.delete(key);
       this.#o.onDelete?.(obj);
     }
-    return list.metadata?.resourceVersion ?? "";
+    return rv;
   }
 
   /** Watch from `rv` until the server ends the stream. @returns the last resourceVersion seen */
   async #watch(rv: string, stop: AbortSignal): Promise<string> {
     this.stats.watches++;
+    const transform = this.#o.transform ?? ((obj: T) => obj);
     const timeoutSeconds = Math.floor(300 * (1 + Math.random()));
     const q = new URLSearchParams({ watch: "1", resourceVersion: rv, allowWatchBookmarks: "true", timeoutSeconds: String(timeoutSeconds) });
     if (this.#o.fieldSelector) q.set("fieldSelector", this.#o.fieldSelector);
@@ -857,10 +952,10 @@ export class Informer<T extends KubeObject> {
             failure = status.code === 410 ? new Gone(status.message ?? "resourceVersion too old") : new ApiError(status.code ?? 500, status, `watch ${this.#o.path}`);
             return local.abort(failure);
           }
-          const obj = event.object as T;
-          const next = obj.metadata?.resourceVersion;
+          const next = (event.object as T).metadata?.resourceVersion;
           if (next) rv = next;
           if (event.type === "BOOKMARK") return;
+          const obj = transform(event.object as T);
           const key = keyOf(obj);
           if (event.type === "DELETED") {
             this.#store.delete(key);

@@ -16,10 +16,20 @@
  *   tokens and an authorizer function, every review recorded;
  * - APIService get, create, replace.
  * - ExternalMetricPolicy (all namespaces) and ClusterExternalMetricPolicy
- *   (`external-metrics-bridge.io/v1alpha1`): list, watch, get, and PUT of the
+ *   (`external-metrics-bridge.io/v1alpha1`): list (paginated with `limit`
+ *   and `continue` as kube-apiserver does from etcd: items in key order,
+ *   every page of one list a consistent snapshot at the first page's
+ *   resourceVersion, `metadata.continue` and `remainingItemCount`; a 410
+ *   Expired for a token whose snapshot is gone,
+ *   {@link FakeKubeApiServer.expireContinueTokens}), watch, get, and PUT of the
  *   `status` subresource (409 on a stale resourceVersion; spec and generation
  *   kept), what the proxy's cluster policy layer does; 404 for both while
- *   {@link FakeKubeApiServer.policyCrdsInstalled} is false (no CRDs).
+ *   {@link FakeKubeApiServer.policyCrdsInstalled} is false (no CRDs);
+ * - `events.k8s.io/v1` Events: create (validated as kube-apiserver's
+ *   `ValidateEventCreate` does for that version: eventTime,
+ *   reportingController, reportingInstance, action, reason required; note
+ *   ≤ 1 KiB; type Normal or Warning; 422 Invalid otherwise), kept in
+ *   {@link FakeKubeApiServer.events}.
  *
  * Every request needs `Authorization: Bearer <token>` (the proxy's
  * ServiceAccount token) or a client certificate issued by the fake's CA
@@ -83,6 +93,12 @@ export interface FakeKubeApiServer {
   clientTokens: Set<string>;
   /** every write of a Secret, Lease, APIService or policy status, with the bearer token that made it, oldest first */
   writes: { resource: "secrets" | "leases" | "apiservices" | "externalmetricpolicies/status" | "clusterexternalmetricpolicies/status"; method: string; name: string; by: string }[];
+  /** the Events created (`events.k8s.io/v1`), oldest first, with the bearer token that wrote each */
+  events: { event: KubeObject; by: string }[];
+  /** make the snapshots of every paginated list in progress expire: their `continue` tokens answer 410 Expired */
+  expireContinueTokens(): void;
+  /** called before each page of a policy list is answered (after its snapshot is taken) with the request's `limit` and `continue` */
+  onPolicyListPage?: (page: { resource: string; limit?: number; continue?: string }) => void;
   /** whether the policy CRDs are installed (default true); false: their paths answer 404 */
   policyCrdsInstalled: boolean;
   /** the policy objects stored, by `kind/namespace/name` (`namespace` empty for ClusterExternalMetricPolicy) */
@@ -105,7 +121,7 @@ export interface FakeKubeApiServer {
   /** every request's credential, oldest first: the bearer token, or `cert:<CN>` for a client certificate */
   credentials: string[];
   /** every list (GET of a collection without watch) and watch request: resource, and the watch's resourceVersion */
-  listsAndWatches: { resource: string; watch: boolean; resourceVersion?: string }[];
+  listsAndWatches: { resource: string; watch: boolean; resourceVersion?: string; limit?: number; continue?: string }[];
   /** a client certificate (PEM) signed by the fake's CA with CN=`user`; requests presenting it are authenticated */
   issueClientCertificate(user: string): Promise<{ certPem: string; keyPem: string }>;
   /** send every open watch an ERROR event with a 410 Gone Status (resourceVersion too old) and end it */
@@ -136,6 +152,9 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   function notifyPolicy(type: string, obj: KubeObject) {
     for (const w of policyWatches) if (w.kind === obj.kind) w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
   }
+  /** snapshots of paginated policy lists in progress, by id (what etcd's MVCC gives kube-apiserver) */
+  const listSnapshots = new Map<string, { rv: string; items: KubeObject[] }>();
+  let listIds = 0;
   let handshakes = 0;
   const sockets = new Set<import("node:tls").TLSSocket>();
 
@@ -173,6 +192,10 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       policyWatches.clear();
     },
     policyCrdsInstalled: true,
+    events: [],
+    expireContinueTokens() {
+      listSnapshots.clear();
+    },
     policies: new Map(),
     applyPolicy(input) {
       const cluster = input.kind === "ClusterExternalMetricPolicy";
@@ -388,7 +411,16 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       if (fake.failing.has(plural!)) return send(res, 500, status(500, "InternalError", `${plural} are failing (fake)`));
       if (req.method === "GET" && name === undefined) {
         const watching = url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1";
-        fake.listsAndWatches.push({ resource: plural!, watch: watching, ...(watching ? { resourceVersion: url.searchParams.get("resourceVersion") ?? "" } : {}) });
+        const limitParam = url.searchParams.get("limit");
+        const limit = limitParam !== null && /^\d+$/.test(limitParam) && Number(limitParam) > 0 ? Number(limitParam) : undefined;
+        const token = url.searchParams.get("continue") ?? undefined;
+        fake.listsAndWatches.push({
+          resource: plural!,
+          watch: watching,
+          ...(watching ? { resourceVersion: url.searchParams.get("resourceVersion") ?? "" } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+          ...(token ? { continue: token } : {}),
+        });
         if (watching) {
           res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
           res.flushHeaders();
@@ -397,8 +429,53 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
           req.on("close", () => policyWatches.delete(w));
           return;
         }
-        const items = [...fake.policies.values()].filter((o) => o.kind === kind && (namespace === undefined || o.metadata.namespace === namespace));
-        return send(res, 200, { apiVersion: "external-metrics-bridge.io/v1alpha1", kind: `${kind}List`, metadata: { resourceVersion: String(rv) }, items });
+        // Paginated as kube-apiserver reads etcd (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go GetList):
+        // keys in order, every page of one list at the first page's resourceVersion, the continue token
+        // naming where the next page starts; a token whose revision was compacted is a 410 Expired.
+        let snapshot: { rv: string; items: KubeObject[] };
+        let start = 0;
+        let id: string;
+        if (token) {
+          let decoded: { id?: string; start?: number } = {};
+          try {
+            decoded = JSON.parse(Buffer.from(token, "base64").toString("utf8")) as { id?: string; start?: number };
+          } catch {
+            return send(res, 400, status(400, "BadRequest", "continue key is not valid: illegal base64 data"));
+          }
+          const known = listSnapshots.get(String(decoded.id));
+          if (known === undefined) {
+            return send(
+              res,
+              410,
+              status(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+              ),
+            );
+          }
+          snapshot = known;
+          start = Number(decoded.start ?? 0);
+          id = String(decoded.id);
+        } else {
+          const items = [...fake.policies.values()]
+            .filter((o) => o.kind === kind && (namespace === undefined || o.metadata.namespace === namespace))
+            .sort((a, b) => (etcdKey(a) < etcdKey(b) ? -1 : etcdKey(a) > etcdKey(b) ? 1 : 0));
+          snapshot = { rv: String(rv), items };
+          id = String(++listIds);
+          if (limit !== undefined && items.length > limit) listSnapshots.set(id, snapshot);
+        }
+        fake.onPolicyListPage?.({ resource: plural!, ...(limit !== undefined ? { limit } : {}), ...(token ? { continue: token } : {}) });
+        if (token && !listSnapshots.has(id)) return send(res, 410, status(410, "Expired", "The provided continue parameter is too old to display a consistent list result."));
+        const end = limit === undefined ? snapshot.items.length : Math.min(snapshot.items.length, start + limit);
+        const page = snapshot.items.slice(start, end);
+        const more = end < snapshot.items.length;
+        if (!more) listSnapshots.delete(id);
+        const metadata = {
+          resourceVersion: snapshot.rv,
+          ...(more ? { continue: Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", rv: Number(snapshot.rv), id, start: end })).toString("base64"), remainingItemCount: snapshot.items.length - end } : {}),
+        };
+        return send(res, 200, { apiVersion: "external-metrics-bridge.io/v1alpha1", kind: `${kind}List`, metadata, items: page });
       }
       const key = policyKey(kind, namespace, name ?? "");
       const current = fake.policies.get(key);
@@ -414,6 +491,26 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         notifyPolicy("MODIFIED", stored);
         return send(res, 200, stored);
       }
+    }
+    if ((m = p.match(/^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events$/)) && req.method === "POST") {
+      if (fake.failing.has("events")) return send(res, 500, status(500, "InternalError", "events are failing (fake)"));
+      const event = body as KubeObject & Record<string, unknown>;
+      // k8s.io/kubernetes pkg/apis/core/validation/events.go ValidateEventCreate (events.k8s.io/v1)
+      const problems: string[] = [];
+      for (const field of ["eventTime", "reportingController", "reportingInstance", "action", "reason"]) {
+        if (typeof event[field] !== "string" || event[field] === "") problems.push(`${field}: Required value`);
+      }
+      for (const field of ["reportingInstance", "action", "reason"]) {
+        if (typeof event[field] === "string" && (event[field] as string).length > 128) problems.push(`${field}: Too long: may not be more than 128 bytes`);
+      }
+      if (typeof event["note"] === "string" && Buffer.byteLength(event["note"] as string) > 1024) problems.push("note: Too long: may not be more than 1024 bytes");
+      if (event["type"] !== "Normal" && event["type"] !== "Warning") problems.push(`type: Unsupported value: ${JSON.stringify(event["type"])}`);
+      if (event.metadata?.namespace !== undefined && event.metadata.namespace !== m[1]) problems.push("metadata.namespace: does not match the namespace of the path");
+      if (!event.metadata?.name) problems.push("metadata.name: Required value");
+      if (problems.length > 0) return send(res, 422, status(422, "Invalid", `Event.events.k8s.io "${event.metadata?.name ?? ""}" is invalid: ${problems.join(", ")}`));
+      const stored = { ...event, metadata: { ...event.metadata, namespace: m[1]!, resourceVersion: nextRV() } };
+      fake.events.push({ event: stored, by: bearer });
+      return send(res, 201, stored);
     }
     if (p === "/apis/authentication.k8s.io/v1/tokenreviews" && req.method === "POST") {
       if (fake.failing.has("tokenreviews")) return send(res, 500, status(500, "InternalError", "tokenreviews are failing (fake)"));
@@ -489,6 +586,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   fake.url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return fake;
+}
+
+/** The key an object is stored under in etcd, below its resource's prefix: `namespace/name`, or `name` (the order of a list). */
+function etcdKey(obj: KubeObject): string {
+  return obj.metadata.namespace !== undefined ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
 }
 
 /** `configmaps` / `secrets` for a namespaced collection path of those, else undefined. */
