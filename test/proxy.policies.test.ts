@@ -181,7 +181,7 @@ describe("cluster policies in the proxy", () => {
 });
 
 describe("status write-back and invalid objects", () => {
-  it("leaves an invalid object out and only the leader writes Accepted=False with the reason, once", async () => {
+  it("a new invalid object denies its namespace (403 naming it), and only the leader writes Accepted=False with the reason, once", async () => {
     const fake = await startFakeKubeApiServer();
     fake.authorize = () => ({ allowed: true });
     fake.applyPolicy(GUARDRAIL);
@@ -195,8 +195,12 @@ describe("status write-back and invalid objects", () => {
     const leader = await proxyWith(fake, "Deny", { token: "leader-token", isLeader: () => leading });
     try {
       await eventually(() => leader.proxy.clusterPolicies?.summary().invalid.length === 1 && follower.proxy.clusterPolicies?.ready() === true, 5000, "compiled");
-      // Left out whole: the broken deny rule does not apply, the guardrail alone decides.
-      expect((await read(leader, "team-a", "queue_messages_ready")).status).toBe(200);
+      // Never valid: it cannot say whom it applies to, so it denies every read in its namespace; other namespaces are untouched.
+      const denied = await read(leader, "team-a", "queue_messages_ready");
+      expect(denied.status).toBe(403);
+      expect(denied.json().message).toContain("ExternalMetricPolicy team-a/broken is invalid (spec.rules[0].metric");
+      expect(denied.json().message).toContain('denies every values read in namespace "team-a" until it is fixed or deleted');
+      expect((await read(leader, "team-b", "queue_messages_ready")).status).toBe(200);
       const m = (await leader.get("/metrics", { cert: pki.frontProxy, headers: HPA })).text;
       expect(m).toMatch(/emb_proxy_cluster_policies\{state="invalid"\} 1/);
       expect(m).toMatch(/emb_proxy_cluster_policies\{state="accepted"\} 1/);
@@ -281,20 +285,27 @@ describe("before the policies are known", () => {
     }
   });
 
-  it("refuses values reads (503) rather than enforcing a subset when the policies exceed the layer's limits", async () => {
+  it("refuses values reads (503) rather than enforcing a subset when the policies exceed the layer's limits: a namespace's own, or all of them for cluster-scoped ones", async () => {
     const fake = await startFakeKubeApiServer();
     fake.authorize = () => ({ allowed: true });
     fake.applyPolicy(GUARDRAIL);
     fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "a", namespace: "team-a" }, spec: { rules: [{ metric: "queue_.*", deny: true }] } });
     const h = await proxyWith(fake, "Defer", { limits: { maxObjects: 1 } });
     try {
-      await eventually(() => h.logs.some((l) => String(l.msg).includes("exceed the limit of 1")), 3000, "the limit logged");
-      const r = await read(h, "team-b", "queue_messages_ready");
+      // All objects together pass the cluster-wide limit: the namespace with the most is refused, whole.
+      await eventually(() => h.logs.some((l) => String(l.msg).includes('values reads in namespace "team-a" are refused')), 3000, "the limit logged");
+      const r = await read(h, "team-a", "queue_messages_ready");
       expect(r.status).toBe(503);
       expect(r.headers["retry-after"]).toBeUndefined();
-      expect(r.json().message).toContain("2 policy objects exceed the limit of 1");
+      expect(r.json().message).toContain("cluster-wide limit of 1 policy objects");
+      expect((await read(h, "team-b", "queue_messages_ready")).status).toBe(200);
+      // The cluster-scoped objects alone past it: no subset is picked, every read is refused.
+      fake.applyPolicy({ kind: "ClusterExternalMetricPolicy", metadata: { name: "second" }, spec: { rules: [{ metric: "secret_.*", deny: true }] } });
+      await eventually(async () => (await read(h, "team-b", "queue_messages_ready")).status === 503, 3000, "every namespace refused");
+      expect((await read(h, "team-b", "queue_messages_ready")).json().message).toContain("2 cluster-scoped policy objects (ClusterExternalMetricPolicy) exceed the limit of 1 objects");
+      fake.deletePolicy("ClusterExternalMetricPolicy", undefined, "second");
       fake.deletePolicy("ExternalMetricPolicy", "team-a", "a");
-      await eventually(async () => (await read(h, "team-b", "queue_messages_ready")).status === 200, 3000, "within the limit again");
+      await eventually(async () => (await read(h, "team-a", "queue_messages_ready")).status === 200, 3000, "within the limit again");
     } finally {
       await h.close();
       await fake.close();

@@ -42,8 +42,20 @@ export interface ProxyMetrics {
   backendUp: Gauge<"backend">;
   /** policy decisions of the proxy's own layers (`layer="cluster"`: policies.ts) by decision: allow, deny, defer, unavailable */
   policyDecisions: Counter<"layer" | "decision">;
-  /** cluster policy objects by state: accepted (enforced), invalid (left out) */
+  /**
+   * cluster policy objects by state: `accepted` (enforced at their current
+   * generation), `stale` (the current generation is invalid: the last valid
+   * one stays in force), `invalid` (no valid generation seen: the object
+   * denies every read in its scope), `over-limit` (in a namespace refused
+   * for its limits, or all of them when the cluster-wide limits are passed)
+   */
   clusterPolicies: Gauge<"state">;
+  /** generations of policy objects refused as invalid while an earlier valid generation stayed in force (policies.ts) */
+  clusterPolicyRefusedEdits: Counter;
+  /** per kind: 1 while its list and watch have failed for longer than the resync bound (values reads refused, 503), else 0 */
+  clusterPolicyWatchUnsynced: Gauge<"kind">;
+  /** Kubernetes Events about invalid policy objects, by result: written, failed, dropped (over the rate bound) */
+  clusterPolicyEvents: Counter<"result">;
   /** 1, labelled with the proxy's version and Node's (`emb_proxy_build_info`) */
   buildInfo: Gauge<"version" | "node">;
   /** 1 when the proxy's last APIService registration succeeded, else 0 (absent while registration is off) */
@@ -182,7 +194,29 @@ export function createMetrics(defaults = true): ProxyMetrics {
       labelNames: ["layer", "decision"],
       registers,
     }),
-    clusterPolicies: new Gauge({ name: `${PREFIX}cluster_policies`, help: "ExternalMetricPolicy and ClusterExternalMetricPolicy objects by state (accepted, invalid).", labelNames: ["state"], registers }),
+    clusterPolicies: new Gauge({
+      name: `${PREFIX}cluster_policies`,
+      help: "ExternalMetricPolicy and ClusterExternalMetricPolicy objects by state (accepted; stale: an invalid edit refused, the previous generation in force; invalid: never valid, denies its scope; over-limit).",
+      labelNames: ["state"],
+      registers,
+    }),
+    clusterPolicyRefusedEdits: new Counter({
+      name: `${PREFIX}cluster_policy_refused_edits_total`,
+      help: "Generations of policy objects refused as invalid while the previous valid generation stayed in force.",
+      registers,
+    }),
+    clusterPolicyWatchUnsynced: new Gauge({
+      name: `${PREFIX}cluster_policy_watch_unsynced`,
+      help: "1 while the list and watch of a policy kind have failed for longer than the resync bound (values reads are refused), else 0.",
+      labelNames: ["kind"],
+      registers,
+    }),
+    clusterPolicyEvents: new Counter({
+      name: `${PREFIX}cluster_policy_events_total`,
+      help: "Kubernetes Events written about invalid policy objects, by result (written, failed, dropped over the rate bound).",
+      labelNames: ["result"],
+      registers,
+    }),
     buildInfo,
     apiServiceRegistered: new Gauge({
       name: `${PREFIX}apiservice_registered`,

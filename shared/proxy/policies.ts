@@ -5,32 +5,64 @@
  * and enforced on every values read after authentication and the
  * SubjectAccessReview, before the read is forwarded (app.ts).
  *
- * - **Watch.** One {@link Informer} per kind (list, then watch; 410 → re-list;
- *   back-off 1 s doubling to 10 s; kube.ts). Every change schedules a rebuild
- *   {@link DEBOUNCE_MS} later (changes arriving meanwhile are batched), so a
- *   `kubectl apply` takes effect one watch event plus ≤ 100 ms later.
- * - **Compile.** Each object with `compilePolicyObject` (shared/policy/objects.ts,
- *   the same compile path as the bridge's policy files); the result is kept
- *   per object until its spec or generation changes. The evaluator is the
- *   bridge's own {@link PolicySet} (shared/policy/evaluate.ts), built anew
- *   and swapped atomically on each rebuild ({@link ClusterPolicies.current}).
- * - **Invalid objects** are left out whole (never half-applied) and reported
- *   in their `status.conditions` (type `Accepted`, status False, reason
- *   `InvalidPattern` / `InvalidSelector` / `InvalidSpec`) and in the log and
- *   `emb_proxy_cluster_policies{state="invalid"}`.
- * - **Bounds.** At most {@link MAX_POLICY_OBJECTS} objects,
- *   {@link MAX_POLICY_SPEC_BYTES} bytes of specs (JSON) and
- *   {@link MAX_POLICY_RULES} rules together. Beyond any of them no subset is
- *   picked (leaving a policy out could widen access: policies only narrow):
- *   the layer turns unavailable and every values read is refused with 503
- *   naming the limit, until objects are deleted; the log says so once.
+ * - **Watch.** One {@link Informer} per kind (paginated list, then watch;
+ *   410 → re-list; back-off 1 s doubling to 10 s; kube.ts). Each object is
+ *   cut down on receipt to what policy state needs ({@link stripPolicyObject}:
+ *   name, namespace, uid, generation, resourceVersion, spec and the status
+ *   conditions; never annotations or managedFields). Every change schedules
+ *   a rebuild {@link DEBOUNCE_MS} later (changes arriving meanwhile are
+ *   batched), so a `kubectl apply` takes effect one watch event plus ≤ 100 ms
+ *   (plus the compile) later.
+ * - **Compile.** Each changed object with the {@link ClusterPoliciesOptions.compile}
+ *   hook (default `compilePolicyObject`, shared/policy/objects.ts, the same
+ *   compile path as the bridge's policy files), awaited; reads stay on the
+ *   previous policy set meanwhile. The result is kept per object until its
+ *   spec or generation changes. The evaluator is the bridge's own
+ *   {@link PolicySet} (shared/policy/evaluate.ts), built anew and swapped
+ *   atomically on each rebuild ({@link ClusterPolicies.current}).
+ * - **Invalid objects fail closed.** An object whose current generation does
+ *   not compile (or whose compile throws, rejects or passes
+ *   {@link COMPILE_TIMEOUT_MS}) is never half-applied:
+ *   - an *edit* of an object this process has seen valid keeps the last
+ *     valid generation in force (`Accepted=False`, the reason, and a message
+ *     saying which generation stays in force;
+ *     `emb_proxy_cluster_policies{state="stale"}`,
+ *     `emb_proxy_cluster_policy_refused_edits_total`, a Warning Event);
+ *   - an object with no valid generation seen (new, or first read invalid
+ *     after a restart) denies every values read in its scope — its
+ *     namespace for an ExternalMetricPolicy, every namespace for a
+ *     ClusterExternalMetricPolicy — whoever the caller (its `subjects` cannot
+ *     be trusted either), with a 403 naming the object and its problem,
+ *     until it is fixed or deleted (`state="invalid"`, a Warning Event).
+ *   A 403 rather than a 503: the refusal is caused by an object in the
+ *   cluster and lasts until someone changes it (retrying does not help, as
+ *   with any policy denial); the HPA turns either into ScalingActive=False
+ *   without scaling, and a 503 would page whoever runs the proxy for a
+ *   tenant's object. Deleting an object removes it.
+ * - **Bounds.** Per namespace: {@link MAX_NAMESPACE_POLICY_OBJECTS} objects,
+ *   {@link MAX_NAMESPACE_POLICY_SPEC_BYTES} bytes of specs (JSON),
+ *   {@link MAX_NAMESPACE_POLICY_RULES} rules (counted from the specs, before
+ *   compiling). A namespace past one is not compiled and its values reads are
+ *   refused with 503 naming the limit; other namespaces are unaffected.
+ *   Cluster-wide: {@link MAX_POLICY_OBJECTS} objects,
+ *   {@link MAX_POLICY_SPEC_BYTES} bytes, {@link MAX_POLICY_RULES} rules for
+ *   the cluster-scoped objects alone (past one: every values read 503, no
+ *   subset is picked: leaving a guardrail out could widen access) and for
+ *   all objects together (past one: the namespaces using the most of the
+ *   exceeded quantity are refused first, whole, until the rest fits). Each
+ *   transition is logged once.
  * - **Readiness.** Until both kinds have been listed once (and the first
  *   rebuild ran) the layer is not ready: values reads get 503 (without
  *   `Retry-After`: app.ts strips it from every values answer, client-go then
  *   makes one attempt). When a list answers 404 (the CRDs are not installed)
  *   this is logged once as an error and the list is retried with back-off;
- *   reads stay 503 (fail closed). Discovery and `/readyz` never depend on
- *   this layer (an unready pod would break the APIService for the cluster).
+ *   reads stay 503 (fail closed). When a kind's list and watch keep failing
+ *   for longer than {@link RESYNC_TIMEOUT_MS} the policies in force may be
+ *   stale with no end: values reads get 503 naming the kind, the time and
+ *   the last error, `emb_proxy_cluster_policy_watch_unsynced{kind}` is 1 and
+ *   an error is logged, until a list succeeds again. Discovery and `/readyz`
+ *   never depend on this layer (an unready pod would break the APIService
+ *   for the cluster).
  * - **Decision.** Every applicable policy (the cluster-scoped ones and the
  *   request namespace's) must allow (a namespace policy can only narrow).
  *   With none applicable, `whenNoneApply` decides: `Defer` (default) leaves
@@ -49,14 +81,20 @@
  *   {@link STATUS_RESYNC_MS}. `lastTransitionTime` changes only when the
  *   condition's status does (metav1.Condition semantics,
  *   k8s.io/apimachinery/pkg/api/meta/conditions.go `SetStatusCondition`).
+ *   The leader also creates one `events.k8s.io/v1` Warning Event per refused
+ *   generation (deduplicated by object, generation and reason; at most
+ *   {@link EVENT_BURST} at once, then one per {@link EVENT_REFILL_MS}),
+ *   in the object's namespace (`default` for a cluster-scoped one, as
+ *   client-go's `tools/events` recorder does).
  */
+import { hostname } from "node:os";
 import { BoundedMap } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
 import { parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
-import { ACCEPTED, compilePolicyObject, setCondition, type Condition } from "../policy/objects.ts";
-import { apiDeadline, apiStatus, Informer, type KubeClient, type KubeObject } from "./kube.ts";
+import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../policy/objects.ts";
+import { apiDeadline, apiStatus, Informer, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube.ts";
 import { selectorBytes } from "./request-info.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -71,20 +109,42 @@ export const POLICY_PATHS = {
 /** The two kinds. */
 export type PolicyKind = keyof typeof POLICY_PATHS;
 
-/** Most policy objects (both kinds together) the layer enforces; beyond it reads are refused (503). */
+/** Most policy objects of all kinds and namespaces together, and of cluster-scoped ones alone. */
 export const MAX_POLICY_OBJECTS = 10_000;
-/** Most bytes of policy specs (their JSON, both kinds together); beyond it reads are refused (503). */
+/** Most bytes of policy specs (their JSON) of all objects together, and of cluster-scoped ones alone. */
 export const MAX_POLICY_SPEC_BYTES = 8 * 1024 * 1024;
-/** Most rules of all policies together; beyond it reads are refused (503). */
+/** Most rules of all policies together, and of cluster-scoped ones alone. */
 export const MAX_POLICY_RULES = 100_000;
+/** Most ExternalMetricPolicy objects in one namespace; past it that namespace's values reads are refused (503). */
+export const MAX_NAMESPACE_POLICY_OBJECTS = 1_000;
+/** Most bytes of ExternalMetricPolicy specs (JSON) in one namespace; past it that namespace's values reads are refused (503). */
+export const MAX_NAMESPACE_POLICY_SPEC_BYTES = 1024 * 1024;
+/** Most rules of the ExternalMetricPolicies of one namespace; past it that namespace's values reads are refused (503). */
+export const MAX_NAMESPACE_POLICY_RULES = 10_000;
+/** Longest time a kind's list and watch may keep failing before values reads are refused (503), ms. */
+export const RESYNC_TIMEOUT_MS = 5 * 60_000;
+/** Longest wait for the compile of one object, ms; past it the object counts as invalid. */
+export const COMPILE_TIMEOUT_MS = 10_000;
 /** Delay between a watch event and the rebuild of the policy set, ms (events meanwhile are batched). */
 export const DEBOUNCE_MS = 50;
-/** Deadline of one status write, ms. */
+/** Deadline of one status write (or Event create), ms. */
 export const STATUS_WRITE_TIMEOUT_MS = 5_000;
 /** Period of the status round that retries failed writes and follows leadership changes, ms. */
 export const STATUS_RESYNC_MS = 10_000;
 /** Longest back-off between failed lists of a kind, ms (a CRD installed later is seen this late at most). */
 export const MAX_LIST_BACKOFF_MS = 10_000;
+/** Most Events written at once about invalid objects (token bucket size). */
+export const EVENT_BURST = 25;
+/** One more Event may be written every this many ms once {@link EVENT_BURST} is spent. */
+export const EVENT_REFILL_MS = 10_000;
+/** Most (object, generation, reason) keys remembered as already reported by an Event (oldest forgotten first). */
+export const EVENT_MEMO_ENTRIES = 4096;
+/** `reportingController` of the Events the proxy writes. */
+export const EVENT_REPORTING_CONTROLLER = "external-metrics-bridge.io/proxy";
+/** Longest `note` of an Event, bytes (kube-apiserver's `NoteLengthLimit`, pkg/apis/core/validation/events.go). */
+const EVENT_NOTE_LIMIT = 1024;
+/** Longest part of an object's problem quoted in a 403 message, characters. */
+const MAX_QUOTED_PROBLEM = 1024;
 
 /** What to do with a read no cluster policy applies to. */
 export type WhenNoneApply = "Defer" | "Deny";
@@ -98,6 +158,56 @@ export interface PolicyObject extends KubeObject {
   status?: { observedGeneration?: number; conditions?: PolicyCondition[]; [field: string]: unknown };
 }
 
+/**
+ * The result of compiling one policy object: objects.ts
+ * {@link PolicyObjectResult} — `policy` set only when the object is valid
+ * (no issues), `issues` every problem (`path`: the field), `conditions`
+ * holding the `Accepted` condition for the object's `metadata.generation`.
+ */
+export type PolicyCompileResult = PolicyObjectResult;
+
+/**
+ * Compiles one policy object: {@link ClusterPoliciesOptions.compile}.
+ *
+ * Contract:
+ * - `obj` is what the layer keeps of the object ({@link stripPolicyObject})
+ *   with `apiVersion` and `kind` set: `metadata` (name, namespace for an
+ *   ExternalMetricPolicy, uid, generation, resourceVersion), `spec`
+ *   (untrusted: anything the CRD schema lets through) and maybe `status`.
+ *   It must not be modified.
+ * - Returns (or resolves to) a {@link PolicyCompileResult}: `policy` only
+ *   when the object is valid and wholly compiled (it is then enforced as
+ *   is); otherwise the `issues`, and the `Accepted=False` condition (built
+ *   from the issues when `conditions` lacks it).
+ * - A throw, a rejection, or no answer within {@link COMPILE_TIMEOUT_MS}
+ *   (`compileTimeoutMs`) means "invalid object" (reason `InvalidSpec`, the
+ *   error's message): it fails closed exactly like an object that does not
+ *   compile (the previous valid generation stays in force, or the object
+ *   denies its scope). A late answer is ignored.
+ * - It is called for the objects that changed since the last rebuild, all
+ *   of them at once (the calls may run concurrently: a compiler with its own
+ *   queue or worker thread decides how); reads are decided by the previous
+ *   policy set until every call of the rebuild has settled. A result for a
+ *   spec that changed meanwhile is used for that rebuild only.
+ */
+export type PolicyCompiler = (obj: PolicyObject & { apiVersion: string; kind: PolicyKind }) => PolicyCompileResult | Promise<PolicyCompileResult>;
+
+/** Limits of the layer (defaults: the MAX_* constants). */
+export interface ClusterPolicyLimits {
+  /** objects of all kinds together, and cluster-scoped ones alone (default {@link MAX_POLICY_OBJECTS}) */
+  maxObjects?: number;
+  /** bytes of specs (JSON) of all objects together, and of cluster-scoped ones alone (default {@link MAX_POLICY_SPEC_BYTES}) */
+  maxSpecBytes?: number;
+  /** rules of all objects together, and of cluster-scoped ones alone (default {@link MAX_POLICY_RULES}) */
+  maxRules?: number;
+  /** ExternalMetricPolicy objects in one namespace (default {@link MAX_NAMESPACE_POLICY_OBJECTS}) */
+  maxNamespaceObjects?: number;
+  /** bytes of specs (JSON) in one namespace (default {@link MAX_NAMESPACE_POLICY_SPEC_BYTES}) */
+  maxNamespaceSpecBytes?: number;
+  /** rules in one namespace (default {@link MAX_NAMESPACE_POLICY_RULES}) */
+  maxNamespaceRules?: number;
+}
+
 /** Settings of {@link ClusterPolicies}. */
 export interface ClusterPoliciesOptions {
   kc: KubeClient;
@@ -105,16 +215,35 @@ export interface ClusterPoliciesOptions {
   whenNoneApply?: WhenNoneApply;
   log: Logger;
   metrics?: ProxyMetrics;
-  /** whether this replica writes status (the Lease holder); undefined: this replica always writes */
+  /** whether this replica writes status and Events (the Lease holder); undefined: this replica always writes */
   isLeader?: () => boolean;
   /** rebuild delay after a change, ms (default {@link DEBOUNCE_MS}; at most 100) */
   debounceMs?: number;
   /** status round period, ms (default {@link STATUS_RESYNC_MS}) */
   statusResyncMs?: number;
-  /** limits (defaults: the MAX_POLICY_* constants) */
-  limits?: { maxObjects?: number; maxSpecBytes?: number; maxRules?: number };
+  /** limits (defaults: the MAX_* constants) */
+  limits?: ClusterPolicyLimits;
   /** first list back-off, ms (default 1 000; doubling to {@link MAX_LIST_BACKOFF_MS}) */
   backoffMs?: number;
+  /** longest time a kind's list and watch may fail before values reads are refused, ms (default {@link RESYNC_TIMEOUT_MS}) */
+  resyncTimeoutMs?: number;
+  /** compiles one object (default: objects.ts `compilePolicyObject`); the contract is {@link PolicyCompiler}'s */
+  compile?: PolicyCompiler;
+  /** longest wait for one `compile`, ms (default {@link COMPILE_TIMEOUT_MS}) */
+  compileTimeoutMs?: number;
+  /** items per page of the lists (default kube.ts `LIST_PAGE_SIZE`, 500) */
+  listPageSize?: number;
+  /** `reportingInstance` of the Events written (default: the host name, i.e. the pod's name) */
+  instance?: string;
+}
+
+/** A compile result as kept for an object. */
+interface Compiled {
+  policy?: CompiledPolicy;
+  /** the problems, `path: message` joined by `; ` (invalid only) */
+  message?: string;
+  /** the Accepted condition as compiled */
+  condition: PolicyCondition;
 }
 
 /** One object and what became of it. */
@@ -122,10 +251,30 @@ interface Entry {
   kind: PolicyKind;
   key: string;
   obj: PolicyObject;
+  /** undefined for a ClusterExternalMetricPolicy */
+  namespace: string | undefined;
+  generation: number | undefined;
   /** JSON of generation + spec: the compile result is reused while it is unchanged */
   fingerprint: string;
   bytes: number;
-  compiled?: { policy?: CompiledPolicy; message?: string; condition?: PolicyCondition };
+  /** rules listed in the spec (counted before compiling) */
+  rules: number;
+  compiled?: Compiled;
+  /** the last generation of this object this process saw valid (kept in force while a later one is invalid) */
+  lastValid?: { policy: CompiledPolicy; generation: number | undefined };
+  /** the Accepted condition to write, from the last rebuild (undefined: nothing to write) */
+  condition?: PolicyCondition;
+  /** how the last rebuild treated it */
+  state?: "accepted" | "stale" | "invalid" | "over-limit";
+}
+
+/** What the last rebuild put in force, swapped whole. */
+interface Enforced {
+  set: PolicySet;
+  /** policies standing for objects never seen valid (rules: none, defaultAction Deny), by id */
+  invalid: Map<string, { ref: string; problem: string }>;
+  /** namespaces whose values reads are refused (503), and why */
+  overNamespaces: Map<string, string>;
 }
 
 /** What a values read asks the layer. */
@@ -161,6 +310,14 @@ export const SELECTOR_MEMO_BOUNDS = { maxEntries: 1024, maxBytes: 1024 * 1024 } 
 /** Longest `labelSelector`, characters (app.ts `MAX_SELECTOR_LENGTH`, the bridge's limit). */
 const MAX_SELECTOR_LENGTH = 4096;
 
+/** A kind whose list and watch are failing: since when (performance.now, ms) and the last error. */
+interface Unsynced {
+  since: number;
+  error: string;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  reported: boolean;
+}
+
 /**
  * Live cluster policies. {@link start} begins watching; {@link current} is
  * the policy set in force; {@link authorize} decides a values read.
@@ -168,28 +325,48 @@ const MAX_SELECTOR_LENGTH = 4096;
 export class ClusterPolicies {
   readonly whenNoneApply: WhenNoneApply;
   readonly #o: ClusterPoliciesOptions;
+  readonly #limits: Required<ClusterPolicyLimits>;
   readonly #entries = new Map<string, Entry>();
   readonly #informers: Informer<PolicyObject>[] = [];
   readonly #listed = new Set<PolicyKind>();
   readonly #missing = new Set<PolicyKind>();
-  #set: PolicySet;
+  readonly #unsynced = new Map<PolicyKind, Unsynced>();
+  #enforced: Enforced;
   #ready = false;
   #overLimit: string | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #resync: ReturnType<typeof setInterval> | undefined;
+  #rebuilding: Promise<void> | undefined;
+  #rebuildAgain = false;
   #syncing: Promise<void> | undefined;
   #syncAgain = false;
   #stopped = false;
   readonly #writing = new Set<string>();
   readonly #selectors = new BoundedMap<string, Selector>({ ...SELECTOR_MEMO_BOUNDS, sizeOf: selectorMemoBytes });
   readonly #invalidLogged = new Map<string, string>();
+  /** namespaces refused for their limits at the last rebuild (logged on each change) */
+  #overNamespacesLogged = new Map<string, string>();
+  /** (object, generation, reason) already reported by an Event, oldest first */
+  readonly #eventsSent = new Set<string>();
+  #eventTokens = EVENT_BURST;
+  #eventRefilledAt = performance.now();
+  readonly #eventFailuresLogged = new Set<string>();
   /** counters for tests */
-  readonly stats = { rebuilds: 0, compiles: 0, statusWrites: 0, statusConflicts: 0 };
+  readonly stats = { rebuilds: 0, compiles: 0, statusWrites: 0, statusConflicts: 0, events: 0 };
 
   constructor(options: ClusterPoliciesOptions) {
     this.#o = options;
     this.whenNoneApply = options.whenNoneApply ?? "Defer";
-    this.#set = this.#newSet([]);
+    const l = options.limits ?? {};
+    this.#limits = {
+      maxObjects: l.maxObjects ?? MAX_POLICY_OBJECTS,
+      maxSpecBytes: l.maxSpecBytes ?? MAX_POLICY_SPEC_BYTES,
+      maxRules: l.maxRules ?? MAX_POLICY_RULES,
+      maxNamespaceObjects: l.maxNamespaceObjects ?? MAX_NAMESPACE_POLICY_OBJECTS,
+      maxNamespaceSpecBytes: l.maxNamespaceSpecBytes ?? MAX_NAMESPACE_POLICY_SPEC_BYTES,
+      maxNamespaceRules: l.maxNamespaceRules ?? MAX_NAMESPACE_POLICY_RULES,
+    };
+    this.#enforced = { set: this.#newSet([]), invalid: new Map(), overNamespaces: new Map() };
   }
 
   /** Start watching both kinds and log the `whenNoneApply` setting (no-op when started). */
@@ -203,13 +380,17 @@ export class ClusterPolicies {
           : "cluster policies: on; a read no ExternalMetricPolicy or ClusterExternalMetricPolicy applies to is denied (whenNoneApply: Deny)",
     });
     for (const kind of Object.keys(POLICY_PATHS) as PolicyKind[]) {
+      this.#o.metrics?.clusterPolicyWatchUnsynced.set({ kind }, 0);
       const informer = new Informer<PolicyObject>(this.#o.kc, {
         path: POLICY_PATHS[kind],
         backoffMs: this.#o.backoffMs ?? 1000,
         maxBackoffMs: MAX_LIST_BACKOFF_MS,
+        ...(this.#o.listPageSize !== undefined ? { pageSize: this.#o.listPageSize } : {}),
+        transform: stripPolicyObject,
         onListed: () => {
           if (this.#missing.delete(kind)) this.#o.log({ level: "info", msg: `cluster policies: ${kind} is served by the API now` });
           this.#listed.add(kind);
+          this.#synced(kind);
           this.#schedule();
         },
         onAdd: (obj) => this.#put(kind, obj),
@@ -218,6 +399,7 @@ export class ClusterPolicies {
           if (this.#entries.delete(entryKey(kind, obj))) this.#schedule();
         },
         onError: (err, retryMs) => {
+          this.#unsync(kind, err);
           if (apiStatus(err) === 404) {
             if (!this.#missing.has(kind)) {
               this.#missing.add(kind);
@@ -231,7 +413,12 @@ export class ClusterPolicies {
             this.#schedule();
             return;
           }
-          this.#o.log({ level: "warn", msg: `cluster policies: list or watch of ${kind} failed; the policies last read stay in force`, error: err.message, retryMs });
+          this.#o.log({
+            level: "warn",
+            msg: `cluster policies: list or watch of ${kind} failed; the policies last read stay in force for at most ${Math.round(this.#resyncTimeoutMs() / 1000)} s of failures`,
+            error: err.message,
+            retryMs,
+          });
         },
       });
       this.#informers.push(informer);
@@ -246,42 +433,82 @@ export class ClusterPolicies {
     this.#stopped = true;
     clearTimeout(this.#timer);
     clearInterval(this.#resync);
+    for (const u of this.#unsynced.values()) clearTimeout(u.timer);
     await Promise.all(this.#informers.map((i) => i.stop()));
+    await this.#rebuilding;
     await this.#syncing;
   }
 
   /**
    * The policy set in force (swapped whole on every rebuild; never partly
    * updated). Its `defaultAction` is Allow for `whenNoneApply: Defer`
-   * (nothing to say: the backend decides) and Deny for `Deny`.
+   * (nothing to say: the backend decides) and Deny for `Deny`. An object
+   * never seen valid stands in it as a policy with no rules and
+   * `defaultAction: Deny` for everyone in its scope; an object whose latest
+   * edit is invalid stands as its last valid generation. The policies of a
+   * namespace refused for its limits are not in it ({@link unavailableIn}).
    */
   current(): PolicySet {
-    return this.#set;
+    return this.#enforced.set;
   }
 
-  /** Whether the layer decides reads now (both kinds listed, within the limits). */
+  /** Why values reads in `namespace` are refused (its policies exceed the limits), or undefined. */
+  unavailableIn(namespace: string): string | undefined {
+    return this.#enforced.overNamespaces.get(namespace);
+  }
+
+  /** Whether the layer decides reads now (both kinds listed and in sync, within the cluster-wide limits). */
   ready(): boolean {
     return this.notReadyReason() === undefined;
   }
 
-  /** Why reads are refused now (undefined when ready). */
+  /** Why reads are refused now in every namespace (undefined when ready). */
   notReadyReason(): string | undefined {
     if (this.#missing.size > 0) {
       return `the Kubernetes API does not serve ${[...this.#missing].join(" and ")} (are the external-metrics-bridge CRDs installed?)`;
     }
     if (!this.#ready) return "the ExternalMetricPolicy and ClusterExternalMetricPolicy objects have not been listed yet";
-    return this.#overLimit;
+    if (this.#overLimit !== undefined) return this.#overLimit;
+    const bound = this.#resyncTimeoutMs();
+    const now = performance.now();
+    for (const [kind, u] of this.#unsynced) {
+      if (now - u.since >= bound) {
+        return (
+          `the list and watch of ${kind} have failed for ${Math.round((now - u.since) / 1000)} s, longer than the ` +
+          `${Math.round(bound / 1000)} s the proxy keeps enforcing policies it cannot refresh (last error: ${u.error})`
+        );
+      }
+    }
+    return undefined;
   }
 
-  /** Counts of objects by state, and the invalid ones' ids with their messages. */
-  summary(): { accepted: number; invalid: { id: string; message: string }[] } {
+  /**
+   * Counts of objects by state: `accepted` (enforced as they are); `invalid`
+   * (their current generation does not compile) with the message and, for
+   * an edit refused, `inForce`: the generation still enforced (absent: the
+   * object denies its scope); `overLimit`: namespaces refused and why.
+   */
+  summary(): { accepted: number; invalid: { id: string; message: string; inForce?: number | "previous" }[]; overLimit: { namespace: string; reason: string }[] } {
     let accepted = 0;
-    const invalid: { id: string; message: string }[] = [];
+    const invalid: { id: string; message: string; inForce?: number | "previous" }[] = [];
     for (const e of this.#entries.values()) {
-      if (e.compiled?.policy !== undefined) accepted++;
-      else if (e.compiled !== undefined) invalid.push({ id: describe(e), message: e.compiled.message ?? "" });
+      if (e.state === "accepted") accepted++;
+      else if (e.state === "stale") invalid.push({ id: describe(e), message: e.compiled?.message ?? "", inForce: e.lastValid?.generation ?? "previous" });
+      else if (e.state === "invalid") invalid.push({ id: describe(e), message: e.compiled?.message ?? "" });
     }
-    return { accepted, invalid };
+    const overLimit = [...this.#enforced.overNamespaces].map(([namespace, reason]) => ({ namespace, reason }));
+    return { accepted, invalid, overLimit };
+  }
+
+  /**
+   * Estimated bytes of the objects the layer holds (their JSON as kept by
+   * {@link stripPolicyObject}), computed on each call: what a large
+   * annotation or managedFields costs after its page was parsed (nothing).
+   */
+  heldBytes(): number {
+    let bytes = 0;
+    for (const e of this.#entries.values()) bytes += Buffer.byteLength(JSON.stringify(e.obj), "utf8");
+    return bytes;
   }
 
   /**
@@ -289,10 +516,13 @@ export class ClusterPolicies {
    *
    * @returns `allow` (every applicable policy allows) or `defer` (none
    *   applies and `whenNoneApply` is Defer: the backend decides)
-   * @throws StatusError 503 (no Retry-After) while the layer is not ready or
-   *   over its limits; 400 for a `labelSelector` that does not parse
+   * @throws StatusError 503 (no Retry-After) while the layer is not ready,
+   *   over its cluster-wide limits, or its watch has not resynced within the
+   *   bound, and for a namespace whose policies exceed their limits (naming
+   *   the limit); 400 for a `labelSelector` that does not parse
    *   (apimachinery's message); {@link ClusterPolicyDenied} 403 naming the
-   *   layer, policy, rule and missing requirement
+   *   layer, policy, rule and missing requirement, or the invalid object
+   *   that denies the namespace (or cluster) and its problem
    */
   authorize(request: ClusterPolicyRequest): "allow" | "defer" {
     const reason = this.notReadyReason();
@@ -300,8 +530,14 @@ export class ClusterPolicies {
       this.#count("unavailable");
       throw new StatusError(503, `the cluster policy layer of the proxy cannot decide reads: ${reason}`);
     }
+    const enforced = this.#enforced;
+    const over = enforced.overNamespaces.get(request.namespace);
+    if (over !== undefined) {
+      this.#count("unavailable");
+      throw new StatusError(503, `the cluster policy layer of the proxy cannot decide reads in namespace ${JSON.stringify(request.namespace)}: ${over}`);
+    }
     const selector = request.selector ?? this.#selector(request.url);
-    const decision = this.#set.evaluate({ caller: request.caller, namespace: request.namespace, metric: request.metric, selector });
+    const decision = enforced.set.evaluate({ caller: request.caller, namespace: request.namespace, metric: request.metric, selector });
     const deny = (message: string) => {
       this.#count("deny");
       return new ClusterPolicyDenied(
@@ -321,13 +557,62 @@ export class ClusterPolicies {
       this.#count("defer");
       return "defer";
     }
-    if (decision.decision === "Deny") throw deny(`denied by the cluster policy layer: ${verdictText(decision.deniedBy!)}`);
+    if (decision.decision === "Deny") {
+      const invalid = enforced.invalid.get(decision.deniedBy!.policy);
+      if (invalid !== undefined) {
+        const scope = decision.deniedBy!.policy.includes("/") ? `every values read in namespace ${JSON.stringify(request.namespace)}` : "every values read in the cluster";
+        throw deny(
+          `denied by the cluster policy layer: ${invalid.ref} is invalid (${invalid.problem}) and no valid generation of it has been seen, ` +
+            `so it denies ${scope} until it is fixed or deleted`,
+        );
+      }
+      throw deny(`denied by the cluster policy layer: ${verdictText(decision.deniedBy!)}`);
+    }
     this.#count("allow");
     return "allow";
   }
 
   #count(decision: "allow" | "deny" | "defer" | "unavailable"): void {
     this.#o.metrics?.policyDecisions.inc({ layer: "cluster", decision });
+  }
+
+  #resyncTimeoutMs(): number {
+    return this.#o.resyncTimeoutMs ?? RESYNC_TIMEOUT_MS;
+  }
+
+  /** A list or watch of `kind` failed: start (or go on) counting the time out of sync. */
+  #unsync(kind: PolicyKind, err: Error): void {
+    const known = this.#unsynced.get(kind);
+    if (known !== undefined) {
+      known.error = err.message;
+      return;
+    }
+    const u: Unsynced = { since: performance.now(), error: err.message, timer: undefined, reported: false };
+    this.#unsynced.set(kind, u);
+    if (this.#stopped) return;
+    u.timer = setTimeout(() => {
+      if (this.#unsynced.get(kind) !== u || this.#stopped) return;
+      u.reported = true;
+      this.#o.metrics?.clusterPolicyWatchUnsynced.set({ kind }, 1);
+      this.#o.log({
+        level: "error",
+        msg: `cluster policies: the list and watch of ${kind} have failed for ${Math.round(this.#resyncTimeoutMs() / 1000)} s; the policies in force may be stale, so values reads are refused (503) until a list succeeds`,
+        error: u.error,
+      });
+    }, this.#resyncTimeoutMs());
+    u.timer.unref?.();
+  }
+
+  /** A list of `kind` succeeded: in sync again. */
+  #synced(kind: PolicyKind): void {
+    const u = this.#unsynced.get(kind);
+    if (u === undefined) return;
+    clearTimeout(u.timer);
+    this.#unsynced.delete(kind);
+    if (u.reported) {
+      this.#o.metrics?.clusterPolicyWatchUnsynced.set({ kind }, 0);
+      this.#o.log({ level: "info", msg: `cluster policies: ${kind} listed again; values reads are decided again` });
+    }
   }
 
   #selector(url: URL): Selector {
@@ -356,14 +641,29 @@ export class ClusterPolicies {
   #put(kind: PolicyKind, obj: PolicyObject): void {
     const key = entryKey(kind, obj);
     const specText = JSON.stringify(obj.spec ?? null);
-    const fingerprint = `${String((obj.metadata as { generation?: unknown } | undefined)?.generation ?? "")}\n${specText}`;
+    const generation = obj.metadata?.["generation"];
+    const fingerprint = `${String(generation ?? "")}\n${specText}`;
     const old = this.#entries.get(key);
     if (old !== undefined && old.fingerprint === fingerprint) {
       old.obj = obj; // a status or metadata change: same policy, new resourceVersion
       this.#requestStatusSync();
       return;
     }
-    this.#entries.set(key, { kind, key, obj, fingerprint, bytes: Buffer.byteLength(specText, "utf8") });
+    const rules = (obj.spec as { rules?: unknown } | null | undefined)?.rules;
+    const fields = {
+      obj,
+      fingerprint,
+      generation: typeof generation === "number" ? generation : undefined,
+      bytes: Buffer.byteLength(specText, "utf8"),
+      rules: Array.isArray(rules) ? rules.length : 0,
+    };
+    if (old !== undefined) {
+      // An edit: the last valid generation is kept for as long as the new one is not valid.
+      Object.assign(old, fields);
+      delete old.compiled;
+    } else {
+      this.#entries.set(key, { kind, key, namespace: kind === "ClusterExternalMetricPolicy" ? undefined : (obj.metadata?.namespace ?? ""), ...fields });
+    }
     this.#schedule();
   }
 
@@ -384,63 +684,222 @@ export class ClusterPolicies {
     );
   }
 
-  /** Recompile what changed and swap in a new policy set. */
+  /** Run a rebuild, or have the one running run again when it ends (rebuilds never overlap). */
   #rebuild(): void {
-    this.stats.rebuilds++;
-    const limits = {
-      maxObjects: this.#o.limits?.maxObjects ?? MAX_POLICY_OBJECTS,
-      maxSpecBytes: this.#o.limits?.maxSpecBytes ?? MAX_POLICY_SPEC_BYTES,
-      maxRules: this.#o.limits?.maxRules ?? MAX_POLICY_RULES,
-    };
-    const entries = [...this.#entries.values()].sort((a, b) => (a.kind === b.kind ? (a.key < b.key ? -1 : 1) : a.kind === "ClusterExternalMetricPolicy" ? -1 : 1));
-    let bytes = 0;
-    for (const e of entries) bytes += e.bytes;
-    let over: string | undefined;
-    if (entries.length > limits.maxObjects) over = `${entries.length} policy objects exceed the limit of ${limits.maxObjects}`;
-    else if (bytes > limits.maxSpecBytes) over = `the policy specs take ${bytes} bytes, over the limit of ${limits.maxSpecBytes}`;
-    const policies: CompiledPolicy[] = [];
-    if (over === undefined) {
-      let rules = 0;
-      for (const e of entries) {
-        if (e.compiled === undefined) e.compiled = this.#compile(e);
-        if (e.compiled.policy !== undefined) {
-          policies.push(e.compiled.policy);
-          rules += e.compiled.policy.rules.length;
+    if (this.#rebuilding !== undefined) {
+      this.#rebuildAgain = true;
+      return;
+    }
+    this.#rebuilding = (async () => {
+      do {
+        this.#rebuildAgain = false;
+        try {
+          await this.#rebuildOnce();
+        } catch (err) {
+          // Never expected (compile failures are per object); the set in force stays.
+          this.#o.log({ level: "error", msg: "cluster policies: rebuilding the policy set failed; the set in force stays", error: (err as Error).message });
         }
+      } while (this.#rebuildAgain && !this.#stopped);
+    })().finally(() => {
+      this.#rebuilding = undefined;
+    });
+  }
+
+  /** Check the limits, compile what changed, and swap in a new policy set. */
+  async #rebuildOnce(): Promise<void> {
+    this.stats.rebuilds++;
+    const limits = this.#limits;
+    const entries = [...this.#entries.values()].sort((a, b) => (a.kind === b.kind ? (a.key < b.key ? -1 : 1) : a.kind === "ClusterExternalMetricPolicy" ? -1 : 1));
+    // Usage by scope: the cluster-scoped objects, and each namespace.
+    const cluster: Usage = { objects: 0, bytes: 0, rules: 0 };
+    const namespaces = new Map<string, Usage>();
+    for (const e of entries) {
+      let u = cluster;
+      if (e.namespace !== undefined) {
+        u = namespaces.get(e.namespace) ?? { objects: 0, bytes: 0, rules: 0 };
+        namespaces.set(e.namespace, u);
       }
-      if (rules > limits.maxRules) over = `the policies have ${rules} rules, over the limit of ${limits.maxRules}`;
+      u.objects++;
+      u.bytes += e.bytes;
+      u.rules += e.rules;
+    }
+    const over = overLimit(cluster, limits.maxObjects, limits.maxSpecBytes, limits.maxRules, "cluster-scoped policy objects (ClusterExternalMetricPolicy)");
+    const overNamespaces = new Map<string, string>();
+    if (over === undefined) {
+      for (const [ns, u] of namespaces) {
+        const why = overLimit(u, limits.maxNamespaceObjects, limits.maxNamespaceSpecBytes, limits.maxNamespaceRules, `ExternalMetricPolicy objects in namespace ${JSON.stringify(ns)}`);
+        if (why !== undefined) overNamespaces.set(ns, `${why}; remove objects from the namespace (other namespaces are not affected)`);
+      }
+      this.#fitTotal(cluster, namespaces, overNamespaces);
     }
     if (over !== this.#overLimit) {
       this.#o.log(
         over === undefined
-          ? { level: "info", msg: "cluster policies: back within the limits" }
-          : { level: "error", msg: `cluster policies: ${over}; no subset is enforced (leaving policies out could widen access), so values reads are refused (503) until objects are deleted` },
+          ? { level: "info", msg: "cluster policies: back within the cluster-wide limits" }
+          : { level: "error", msg: `cluster policies: ${over}; no subset is enforced (leaving a policy out could widen access), so values reads are refused (503) until objects are deleted` },
       );
       this.#overLimit = over;
     }
-    if (over === undefined) this.#set = this.#newSet(policies);
+    this.#logNamespaces(over === undefined ? overNamespaces : new Map());
+
+    // Compile what changed, in the scopes within their limits.
+    const admitted = (e: Entry) => over === undefined && (e.namespace === undefined || !overNamespaces.has(e.namespace));
+    await Promise.all(entries.filter((e) => admitted(e) && e.compiled === undefined).map((e) => this.#compileEntry(e)));
+
+    const policies: CompiledPolicy[] = [];
+    const invalid = new Map<string, { ref: string; problem: string }>();
+    const counts = { accepted: 0, stale: 0, invalid: 0, "over-limit": 0 };
+    for (const e of entries) {
+      const c = e.compiled;
+      if (!admitted(e) || c === undefined) {
+        e.state = "over-limit";
+        e.condition = undefined;
+      } else if (c.policy !== undefined) {
+        e.state = "accepted";
+        e.condition = c.condition;
+        policies.push(c.policy);
+      } else if (e.lastValid !== undefined) {
+        e.state = "stale";
+        const kept = e.lastValid.generation !== undefined ? `generation ${e.lastValid.generation}` : "the previous valid version";
+        e.condition = withNote(c.condition, `generation ${e.generation ?? "?"} is not enforced: ${kept} stays in force until this one is fixed`);
+        policies.push(e.lastValid.policy);
+      } else {
+        e.state = "invalid";
+        const scope = e.namespace === undefined ? "every values read in the cluster" : `every values read in namespace ${JSON.stringify(e.namespace)}`;
+        e.condition = withNote(c.condition, `no valid generation of this object has been seen, so it denies ${scope}, whoever reads, until it is fixed or deleted`);
+        const stand = denyAll(e);
+        policies.push(stand);
+        invalid.set(stand.id, { ref: describe(e), problem: cut(c.message ?? c.condition.message, MAX_QUOTED_PROBLEM) });
+      }
+      counts[e.state]++;
+      this.#logInvalid(e);
+    }
+    if (over === undefined) this.#enforced = { set: this.#newSet(policies), invalid, overNamespaces };
     this.#ready = this.#listed.size === this.#informers.length && this.#informers.length > 0;
-    const invalid = entries.filter((e) => e.compiled !== undefined && e.compiled.policy === undefined).length;
-    this.#o.metrics?.clusterPolicies.set({ state: "accepted" }, over === undefined ? policies.length : 0);
-    this.#o.metrics?.clusterPolicies.set({ state: "invalid" }, invalid);
+    for (const [state, n] of Object.entries(counts)) this.#o.metrics?.clusterPolicies.set({ state }, n);
     for (const key of this.#invalidLogged.keys()) if (!this.#entries.has(key)) this.#invalidLogged.delete(key);
     this.#requestStatusSync();
   }
 
-  #compile(e: Entry): NonNullable<Entry["compiled"]> {
-    this.stats.compiles++;
-    const result = compilePolicyObject({ ...e.obj, apiVersion: POLICY_GROUP_VERSION, kind: e.kind });
-    const condition = result.conditions.find((c) => c.type === ACCEPTED);
-    if (result.policy !== undefined && result.issues.length === 0) {
+  /**
+   * Refuse whole namespaces, those using the most of the exceeded quantity
+   * first, until the cluster-scoped objects plus the namespaces left fit the
+   * cluster-wide limits (the cluster-scoped ones alone fit: checked before).
+   */
+  #fitTotal(cluster: Usage, namespaces: Map<string, Usage>, overNamespaces: Map<string, string>): void {
+    const limits = this.#limits;
+    const total: Usage = { ...cluster };
+    for (const [ns, u] of namespaces) {
+      if (overNamespaces.has(ns)) continue;
+      total.objects += u.objects;
+      total.bytes += u.bytes;
+      total.rules += u.rules;
+    }
+    const dims = [
+      { field: "objects" as const, limit: limits.maxObjects, what: "policy objects" },
+      { field: "bytes" as const, limit: limits.maxSpecBytes, what: "bytes of policy specs" },
+      { field: "rules" as const, limit: limits.maxRules, what: "policy rules" },
+    ];
+    const orders = new Map<string, string[]>();
+    for (const d of dims) {
+      if (total[d.field] <= d.limit) continue;
+      let order = orders.get(d.field);
+      if (order === undefined) {
+        order = [...namespaces.keys()].filter((ns) => !overNamespaces.has(ns)).sort((a, b) => namespaces.get(b)![d.field] - namespaces.get(a)![d.field] || (a < b ? -1 : 1));
+        orders.set(d.field, order);
+      }
+      for (const ns of order) {
+        if (total[d.field] <= d.limit) break;
+        if (overNamespaces.has(ns)) continue;
+        const u = namespaces.get(ns)!;
+        overNamespaces.set(
+          ns,
+          `the ExternalMetricPolicy objects of all namespaces together exceed the proxy's cluster-wide limit of ${d.limit} ${d.what}, ` +
+            `and namespace ${JSON.stringify(ns)} is among those with the most (${u[d.field]}), which are refused first; remove objects from it`,
+        );
+        total.objects -= u.objects;
+        total.bytes -= u.bytes;
+        total.rules -= u.rules;
+      }
+    }
+  }
+
+  /** Log the namespaces that went over or came back within their limits since the last rebuild. */
+  #logNamespaces(now: Map<string, string>): void {
+    for (const [ns, why] of now) {
+      if (this.#overNamespacesLogged.get(ns) === why) continue;
+      this.#o.log({ level: "error", msg: `cluster policies: values reads in namespace ${JSON.stringify(ns)} are refused (503): ${why}` });
+    }
+    for (const ns of this.#overNamespacesLogged.keys()) {
+      if (!now.has(ns)) this.#o.log({ level: "info", msg: `cluster policies: namespace ${JSON.stringify(ns)} is back within the limits` });
+    }
+    this.#overNamespacesLogged = new Map(now);
+  }
+
+  /** Log an invalid object once per message and state. */
+  #logInvalid(e: Entry): void {
+    if (e.state === "accepted") {
       this.#invalidLogged.delete(e.key);
-      return { policy: result.policy, ...(condition ? { condition } : {}) };
+      return;
     }
-    const message = condition?.message ?? result.issues.map((i) => `${i.path ? `${i.path}: ` : ""}${i.message}`).join("; ");
-    if (this.#invalidLogged.get(e.key) !== message) {
-      this.#invalidLogged.set(e.key, message);
-      this.#o.log({ level: "warn", msg: `cluster policies: ${describe(e)} is invalid and left out`, reason: condition?.reason, error: message });
+    if (e.state !== "stale" && e.state !== "invalid") return;
+    const message = e.compiled?.message ?? "";
+    const mark = `${e.state}\n${e.generation ?? ""}\n${message}`;
+    if (this.#invalidLogged.get(e.key) === mark) return;
+    this.#invalidLogged.set(e.key, mark);
+    if (e.state === "stale") {
+      this.#o.metrics?.clusterPolicyRefusedEdits.inc();
+      this.#o.log({
+        level: "warn",
+        msg: `cluster policies: ${describe(e)} generation ${e.generation ?? "?"} is invalid and not enforced; generation ${e.lastValid?.generation ?? "?"} stays in force`,
+        reason: e.compiled?.condition.reason,
+        error: message,
+      });
+    } else {
+      this.#o.log({
+        level: "warn",
+        msg: `cluster policies: ${describe(e)} is invalid and was never valid: it denies every values read in ${e.namespace === undefined ? "the cluster" : `namespace ${JSON.stringify(e.namespace)}`} until it is fixed or deleted`,
+        reason: e.compiled?.condition.reason,
+        error: message,
+      });
     }
-    return { message, ...(condition ? { condition } : {}) };
+  }
+
+  /** Compile one entry with the hook (bounded in time; a failure is an invalid object). */
+  async #compileEntry(e: Entry): Promise<void> {
+    this.stats.compiles++;
+    const fingerprint = e.fingerprint;
+    const generation = e.generation;
+    const input = { ...e.obj, apiVersion: POLICY_GROUP_VERSION, kind: e.kind };
+    const compile = this.#o.compile ?? ((obj: unknown) => compilePolicyObject(obj));
+    const timeoutMs = this.#o.compileTimeoutMs ?? COMPILE_TIMEOUT_MS;
+    let result: PolicyCompileResult;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      result = await Promise.race([
+        Promise.resolve().then(() => compile(input)),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`the policy compiler did not finish within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      if (result === null || typeof result !== "object" || !Array.isArray(result.issues)) throw new Error("the policy compiler returned no result");
+    } catch (err) {
+      const message = `the policy could not be compiled: ${(err as Error)?.message ?? String(err)}`;
+      result = { issues: [{ source: "", line: 0, column: 0, path: "", message }], conditions: [] };
+    } finally {
+      clearTimeout(timer);
+    }
+    const valid = result.policy !== undefined && result.issues.length === 0;
+    const condition =
+      result.conditions.find((c) => c.type === ACCEPTED && c.status === (valid ? "True" : "False")) ??
+      acceptedCondition(valid ? [] : result.issues.length > 0 ? result.issues : [{ source: "", line: 0, column: 0, path: "", message: "the policy compiler gave no policy" }], generation);
+    const compiled: Compiled = valid
+      ? { policy: result.policy!, condition }
+      : { message: condition.message || result.issues.map((i) => `${i.path ? `${i.path}: ` : ""}${i.message}`).join("; "), condition };
+    if (this.#entries.get(e.key) !== e) return; // deleted meanwhile
+    // A valid generation is kept even when a newer edit arrived meanwhile: it was seen valid.
+    if (valid) e.lastValid = { policy: result.policy!, generation };
+    if (e.fingerprint === fingerprint) e.compiled = compiled;
   }
 
   #requestStatusSync(): void {
@@ -458,12 +917,12 @@ export class ClusterPolicies {
     });
   }
 
-  /** Write the `Accepted` condition of every object whose status differs (leader only). */
+  /** Write the `Accepted` condition of every object whose status differs, and the Events of refused generations (leader only). */
   async #syncStatus(): Promise<void> {
     if (this.#o.isLeader !== undefined && !this.#o.isLeader()) return;
     for (const e of [...this.#entries.values()]) {
       if (this.#stopped) return;
-      const want = e.compiled?.condition;
+      const want = e.condition;
       if (want === undefined || this.#writing.has(e.key)) continue;
       const next = desiredStatus(e.obj, want);
       if (next === undefined) continue;
@@ -472,7 +931,7 @@ export class ClusterPolicies {
         const written = await this.#o.kc.replace<PolicyObject>(statusPath(e.kind, e.obj), { ...e.obj, kind: e.kind, apiVersion: POLICY_GROUP_VERSION, status: next }, apiDeadline(STATUS_WRITE_TIMEOUT_MS));
         this.stats.statusWrites++;
         const current = this.#entries.get(e.key);
-        if (current !== undefined && current.obj === e.obj) current.obj = written;
+        if (current !== undefined && current.obj === e.obj) current.obj = stripPolicyObject(written);
       } catch (err) {
         if (apiStatus(err) === 409) this.stats.statusConflicts++; // changed meanwhile: the watch brings the newer object, the next round writes
         else if (apiStatus(err) !== 404) this.#o.log({ level: "warn", msg: `cluster policies: writing the status of ${describe(e)} failed; retried at the next round`, error: (err as Error).message });
@@ -480,7 +939,154 @@ export class ClusterPolicies {
         this.#writing.delete(e.key);
       }
     }
+    for (const e of [...this.#entries.values()]) {
+      if (this.#stopped) return;
+      if (e.state !== "stale" && e.state !== "invalid") continue;
+      if (!(await this.#event(e))) return;
+    }
   }
+
+  /**
+   * Create the Warning Event of a refused generation of `e`, once per
+   * (object, generation, reason), within the rate bound.
+   *
+   * @returns false when no more Events should be tried this round (rate
+   *   bound reached, or the API refused the write)
+   */
+  async #event(e: Entry): Promise<boolean> {
+    const condition = e.condition;
+    if (condition === undefined) return true;
+    const mark = `${e.key}\n${e.generation ?? ""}\n${condition.reason}\n${e.state}`;
+    if (this.#eventsSent.has(mark)) return true;
+    const now = performance.now();
+    const refill = Math.floor((now - this.#eventRefilledAt) / EVENT_REFILL_MS);
+    if (refill > 0) {
+      this.#eventTokens = Math.min(EVENT_BURST, this.#eventTokens + refill);
+      this.#eventRefilledAt += refill * EVENT_REFILL_MS;
+    }
+    if (this.#eventTokens <= 0) {
+      this.#o.metrics?.clusterPolicyEvents.inc({ result: "dropped" });
+      return false;
+    }
+    this.#eventTokens--;
+    const namespace = e.namespace ?? "default";
+    const name = e.obj.metadata?.name ?? "";
+    const nowMs = Date.now();
+    const event = {
+      apiVersion: "events.k8s.io/v1",
+      kind: "Event",
+      metadata: { name: `${name.slice(0, 200)}.${(BigInt(nowMs) * 1_000_000n + BigInt(this.stats.events % 1_000_000)).toString(16)}`, namespace },
+      eventTime: microTime(nowMs),
+      reportingController: EVENT_REPORTING_CONTROLLER,
+      reportingInstance: (this.#o.instance ?? hostname()).slice(0, 128),
+      action: e.state === "stale" ? "KeepPreviousGeneration" : e.namespace === undefined ? "DenyCluster" : "DenyNamespace",
+      reason: condition.reason,
+      type: "Warning",
+      regarding: {
+        apiVersion: POLICY_GROUP_VERSION,
+        kind: e.kind,
+        name,
+        ...(e.namespace !== undefined ? { namespace: e.namespace } : {}),
+        ...(e.obj.metadata?.["uid"] !== undefined ? { uid: e.obj.metadata["uid"] } : {}),
+        ...(e.obj.metadata?.resourceVersion !== undefined ? { resourceVersion: e.obj.metadata.resourceVersion } : {}),
+      },
+      note: cutBytes(condition.message, EVENT_NOTE_LIMIT),
+    };
+    try {
+      await this.#o.kc.create(`/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`, event, apiDeadline(STATUS_WRITE_TIMEOUT_MS));
+      this.stats.events++;
+      this.#o.metrics?.clusterPolicyEvents.inc({ result: "written" });
+      this.#eventsSent.add(mark);
+      if (this.#eventsSent.size > EVENT_MEMO_ENTRIES) this.#eventsSent.delete(this.#eventsSent.values().next().value!);
+      return true;
+    } catch (err) {
+      this.#o.metrics?.clusterPolicyEvents.inc({ result: "failed" });
+      const code = String(apiStatus(err) ?? (err as Error).name);
+      if (!this.#eventFailuresLogged.has(code)) {
+        this.#eventFailuresLogged.add(code);
+        this.#o.log({
+          level: "warn",
+          msg: `cluster policies: creating an Event about ${describe(e)} failed (the proxy needs create on events.events.k8s.io); retried at the next round, logged once per error code`,
+          error: (err as Error).message,
+        });
+      }
+      return false;
+    }
+  }
+}
+
+/** Objects, bytes of specs and rules of one scope. */
+interface Usage {
+  objects: number;
+  bytes: number;
+  rules: number;
+}
+
+/** Which limit `u` passes, as a sentence naming it, or undefined. */
+function overLimit(u: Usage, maxObjects: number, maxBytes: number, maxRules: number, what: string): string | undefined {
+  if (u.objects > maxObjects) return `${u.objects} ${what} exceed the limit of ${maxObjects} objects`;
+  if (u.bytes > maxBytes) return `the specs of the ${what} take ${u.bytes} bytes, over the limit of ${maxBytes}`;
+  if (u.rules > maxRules) return `the ${what} have ${u.rules} rules, over the limit of ${maxRules}`;
+  return undefined;
+}
+
+/** The stand-in of an object never seen valid: no rules, defaultAction Deny, for every caller in its scope. */
+function denyAll(e: Entry): CompiledPolicy {
+  const name = e.obj.metadata?.name ?? "";
+  return {
+    name,
+    namespace: e.namespace,
+    id: e.namespace === undefined ? name : `${e.namespace}/${name}`,
+    subjects: undefined,
+    rules: [],
+    defaultAction: "Deny",
+    source: describe(e),
+    line: 0,
+  };
+}
+
+/** `condition` with `; note` appended to its message (the problem cut first so the whole stays within the CRD's bound). */
+function withNote(condition: PolicyCondition, note: string): PolicyCondition {
+  const room = MAX_CONDITION_MESSAGE - note.length - 2;
+  return { ...condition, message: `${cut(condition.message, room)}; ${note}` };
+}
+
+function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, Math.max(0, max - 1))}…` : text;
+}
+
+/** `text` cut to at most `max` bytes of UTF-8 (never inside a character). */
+function cutBytes(text: string, max: number): string {
+  if (Buffer.byteLength(text, "utf8") <= max) return text;
+  let out = text.slice(0, max);
+  while (Buffer.byteLength(`${out}…`, "utf8") > max) out = out.slice(0, -1);
+  return `${out}…`;
+}
+
+/**
+ * What the layer keeps of a policy object as it is received (list page or
+ * watch event): `apiVersion`, `kind`, `metadata.{name, namespace, uid,
+ * generation, resourceVersion}`, `spec`, and `status.{observedGeneration,
+ * conditions}` (the CRD's status schema; needed for the status write-back,
+ * whose PUT changes only status). Annotations, labels, managedFields and
+ * anything else are dropped before the object is stored.
+ */
+export function stripPolicyObject(obj: PolicyObject): PolicyObject {
+  const m = obj.metadata ?? {};
+  const metadata: ObjectMeta = {};
+  for (const field of ["name", "namespace", "uid", "generation", "resourceVersion"] as const) if (m[field] !== undefined) (metadata as Record<string, unknown>)[field] = m[field];
+  const out: PolicyObject = { metadata };
+  if (obj.apiVersion !== undefined) out.apiVersion = obj.apiVersion;
+  if (obj.kind !== undefined) out.kind = obj.kind;
+  if (obj.spec !== undefined) out.spec = obj.spec;
+  const status = obj.status;
+  if (status !== undefined && status !== null && typeof status === "object") {
+    out.status = {
+      ...(status.observedGeneration !== undefined ? { observedGeneration: status.observedGeneration } : {}),
+      ...(Array.isArray(status.conditions) ? { conditions: status.conditions } : {}),
+    };
+  }
+  return out;
 }
 
 /**
