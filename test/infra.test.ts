@@ -177,10 +177,11 @@ describe("the Helm chart", () => {
     const aggregated = manifests.filter((o) => o.kind === "ClusterRole" && Object.keys(o.metadata.labels ?? {}).some((l: string) => l.startsWith("rbac.authorization.k8s.io/aggregate-to-")));
     const writes = aggregated.flatMap((r) => r.rules).filter((rule: FakeRule) => rule.verbs.some((v) => !["get", "list", "watch"].includes(v)));
     expect(writes.flatMap((rule: FakeRule) => rule.resources)).toEqual(["externalmetricpolicies"]);
-    // The proxy watches both kinds and writes only their status.
+    // The proxy watches both kinds, writes only their status, and creates Events about invalid ones.
     expect(find(manifests, "ClusterRole", "external-metrics-bridge-proxy:policy-reader").rules).toEqual([
       { apiGroups: [group], resources: ["externalmetricpolicies", "clusterexternalmetricpolicies"], verbs: ["get", "list", "watch"] },
       { apiGroups: [group], resources: ["externalmetricpolicies/status", "clusterexternalmetricpolicies/status"], verbs: ["update"] },
+      { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create"] },
     ]);
     expect(find(manifests, "ClusterRoleBinding", "external-metrics-bridge-proxy:policy-reader")).toMatchObject({
       roleRef: { kind: "ClusterRole", name: "external-metrics-bridge-proxy:policy-reader" },
