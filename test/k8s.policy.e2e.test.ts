@@ -502,6 +502,13 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     show("kubectl get emp -n team-b", table);
     expect(table).toMatch(/^broken\s+Deny\s+False\s+InvalidPattern\s/m);
     show("Accepted condition of team-b/broken", JSON.stringify(invalid, null, 2));
+    // Never seen valid: it denies every read in team-b (fail closed) until it is fixed or deleted.
+    const closed = await readAsHpa("team-b", "team-b-jobs");
+    expect(closed.status).toBe(403);
+    expect(closed.message).toContain("ExternalMetricPolicy team-b/broken is invalid");
+    await cp!.kubectlOk(["-n", "team-b", "delete", "emp", "broken"]);
+    // Deleted: the remaining policies decide again (and the admission webhook below no longer counts it).
+    await pollRead("team-b", "team-b-jobs", (a) => !(a as { message?: string }).message?.includes("team-b/broken"), Date.now());
 
     // The webhook answers again (the first calls after the restart may still find it starting).
     const refused = await waitFor(
