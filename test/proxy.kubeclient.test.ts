@@ -34,6 +34,7 @@ import {
   tokenReviewer,
   type ConfigMap,
   type KubeClient,
+  type KubeObject,
 } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
@@ -350,6 +351,42 @@ describe("list + watch", () => {
       expect(reopened).toEqual([{ resource: "configmaps", watch: true, resourceVersion: rv }]);
     } finally {
       await informer.stop();
+    }
+  });
+
+  it("lists page by page (limit/continue), each page a consistent snapshot, and transforms every object on receipt, watch events too", async () => {
+    for (let i = 0; i < 5; i++) {
+      fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: `page-${i}`, namespace: "paging", annotations: { big: "x".repeat(10_000) } } as any, spec: { rules: [] } });
+    }
+    const added: KubeObject[] = [];
+    const informer = new Informer<KubeObject>(kubeConfig(), {
+      path: "/apis/external-metrics-bridge.io/v1alpha1/namespaces/paging/externalmetricpolicies",
+      pageSize: 2,
+      transform: (o) => ({ metadata: { name: o.metadata?.name, namespace: o.metadata?.namespace, resourceVersion: o.metadata?.resourceVersion } }),
+      onAdd: (o) => void added.push(o),
+      onUpdate: (o) => void added.push(o),
+    });
+    const marks = fake.listsAndWatches.length;
+    // A change between the pages is not seen by this list (the snapshot), only by the watch that follows.
+    fake.onPolicyListPage = (page) => {
+      if (page.continue !== undefined && !fake.policies.has("ExternalMetricPolicy/paging/page-9")) {
+        fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "page-9", namespace: "paging", annotations: { big: "y" } } as any, spec: { rules: [] } });
+      }
+    };
+    informer.start();
+    try {
+      await eventually(() => added.length === 6, 3_000, "five listed, one watched");
+      const pages = fake.listsAndWatches.slice(marks).filter((r) => r.resource === "externalmetricpolicies" && !r.watch);
+      expect(pages.map((r) => r.limit)).toEqual([2, 2, 2]);
+      expect(pages.map((r) => r.continue !== undefined)).toEqual([false, true, true]);
+      expect(informer.stats.pages).toBe(3);
+      expect(added.slice(0, 5).map((o) => o.metadata?.name)).toEqual(["page-0", "page-1", "page-2", "page-3", "page-4"]);
+      expect(added[5]!.metadata?.name).toBe("page-9");
+      expect(added.every((o) => o.metadata?.annotations === undefined && Object.keys(o).join() === "metadata")).toBe(true);
+    } finally {
+      fake.onPolicyListPage = undefined;
+      await informer.stop();
+      for (const name of [...fake.policies.keys()].filter((k) => k.includes("/paging/"))) fake.deletePolicy("ExternalMetricPolicy", "paging", name.split("/")[2]!);
     }
   });
 

@@ -740,7 +740,7 @@ export class ClusterPolicies {
       );
       this.#overLimit = over;
     }
-    this.#logNamespaces(over === undefined ? overNamespaces : new Map());
+    if (over === undefined) this.#logNamespaces(overNamespaces);
 
     // Compile what changed, in the scopes within their limits.
     const admitted = (e: Entry) => over === undefined && (e.namespace === undefined || !overNamespaces.has(e.namespace));

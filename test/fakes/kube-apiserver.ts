@@ -16,7 +16,8 @@
  *   tokens and an authorizer function, every review recorded;
  * - APIService get, create, replace.
  * - ExternalMetricPolicy (all namespaces) and ClusterExternalMetricPolicy
- *   (`external-metrics-bridge.io/v1alpha1`): list (paginated with `limit`
+ *   (`external-metrics-bridge.io/v1alpha1`): watch from a resourceVersion
+ *   (the changes after it are sent first, as the watch cache does), list (paginated with `limit`
  *   and `continue` as kube-apiserver does from etcd: items in key order,
  *   every page of one list a consistent snapshot at the first page's
  *   resourceVersion, `metadata.continue` and `remainingItemCount`; a 410
@@ -147,10 +148,14 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const secrets = new Map<string, KubeObject>();
   let heldSecretEvents: { type: string; obj: KubeObject }[] | undefined;
   const watches = new Set<{ namespace: string; name?: string; kind?: string; res: ServerResponse }>();
-  const policyWatches = new Set<{ kind: string; res: ServerResponse }>();
+  const policyWatches = new Set<{ kind: string; namespace: string | undefined; res: ServerResponse }>();
   const policyKey = (kind: string, namespace: string | undefined, name: string) => `${kind}/${kind === "ClusterExternalMetricPolicy" ? "" : (namespace ?? "")}/${name}`;
+  /** the last policy events, oldest first: a watch from a resourceVersion gets those after it first (the watch cache's history) */
+  const policyHistory: { rv: number; type: string; obj: KubeObject }[] = [];
   function notifyPolicy(type: string, obj: KubeObject) {
-    for (const w of policyWatches) if (w.kind === obj.kind) w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
+    policyHistory.push({ rv: Number(obj.metadata.resourceVersion), type, obj });
+    if (policyHistory.length > 10_000) policyHistory.shift();
+    for (const w of policyWatches) if (w.kind === obj.kind && (w.namespace === undefined || w.namespace === obj.metadata.namespace)) w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
   }
   /** snapshots of paginated policy lists in progress, by id (what etcd's MVCC gives kube-apiserver) */
   const listSnapshots = new Map<string, { rv: string; items: KubeObject[] }>();
@@ -424,7 +429,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         if (watching) {
           res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
           res.flushHeaders();
-          const w = { kind, res };
+          const from = Number(url.searchParams.get("resourceVersion") ?? "");
+          if (Number.isInteger(from) && from > 0) {
+            for (const e of policyHistory) if (e.rv > from && e.obj.kind === kind && (namespace === undefined || e.obj.metadata.namespace === namespace)) res.write(`${JSON.stringify({ type: e.type, object: e.obj })}\n`);
+          }
+          const w = { kind, namespace, res };
           policyWatches.add(w);
           req.on("close", () => policyWatches.delete(w));
           return;
