@@ -1,14 +1,15 @@
 /**
  * The admission webhook (shared/proxy/admission.ts) through the real proxy
- * over real TLS, called as kube-apiserver calls it: a POST of an
- * `admission.k8s.io/v1` AdmissionReview with no client certificate.
+ * over real TLS, on its own listener (shared/proxy/admission-server.ts),
+ * called as kube-apiserver calls it: a POST of an `admission.k8s.io/v1`
+ * AdmissionReview with no client certificate.
  */
 import https from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
-import { MAX_ADMISSION_BODY_BYTES, MAX_ADMISSION_IN_FLIGHT, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
+import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
@@ -29,12 +30,15 @@ function policySet(): PolicySet {
   return new PolicySet(policies, "Allow");
 }
 
-/** POST a body to the proxy without a client certificate; `chunked` sends it without Content-Length. */
+/**
+ * POST a body without a client certificate to the proxy's admission listener
+ * (its API listener when it has none); `chunked` sends it without Content-Length.
+ */
 function post(h: Harness, path: string, body: string | Buffer, chunked = false): Promise<{ status: number; json: any; text: string }> {
   return new Promise((resolve, reject) => {
     const data = typeof body === "string" ? Buffer.from(body) : body;
     const req = https.request(
-      `${h.proxy.url}${path}`,
+      `${h.proxy.admission?.url ?? h.proxy.url}${path}`,
       {
         method: "POST",
         ca: h.serving.caPem!,
@@ -102,7 +106,7 @@ beforeAll(async () => {
   const config = (mode: string) => proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], `admission: { mode: ${mode} }`);
   [warn, deny, off] = await Promise.all([
     startHarness({ pki, proxyConfig: config("Warn"), extra: { admissionPolicies: policySet } }),
-    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet } }),
+    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet, admissionLimits: { maxBufferedBytes: 64 * 1024 } } }),
     startHarness({ pki, proxyConfig: proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]]) }),
   ]);
 }, 60_000);
@@ -253,10 +257,10 @@ describe("requests the webhook refuses", () => {
 });
 
 describe("slow uploads", () => {
-  it(`at most ${MAX_ADMISSION_IN_FLIGHT} reviews are read at once: the next is a 429 Status; once they finish, reviews are answered again`, async () => {
+  it("uploads that wait hold no review slot: while 20 wait, a review is answered; an upload finished within the body deadline is answered", async () => {
     // Uploads that send their headers and part of the body, then wait.
-    const held = Array.from({ length: MAX_ADMISSION_IN_FLIGHT }, () => {
-      const req = https.request(`${warn.proxy.url}/admission/hpa`, { method: "POST", ca: warn.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
+    const held = Array.from({ length: 20 }, () => {
+      const req = https.request(`${warn.proxy.admission!.url}/admission/hpa`, { method: "POST", ca: warn.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
       const answered = new Promise<number>((resolve) => {
         req.on("response", (res) => {
           res.resume();
@@ -267,17 +271,35 @@ describe("slow uploads", () => {
       req.write('{"apiVersion":"admission.k8s.io/v1",');
       return { req, answered };
     });
-    await eventually(async () => (await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])))).status === 429, 5000, "a 429");
-    const refused = await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])));
-    expect(refused.json).toMatchObject({ kind: "Status", code: 429, reason: "TooManyRequests" });
+    expect((await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "x", allowed: true });
     for (const { req } of held) req.end('"kind":"AdmissionReview","request":{"uid":"h"}}');
     expect(await Promise.all(held.map((h) => h.answered))).toEqual(held.map(() => 200));
-    expect((await post(warn, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
+  });
+
+  it("bodies being read at once are bounded in bytes (here 64 KiB): a read past the bound is a 429 Status; once the first is answered, reviews are read again", async () => {
+    const req = https.request(`${deny.proxy.admission!.url}/admission/hpa`, { method: "POST", ca: deny.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
+    const answered = new Promise<number>((resolve) => {
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", () => resolve(-1));
+    });
+    const object = hpa([external("sqs_messages_visible", { matchLabels: { queue: "x".repeat(40 * 1024) } })]);
+    const text = review("big", HPA_KIND, object);
+    req.write(text.slice(0, 48 * 1024));
+    await new Promise((r) => setTimeout(r, 300)); // the first 48 KiB are read and held
+    const refused = await post(deny, "/admission/hpa", review("x", HPA_KIND, object));
+    expect(refused.status).toBe(429);
+    expect(refused.json).toMatchObject({ kind: "Status", code: 429, reason: "TooManyRequests" });
+    req.end(text.slice(48 * 1024));
+    expect(await answered).toBe(200);
+    expect((await post(deny, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
   });
 });
 
-describe("authentication stays on everywhere else", () => {
-  it("other paths and methods without credentials go through authentication and authorization (anonymous, refused)", async () => {
+describe("the API listener does not serve the webhook", () => {
+  it("the webhook paths and every other path without credentials go through authentication and authorization on the API port (anonymous, refused)", async () => {
     const before = warn.fake.reviews.subjectAccessReviews.length;
     for (const path of [`${V1}/namespaces/team-a/sqs_messages_visible`, "/admission/hpa", "/metrics"]) {
       const res = await warn.get(path);
@@ -287,7 +309,8 @@ describe("authentication stays on everywhere else", () => {
     expect(warn.fake.reviews.subjectAccessReviews.at(-1)).toMatchObject({ user: "system:anonymous" });
   });
 
-  it("without an admission section in the ProxyConfig, the webhook paths are not served (authenticated like any path)", async () => {
+  it("without an admission section in the ProxyConfig, there is no admission listener (and the API port authenticates the paths like any path)", async () => {
+    expect(off.proxy.admission).toBeUndefined();
     const res = await post(off, "/admission/hpa", review("u-9", HPA_KIND, hpa([])));
     expect(res.status).toBe(403);
     expect(res.json).toMatchObject({ kind: "Status", code: 403 });
