@@ -351,6 +351,10 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
       console.error(`external-metrics-bridge cannot start: ${busy}`);
       process.exit(1);
     }
+    if (err instanceof RangeError) {
+      console.error(`external-metrics-bridge cannot start: ${err.message}`);
+      process.exit(2);
+    }
     if (!(err instanceof StartRefusedError)) throw err;
     console.error(`external-metrics-bridge refuses to start: ${err.message}`);
     process.exit(2);

@@ -89,8 +89,11 @@ export const BRIDGE_LIMITS: Readonly<ServerLimits> = {
 /**
  * The `http.createServer`/`https.createServer` options of `limits`
  * (`connectionsCheckingInterval` can only be given at creation).
+ *
+ * @throws RangeError from {@link checkLimits}
  */
 export function serverOptions(limits: ServerLimits): Pick<ServerOptions, "headersTimeout" | "requestTimeout" | "keepAliveTimeout" | "connectionsCheckingInterval"> {
+  checkLimits(limits);
   return {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -141,11 +144,20 @@ export function applyServerLimits(server: HttpServer | HttpsServer, limits: Serv
   }
 }
 
-/** @throws RangeError naming the first limit that is not a positive number */
+/**
+ * Check limits before a server is made with them.
+ *
+ * @throws RangeError naming the first limit that is not a positive number
+ *   (an integer for `maxConnections`), or when `headersTimeoutMs` is longer
+ *   than `requestTimeoutMs` (Node refuses that: node:_http_server)
+ */
 export function checkLimits(limits: ServerLimits): void {
   for (const [name, value] of Object.entries(limits) as [keyof ServerLimits, number][]) {
     if (!Number.isFinite(value) || value <= 0 || (name === "maxConnections" && !Number.isInteger(value))) {
       throw new RangeError(`server limit ${name} must be a positive ${name === "maxConnections" ? "integer" : "number of ms"}, got ${value}`);
     }
+  }
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new RangeError(`the headers timeout (${limits.headersTimeoutMs} ms) must not be longer than the request timeout (${limits.requestTimeoutMs} ms)`);
   }
 }

@@ -5,6 +5,7 @@
  * AdmissionReview with no client certificate.
  */
 import https from "node:https";
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
@@ -106,7 +107,7 @@ beforeAll(async () => {
   const config = (mode: string) => proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], `admission: { mode: ${mode} }`);
   [warn, deny, off] = await Promise.all([
     startHarness({ pki, proxyConfig: config("Warn"), extra: { admissionPolicies: policySet } }),
-    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet, admissionLimits: { maxBufferedBytes: 64 * 1024 } } }),
+    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet, admissionLimits: { maxBufferedBytes: 64 * 1024, maxConnectionsPerAddress: 10, headersTimeoutMs: 20_000, requestTimeoutMs: 30_000 } } }),
     startHarness({ pki, proxyConfig: proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]]) }),
   ]);
 }, 60_000);
@@ -295,6 +296,29 @@ describe("slow uploads", () => {
     req.end(text.slice(48 * 1024));
     expect(await answered).toBe(200);
     expect((await post(deny, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
+  });
+});
+
+describe("connections", () => {
+  it("one address holds at most maxConnectionsPerAddress (here 10) connections: the rest are closed at once, and another address is served", async () => {
+    const port = deny.proxy.admission!.port;
+    // 30 silent connections from 127.0.0.2 (a pod flooding the port)
+    const sockets = Array.from({ length: 30 }, () => {
+      const socket = net.connect({ port, host: "127.0.0.1", localAddress: "127.0.0.2" });
+      const state = { socket, closed: false };
+      socket.on("error", () => {});
+      socket.on("close", () => (state.closed = true));
+      return state;
+    });
+    try {
+      await eventually(() => sockets.filter((s) => s.closed).length >= 20, 10_000, "20 of the 30 connections closed");
+      await new Promise((r) => setTimeout(r, 200));
+      expect(sockets.filter((s) => !s.closed)).toHaveLength(10);
+      // kube-apiserver, from another address (127.0.0.1), is answered meanwhile
+      expect((await post(deny, "/admission/hpa", review("c-1", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "c-1", allowed: true });
+    } finally {
+      for (const s of sockets) s.socket.destroy();
+    }
   });
 });
 

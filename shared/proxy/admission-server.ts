@@ -17,7 +17,8 @@
  * before authentication. Here:
  *
  * - Limits of its own ({@link ADMISSION_LIMITS}, shared/http-limits.ts):
- *   connections, header and request deadlines checked every second, and a
+ *   connections (in all and per remote address), header and request
+ *   deadlines checked every second, and a
  *   **body deadline**: a body not received within `bodyDeadlineMs` of its
  *   headers is answered 408 (a Status, `reason: Timeout`) and the connection
  *   closed. Bodies are read here, bounded by
@@ -41,7 +42,7 @@
  */
 import https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { readFileSync } from "node:fs";
 import type { TLSSocket } from "node:tls";
 import { StatusError, toStatusError, tooManyRequests, requestEntityTooLarge, notFound } from "../k8s/status.ts";
@@ -62,6 +63,8 @@ export interface AdmissionLimits extends ServerLimits {
   bodyDeadlineMs: number;
   /** most bytes of bodies being read at once, all requests together; a read that would pass it: 429 */
   maxBufferedBytes: number;
+  /** most connections from one remote address; the next one from it is closed at once */
+  maxConnectionsPerAddress: number;
 }
 
 /**
@@ -72,8 +75,10 @@ export interface AdmissionLimits extends ServerLimits {
  * Keep-alive 95 s: longer than kube-apiserver's 90 s idle timeout
  * ({@link GO_TRANSPORT_IDLE_TIMEOUT_MS}): Go does not retry a POST on a
  * connection the server closed while it was sending, so the webhook must
- * never be the one to close first. 128 connections; 16 MiB of bodies at once
- * (five reviews of the largest size kube-apiserver sends).
+ * never be the one to close first. 128 connections, at most 32 from one
+ * address (one pod cannot take every slot; a kube-apiserver opens a few);
+ * 16 MiB of bodies at once (five reviews of the largest size kube-apiserver
+ * sends).
  */
 export const ADMISSION_LIMITS: Readonly<AdmissionLimits> = {
   headersTimeoutMs: 3_000,
@@ -83,6 +88,7 @@ export const ADMISSION_LIMITS: Readonly<AdmissionLimits> = {
   connectionsCheckingIntervalMs: 1_000,
   bodyDeadlineMs: 2_000,
   maxBufferedBytes: 16 * 1024 * 1024,
+  maxConnectionsPerAddress: 32,
 };
 
 /** What the listener calls: the webhook of admission.ts. */
@@ -240,6 +246,31 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
   applyServerLimits(server, limits, (dropped) =>
     log({ level: "warn", msg: `admission listener at its ${limits.maxConnections} connections: ${dropped} refused in the last 10 s` }),
   );
+  // Connections per remote address (TCP, before the handshake); at most maxConnections entries.
+  const perAddress = new Map<string, number>();
+  let overAddress = 0;
+  let overAddressReportedAt = 0;
+  server.prependListener("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "";
+    const open = perAddress.get(address) ?? 0;
+    if (open >= limits.maxConnectionsPerAddress) {
+      socket.destroy();
+      overAddress++;
+      const now = Date.now();
+      if (now - overAddressReportedAt >= 10_000) {
+        overAddressReportedAt = now;
+        log({ level: "warn", msg: `admission listener: ${overAddress} connections refused in the last 10 s, their address already holding ${limits.maxConnectionsPerAddress}`, address });
+        overAddress = 0;
+      }
+      return;
+    }
+    perAddress.set(address, open + 1);
+    socket.once("close", () => {
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left <= 0) perAddress.delete(address);
+      else perAddress.set(address, left);
+    });
+  });
   // A refused handshake (no or an unverified client certificate) is logged, at most once per 10 s.
   let refused = 0;
   let refusedSince = 0;
