@@ -6,6 +6,9 @@
  */
 import https from "node:https";
 import net from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
@@ -318,6 +321,28 @@ describe("connections", () => {
       expect((await post(deny, "/admission/hpa", review("c-1", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "c-1", allowed: true });
     } finally {
       for (const s of sockets) s.socket.destroy();
+    }
+  });
+});
+
+describe("admission.clientCA", () => {
+  it("a file that is missing, holds no certificate or no CA certificate stops the start with a message naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-client-ca-"));
+    try {
+      const leaf = await pki.issue(pki.clientCA, { commonName: "not-a-ca", usages: ["clientAuth"] });
+      const cases: [string, string | undefined, string][] = [
+        ["missing.crt", undefined, "cannot be read"],
+        ["empty.crt", "no certificate here\n", "holds no PEM certificate"],
+        ["leaf.crt", leaf.certPem, "holds no CA certificate"],
+      ];
+      for (const [name, content, message] of cases) {
+        const file = join(dir, name);
+        if (content !== undefined) writeFileSync(file, content);
+        const config = proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], `admission: { mode: Warn, clientCA: "${file}" }`);
+        await expect(startHarness({ pki, fake: warn.fake, proxyConfig: config })).rejects.toThrow(`admission.clientCA ${file} ${message}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
