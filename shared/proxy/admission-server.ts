@@ -195,14 +195,17 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
       code = answer.status;
       write(res, answer.status, answer.body, requestId);
     } catch (err) {
-      const status = err instanceof BodyTimeout ? undefined : toStatusError(err);
       if (err instanceof BodyTimeout) {
         code = 408;
         error = err.message;
         // metav1.Status has no reason for 408; `Timeout` is the apimachinery reason for a request that took too long.
         const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: err.message, reason: "Timeout", code: 408 };
         write(res, 408, JSON.stringify(body), requestId, true);
-      } else if (status !== undefined) {
+      } else if (err instanceof ClientClosed) {
+        code = 499; // nobody to answer (the "client closed request" code of the logs and metrics only)
+        error = err.message;
+      } else {
+        const status = toStatusError(err);
         code = status.code;
         error = status.message;
         if (!(err instanceof StatusError)) log({ level: "error", msg: "admission request failed", requestId, error: String(err) });
@@ -312,6 +315,9 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
 /** The body deadline passed. */
 class BodyTimeout extends Error {}
 
+/** The client went away before its body ended. */
+class ClientClosed extends Error {}
+
 /**
  * Read a request body: at most {@link MAX_ADMISSION_BODY_BYTES}, within
  * `deadlineMs`, each chunk reserved against the listener's shared budget
@@ -319,8 +325,8 @@ class BodyTimeout extends Error {}
  * reserved bytes back once the request is answered).
  *
  * @throws StatusError 413 (declared or read length over the bound), 429 (the
- *   shared budget is spent); BodyTimeout past the deadline; Error when the
- *   client goes away first
+ *   shared budget is spent); BodyTimeout past the deadline; ClientClosed when
+ *   the client goes away first
  */
 function readBody(req: IncomingMessage, deadlineMs: number, reserve: (bytes: number) => boolean): Promise<Buffer> {
   const limit = MAX_ADMISSION_BODY_BYTES;
@@ -355,8 +361,8 @@ function readBody(req: IncomingMessage, deadlineMs: number, reserve: (bytes: num
       chunks.push(chunk);
     };
     const onEnd = () => finish(undefined);
-    const onError = (err: Error) => finish(err);
-    const onClose = () => finish(new Error("the client closed the connection before the body ended"));
+    const onError = (err: Error) => finish(new ClientClosed(`the connection failed before the body ended: ${err.message}`));
+    const onClose = () => finish(new ClientClosed("the client closed the connection before the body ended"));
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onError);

@@ -34,8 +34,8 @@ import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "
 import { createBackend } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import { AdmissionWebhook } from "./admission.ts";
-import { readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission-server.ts";
-import { applyServerLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
+import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission-server.ts";
+import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
@@ -137,7 +137,10 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   if (config.backends.some((b) => b.type === "bridge") && (options.signingKeys === undefined || options.signingKeys.length === 0)) {
     throw new Error("a backend has type bridge but no signing key is configured: set BRIDGE_SIGNING_KEYS (id:secret[,id:secret])");
   }
-  // The admission listener's client CA, checked before anything starts.
+  // The listener's limits and the admission listener's client CA, checked before anything starts.
+  const limits: ServerLimits = { ...PROXY_LIMITS, ...options.limits };
+  checkLimits(limits);
+  checkLimits({ ...ADMISSION_LIMITS, ...options.admissionLimits });
   const clientCAPem = config.admission?.clientCA !== undefined ? readClientCA(config.admission.clientCA) : undefined;
   const metrics = createMetrics(options.processMetrics ?? true);
   const clients = new Map(await Promise.all(config.backends.map(async (b) => [b.name, await createBackend(b, { signingKeys: () => options.signingKeys, now, log, registry: metrics.registry })] as const)));
@@ -204,7 +207,6 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       : undefined;
   const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(clusterPolicies ? { clusterPolicies } : {}) });
   const listener = getRequestListener(app.fetch);
-  const limits: ServerLimits = { ...PROXY_LIMITS, ...options.limits };
   const server = https.createServer(
     {
       cert: options.serving.certPem,
