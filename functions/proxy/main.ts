@@ -5,8 +5,14 @@
  * Kubernetes client configuration (in-cluster ServiceAccount or
  * `--kubeconfig`), the serving certificate (files, a shared Secret, or
  * generated), follows `kube-system/extension-apiserver-authentication`, and
- * serves the External Metrics API over HTTPS until SIGTERM/SIGINT, which
- * drain it gracefully.
+ * serves the External Metrics API over HTTPS (`--secure-port`, with the
+ * limits of shared/http-limits.ts `PROXY_LIMITS`: `--max-connections`,
+ * `--headers-timeout-seconds`, `--request-timeout-seconds`,
+ * `--keep-alive-timeout-seconds`) and, with an `admission` section in the
+ * ProxyConfig, the admission webhook on a listener of its own
+ * (`--admission-port`, shared/proxy/admission-server.ts) until SIGTERM/SIGINT,
+ * which drain them gracefully. A start that fails (a port taken, an unusable
+ * `admission.clientCA`) is one line on stderr and exit 2.
  */
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
