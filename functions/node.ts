@@ -31,6 +31,14 @@
  * answers `/metrics`, so a bridge reachable from outside does not publish
  * them; bind the metrics listener to the pod IP (`0.0.0.0` in a pod) for
  * Prometheus to scrape it.
+ *
+ * Server limits (`shared/http-limits.ts` `BRIDGE_LIMITS`, docs/deploy.md
+ * "Node server limits"): headers within 10 s (also a new connection's
+ * silence), a whole request within 30 s, keep-alive connections idle at most
+ * 65 s, at most 1024 connections (more are closed at once), deadlines checked
+ * every second; `--headers-timeout-seconds`, `--request-timeout-seconds`,
+ * `--keep-alive-timeout-seconds`, `--max-connections` (or their environment
+ * variables) change them.
  */
 import { serve, type ServerType } from "@hono/node-server";
 import { createServer, type Server } from "node:http";
@@ -46,6 +54,7 @@ import { BridgeMetrics } from "../shared/observability/metrics.ts";
 import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";
 import { bridgeRegistry, type ProviderCache } from "../shared/observability/prometheus.ts";
 import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
+import { applyServerLimits, BRIDGE_LIMITS, checkLimits, serverOptions, type ServerLimits } from "../shared/http-limits.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import {
   AUDIENCE_ENV,
@@ -100,6 +109,8 @@ export interface NodeServerOptions {
   metricsHost?: string;
   /** lowest level of the request log (default: `LOG_LEVEL` of `env`, else info); ignored when `log` is given */
   logLevel?: Level;
+  /** overrides of the API listener's limits (`BRIDGE_LIMITS` of shared/http-limits.ts: ms and connections) */
+  limits?: Partial<ServerLimits>;
 }
 
 /**
@@ -132,10 +143,12 @@ export function checkSigning(env: Readonly<Record<string, string | undefined>>, 
  * @throws StartRefusedError when `BRIDGE_SIGNING_KEYS` is empty or missing
  *   and neither `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` nor
  *   `insecureAllowUnsigned` allows that, or a signing setting is malformed
- * @throws Error when the port cannot be bound
+ * @throws Error when the port cannot be bound; RangeError when a limit is not positive
  */
 export async function startNodeServer(options: NodeServerOptions): Promise<NodeServer> {
   const env = options.env ?? process.env;
+  const limits: ServerLimits = { ...BRIDGE_LIMITS, ...options.limits };
+  checkLimits(limits);
   const notices = [...checkSigning(env, options.insecureAllowUnsigned), ...policyStartupNotices(options.config)];
   const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
   for (const record of notices) notice(record);
@@ -150,10 +163,13 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve(
-      { fetch: bridge.app.fetch, hostname: host, port: options.port ?? 8080, serverOptions: { maxHeaderSize: 64 * 1024 } },
+      { fetch: bridge.app.fetch, hostname: host, port: options.port ?? 8080, serverOptions: { maxHeaderSize: 64 * 1024, ...serverOptions(limits) } },
       () => resolve(s),
     );
     s.once("error", reject);
+    applyServerLimits(s as Server, limits, (dropped) =>
+      notice({ level: "warn", msg: `at its ${limits.maxConnections} connections: ${dropped} refused in the last 10 s (--max-connections)` }),
+    );
   });
   let metricsServer: Server | undefined;
   if (options.metricsPort !== undefined) {
@@ -223,6 +239,15 @@ export function readConfigFromEnvironment(file: string | undefined): BridgeConfi
   throw new Error("no config: pass --config FILE, or set BRIDGE_CONFIG_FILE or BRIDGE_CONFIG");
 }
 
+/** A commander argument parser of a positive number (an integer with `integer`). */
+function positive(InvalidArgumentError: new (message: string) => Error, integer = false): (text: string) => number {
+  return (text) => {
+    const n = Number(text);
+    if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) throw new InvalidArgumentError(`not a positive ${integer ? "integer" : "number"}: ${text}`);
+    return n;
+  };
+}
+
 /** Close `server` on SIGTERM/SIGINT, then exit. */
 export function exitOnSignals(close: () => Promise<void>): void {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -246,6 +271,24 @@ async function main(): Promise<void> {
     .addOption(new Option("--metrics-port <port>", "serve Prometheus /metrics on this port, a listener of its own (off unless set)").env("METRICS_PORT").argParser(portParser(InvalidArgumentError)))
     .addOption(new Option("--metrics-host <address>", "address of the metrics listener (0.0.0.0 or the pod IP for Prometheus in a cluster)").env("METRICS_HOST").default("127.0.0.1"))
     .addOption(
+      new Option("--max-connections <n>", "most open connections on --port; more are closed at once").env("MAX_CONNECTIONS").default(BRIDGE_LIMITS.maxConnections).argParser(positive(InvalidArgumentError, true)),
+    )
+    .addOption(
+      new Option("--headers-timeout-seconds <s>", "longest wait for a request's headers (also a new connection's silence)")
+        .env("HEADERS_TIMEOUT_SECONDS")
+        .default(BRIDGE_LIMITS.headersTimeoutMs / 1000)
+        .argParser(positive(InvalidArgumentError)),
+    )
+    .addOption(
+      new Option("--request-timeout-seconds <s>", "longest wait for a whole request").env("REQUEST_TIMEOUT_SECONDS").default(BRIDGE_LIMITS.requestTimeoutMs / 1000).argParser(positive(InvalidArgumentError)),
+    )
+    .addOption(
+      new Option("--keep-alive-timeout-seconds <s>", "how long an idle keep-alive connection is kept (longer than a load balancer's idle timeout in front)")
+        .env("KEEP_ALIVE_TIMEOUT_SECONDS")
+        .default(BRIDGE_LIMITS.keepAliveTimeoutMs / 1000)
+        .argParser(positive(InvalidArgumentError)),
+    )
+    .addOption(
       new Option("--log-level <level>", "lowest level logged: debug, info, warn, error (probes are debug)")
         .env(LOG_LEVEL_ENV)
         .default("info")
@@ -265,7 +308,19 @@ BRIDGE_CONFIG_FILE / BRIDGE_CONFIG, and each provider's credentials (docs/deploy
 Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 1 the port cannot be bound.`,
     );
   parseOrExit(program);
-  const values = program.opts<{ config?: string; host: string; port: number; insecureAllowUnsigned?: boolean; metricsPort?: number; metricsHost: string; logLevel: Level }>();
+  const values = program.opts<{
+    config?: string;
+    host: string;
+    port: number;
+    insecureAllowUnsigned?: boolean;
+    metricsPort?: number;
+    metricsHost: string;
+    logLevel: Level;
+    maxConnections: number;
+    headersTimeoutSeconds: number;
+    requestTimeoutSeconds: number;
+    keepAliveTimeoutSeconds: number;
+  }>();
   let config: BridgeConfig;
   try {
     config = readConfigFromEnvironment(values.config === undefined ? undefined : callerPath(values.config));
@@ -282,6 +337,12 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
       insecureAllowUnsigned: values.insecureAllowUnsigned === true,
       metricsHost: values.metricsHost,
       logLevel: parseLevel(values.logLevel),
+      limits: {
+        maxConnections: Number(values.maxConnections),
+        headersTimeoutMs: Number(values.headersTimeoutSeconds) * 1000,
+        requestTimeoutMs: Number(values.requestTimeoutSeconds) * 1000,
+        keepAliveTimeoutMs: Number(values.keepAliveTimeoutSeconds) * 1000,
+      },
       ...(values.metricsPort !== undefined ? { metricsPort: values.metricsPort } : {}),
     });
   } catch (err) {
@@ -289,6 +350,10 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
     if (busy !== undefined) {
       console.error(`external-metrics-bridge cannot start: ${busy}`);
       process.exit(1);
+    }
+    if (err instanceof RangeError) {
+      console.error(`external-metrics-bridge cannot start: ${err.message}`);
+      process.exit(2);
     }
     if (!(err instanceof StartRefusedError)) throw err;
     console.error(`external-metrics-bridge refuses to start: ${err.message}`);

@@ -128,22 +128,35 @@ describe("chart switches", () => {
     expect(renderError("--set", "serviceMonitor.enabled=true")).toContain("set metricsReaders to Prometheus's ServiceAccount");
   });
 
-  it("NetworkPolicy: ingress only on the proxy's HTTPS port; egress restricted only when rules are given", () => {
-    const list = render("--set", "networkPolicy.enabled=true");
+  it("NetworkPolicy (on by default): ingress only on the API port and the webhook port, from any source unless narrowed; egress restricted only when rules are given", () => {
+    const list = render();
     const np = find(list, "NetworkPolicy");
     expect(np.spec.podSelector.matchLabels).toEqual(find(list, "Deployment").spec.selector.matchLabels);
     expect(np.spec.policyTypes).toEqual(["Ingress"]);
-    expect(np.spec.ingress).toEqual([{ ports: [{ protocol: "TCP", port: container(list).ports[0].containerPort }] }]);
+    const ports = Object.fromEntries(container(list).ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
+    expect(ports).toEqual({ https: 6443, webhook: 8443 });
+    expect(np.spec.ingress).toEqual([{ ports: [{ protocol: "TCP", port: ports.https }] }, { ports: [{ protocol: "TCP", port: ports.webhook }] }]);
     expectValid(list);
     const egress = [{ to: [{ ipBlock: { cidr: "10.0.0.0/8" } }], ports: [{ protocol: "TCP", port: 443 }] }];
     const from = [{ ipBlock: { cidr: "172.16.0.0/12" } }];
-    const narrowed = render("--set", "networkPolicy.enabled=true", "--set-json", `networkPolicy.egress=${JSON.stringify(egress)}`, "--set-json", `networkPolicy.ingressFrom=${JSON.stringify(from)}`);
+    const webhookFrom = [{ ipBlock: { cidr: "192.168.0.0/16" } }];
+    const narrowed = render(
+      "--set-json",
+      `networkPolicy.egress=${JSON.stringify(egress)}`,
+      "--set-json",
+      `networkPolicy.ingressFrom=${JSON.stringify(from)}`,
+      "--set-json",
+      `networkPolicy.webhookIngressFrom=${JSON.stringify(webhookFrom)}`,
+    );
     const np2 = find(narrowed, "NetworkPolicy");
     expect(np2.spec.policyTypes).toEqual(["Ingress", "Egress"]);
     expect(np2.spec.egress).toEqual(egress);
     expect(np2.spec.ingress[0].from).toEqual(from);
+    expect(np2.spec.ingress[1].from).toEqual(webhookFrom);
     expectValid(narrowed);
-    expect(render().some((o) => o.kind === "NetworkPolicy")).toBe(false);
+    // without the webhook: only the API port
+    expect(find(render("--set", "admission.enabled=false"), "NetworkPolicy").spec.ingress).toEqual([{ ports: [{ protocol: "TCP", port: 6443 }] }]);
+    expect(render("--set", "networkPolicy.enabled=false").some((o) => o.kind === "NetworkPolicy")).toBe(false);
   });
 
   it("pod settings: hostNetwork (dnsPolicy ClusterFirstWithHostNet unless set), topology spread with the pods' selector, pod labels and annotations, env, extra flags the proxy accepts, LOG_LEVEL", () => {

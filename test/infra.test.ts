@@ -89,6 +89,7 @@ describe("the Helm chart", () => {
         "ConfigMap/external-metrics-bridge/external-metrics-bridge-proxy-config",
         "Deployment/external-metrics-bridge/external-metrics-bridge-proxy",
         "Namespace//external-metrics-bridge",
+        "NetworkPolicy/external-metrics-bridge/external-metrics-bridge-proxy",
         "PodDisruptionBudget/external-metrics-bridge/external-metrics-bridge-proxy",
         "Role/external-metrics-bridge/external-metrics-bridge-proxy:serving-certificate",
         "RoleBinding/external-metrics-bridge/external-metrics-bridge-proxy:serving-certificate",

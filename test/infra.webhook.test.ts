@@ -8,6 +8,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { proxyCommand } from "../functions/proxy/main.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { ADMISSION_PATHS } from "../shared/proxy/admission.ts";
 import { WEBHOOK_CONFIGURATION_NAME } from "../shared/proxy/registration.ts";
@@ -40,7 +41,7 @@ beforeAll(() => {
 }, 30 * 60_000);
 
 describe("the admission webhook in the chart", () => {
-  it("renders by default: both webhooks fail open, 3 s, v1 reviews, opt-out label, the proxy Service's paths; ProxyConfig admission mode Warn", () => {
+  it("renders by default: both webhooks fail open, 3 s, v1 reviews, opt-out label, the proxy Service's webhook port and paths; ProxyConfig admission mode Warn", () => {
     const list = objects(helmTemplate());
     const vwc = webhookOf(list)!;
     expect(vwc.metadata.name).toBe(WEBHOOK_CONFIGURATION_NAME);
@@ -54,15 +55,21 @@ describe("the admission webhook in the chart", () => {
         matchPolicy: "Equivalent",
         namespaceSelector: { matchExpressions: [{ key: "external-metrics-bridge.io/admission", operator: "NotIn", values: ["disabled"] }] },
       });
-      expect(w.clientConfig.service).toMatchObject({ namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy", port: 443 });
+      expect(w.clientConfig.service).toMatchObject({ namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy", port: 8443 });
       expect(w.clientConfig.caBundle).toBeUndefined(); // the registering proxy writes it
     }
     expect(vwc.webhooks[0].clientConfig.service.path).toBe(ADMISSION_PATHS.hpa);
     expect(vwc.webhooks[0].rules).toEqual([{ apiGroups: ["autoscaling"], apiVersions: ["v2"], resources: ["horizontalpodautoscalers"], operations: ["CREATE", "UPDATE"], scope: "Namespaced" }]);
     expect(vwc.webhooks[1].clientConfig.service.path).toBe(ADMISSION_PATHS.policies);
     expect(vwc.webhooks[1].rules[0]).toMatchObject({ apiGroups: ["external-metrics-bridge.io"], resources: ["externalmetricpolicies", "clusterexternalmetricpolicies"] });
-    // The Service the webhooks name exists and targets the proxy.
-    expect(list.find((o) => o.kind === "Service")!.metadata.name).toBe("external-metrics-bridge-proxy");
+    // The Service the webhooks name exists, and its port 8443 reaches the webhook's own listener (not the API port).
+    const service = list.find((o) => o.kind === "Service")!;
+    expect(service.metadata.name).toBe("external-metrics-bridge-proxy");
+    expect(service.spec.ports).toContainEqual({ name: "webhook", port: 8443, targetPort: "webhook", protocol: "TCP" });
+    const proxy = list.find((o) => o.kind === "Deployment")!.spec.template.spec.containers[0];
+    expect(proxy.ports).toContainEqual({ name: "webhook", containerPort: 8443, protocol: "TCP" });
+    const opts = proxyCommand().exitOverride().parse(proxy.args, { from: "user" }).opts();
+    expect([opts["admissionPort"], opts["securePort"]]).toEqual([8443, 6443]);
     const config = loadProxyConfig(list.find((o) => o.kind === "ConfigMap")!.data["proxy.yaml"], "configmap");
     expect(config.admission).toEqual({ mode: "Warn" });
     // RBAC: get and update of that one webhook configuration, nothing else.
@@ -73,6 +80,20 @@ describe("the admission webhook in the chart", () => {
     const binding = list.find((o) => o.kind === "ClusterRoleBinding" && o.metadata.name === "external-metrics-bridge-proxy:webhook-cabundle")!;
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "external-metrics-bridge-proxy", namespace: "external-metrics-bridge" }]);
     validate(list);
+  });
+
+  it("admission.clientCA: the ConfigMap is mounted and the ProxyConfig's clientCA names the mounted file", () => {
+    const list = objects(helmTemplate(["--set", "admission.clientCA.configMap=apiserver-webhook-client-ca", "--set", "admission.clientCA.key=ca.pem"]));
+    const config = loadProxyConfig(list.find((o) => o.kind === "ConfigMap")!.data["proxy.yaml"], "configmap");
+    expect(config.admission).toEqual({ mode: "Warn", clientCA: "/etc/external-metrics-bridge/admission-client-ca/ca.pem" });
+    const pod = list.find((o) => o.kind === "Deployment")!.spec.template.spec;
+    const mount = pod.containers[0].volumeMounts.find((m: { mountPath: string }) => config.admission!.clientCA!.startsWith(`${m.mountPath}/`));
+    expect(mount).toMatchObject({ name: "admission-client-ca", readOnly: true });
+    expect(pod.volumes.find((v: { name: string }) => v.name === mount.name).configMap).toEqual({ name: "apiserver-webhook-client-ca", items: [{ key: "ca.pem", path: "ca.pem" }] });
+    validate(list);
+    // no clientCA by default: no mount, no clientCA in the ProxyConfig
+    const plain = objects(helmTemplate());
+    expect(plain.find((o) => o.kind === "Deployment")!.spec.template.spec.volumes.some((v: { name: string }) => v.name === "admission-client-ca")).toBe(false);
   });
 
   it("admission.mode Deny reaches the ProxyConfig", () => {
@@ -98,8 +119,12 @@ describe("the admission webhook in the chart", () => {
     validate(list);
   });
 
-  it("admission.enabled false: no webhook configuration, no RBAC for it, no admission section (the proxy serves no webhook path)", () => {
+  it("admission.enabled false: no webhook configuration, no RBAC for it, no admission section, no webhook port (the proxy serves no webhook path)", () => {
     const list = objects(helmTemplate(["--set", "admission.enabled=false"]));
+    expect(list.find((o) => o.kind === "Service")!.spec.ports.map((p: { name: string }) => p.name)).toEqual(["https"]);
+    const proxy = list.find((o) => o.kind === "Deployment")!.spec.template.spec.containers[0];
+    expect(proxy.ports.map((p: { name: string }) => p.name)).toEqual(["https"]);
+    expect(proxy.args.some((a: string) => a.startsWith("--admission-port"))).toBe(false);
     expect(webhookOf(list)).toBeUndefined();
     expect(list.some((o) => o.metadata.name.endsWith(":webhook-cabundle"))).toBe(false);
     expect(loadProxyConfig(list.find((o) => o.kind === "ConfigMap")!.data["proxy.yaml"], "configmap").admission).toBeUndefined();

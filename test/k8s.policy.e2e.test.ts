@@ -256,7 +256,7 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     const signingKeys = `e2e:${randomBytes(32).toString("base64")}`;
     const bridgeConfig = join(work, "bridge.yaml");
     writeFileSync(bridgeConfig, stringify({ ...e2eBridgeConfig(emulator.endpoint, [{ name: METRIC, attribute: "ApproximateNumberOfMessages" }]), policy: { defaultAction: "Allow" } }));
-    const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
+    const [bridgePort, proxyPort, webhookPort] = (await freePorts(3)) as [number, number, number];
     const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
     processes.push(await startBridgeProcess({ config: bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context }));
 
@@ -269,12 +269,13 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     // the chart's defaults, which this suite runs with
     expect(shipped.config).toMatchObject({ clusterPolicies: { enabled: true, whenNoneApply: "Defer" }, admission: { mode: "Warn" } });
     await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...shipped.install) });
-    // The webhook's Service is the ExternalName one: kube-apiserver dials 127.0.0.1 on the port the webhook names.
+    // The webhook's Service is the ExternalName one: kube-apiserver dials 127.0.0.1 on the port the webhook names,
+    // the proxy's admission listener (--admission-port below).
     const webhooks = shippedObjects(["ValidatingWebhookConfiguration"]).map((w) => ({
       ...w,
       webhooks: (w["webhooks"] as { clientConfig: { service?: Record<string, unknown> } }[]).map((h) => ({
         ...h,
-        clientConfig: { ...h.clientConfig, ...(h.clientConfig.service ? { service: { ...h.clientConfig.service, port: proxyPort } } : {}) },
+        clientConfig: { ...h.clientConfig, ...(h.clientConfig.service ? { service: { ...h.clientConfig.service, port: webhookPort } } : {}) },
       })),
     }));
     expect(webhooks.map((w) => w.metadata.name)).toEqual(["external-metrics-bridge"]);
@@ -296,7 +297,7 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
       );
       return file;
     };
-    proxyArgs = withFlags(shipped.proxyArgs, localProxyFlags(cp.tokenKubeconfig("proxy", token), proxyPort));
+    proxyArgs = withFlags(shipped.proxyArgs, { ...localProxyFlags(cp.tokenKubeconfig("proxy", token), proxyPort), "--admission-port": String(webhookPort) });
     proxyEnv = { ...env, POD_NAMESPACE: PROXY_NS, POD_NAME: "proxy-0" };
     const proxy = startProxy("Warn");
     await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });

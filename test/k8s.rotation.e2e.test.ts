@@ -221,6 +221,7 @@ describe("real Kubernetes: two proxy replicas through a serving-certificate rene
         "--kubeconfig": proxyKubeconfig,
         "--bind-address": "127.0.0.1",
         "--secure-port": String(slots[slot]!.port),
+        "--admission-port": "0", // the webhook's own listener: a free port (this suite does not call it)
         // the aggregator dials the ExternalName host on the APIService's port: the forwarder
         "--service-port": String(servicePort),
         "--tls-cert-validity-seconds": String(CERT_VALIDITY_S),

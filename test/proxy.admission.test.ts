@@ -1,14 +1,19 @@
 /**
  * The admission webhook (shared/proxy/admission.ts) through the real proxy
- * over real TLS, called as kube-apiserver calls it: a POST of an
- * `admission.k8s.io/v1` AdmissionReview with no client certificate.
+ * over real TLS, on its own listener (shared/proxy/admission-server.ts),
+ * called as kube-apiserver calls it: a POST of an `admission.k8s.io/v1`
+ * AdmissionReview with no client certificate.
  */
 import https from "node:https";
+import net from "node:net";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
-import { MAX_ADMISSION_BODY_BYTES, MAX_ADMISSION_IN_FLIGHT, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
+import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
@@ -29,12 +34,15 @@ function policySet(): PolicySet {
   return new PolicySet(policies, "Allow");
 }
 
-/** POST a body to the proxy without a client certificate; `chunked` sends it without Content-Length. */
+/**
+ * POST a body without a client certificate to the proxy's admission listener
+ * (its API listener when it has none); `chunked` sends it without Content-Length.
+ */
 function post(h: Harness, path: string, body: string | Buffer, chunked = false): Promise<{ status: number; json: any; text: string }> {
   return new Promise((resolve, reject) => {
     const data = typeof body === "string" ? Buffer.from(body) : body;
     const req = https.request(
-      `${h.proxy.url}${path}`,
+      `${h.proxy.admission?.url ?? h.proxy.url}${path}`,
       {
         method: "POST",
         ca: h.serving.caPem!,
@@ -102,7 +110,7 @@ beforeAll(async () => {
   const config = (mode: string) => proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], `admission: { mode: ${mode} }`);
   [warn, deny, off] = await Promise.all([
     startHarness({ pki, proxyConfig: config("Warn"), extra: { admissionPolicies: policySet } }),
-    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet } }),
+    startHarness({ pki, proxyConfig: config("Deny"), extra: { admissionPolicies: policySet, admissionLimits: { maxBufferedBytes: 64 * 1024, maxConnectionsPerAddress: 10, headersTimeoutMs: 20_000, requestTimeoutMs: 30_000 } } }),
     startHarness({ pki, proxyConfig: proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]]) }),
   ]);
 }, 60_000);
@@ -253,10 +261,10 @@ describe("requests the webhook refuses", () => {
 });
 
 describe("slow uploads", () => {
-  it(`at most ${MAX_ADMISSION_IN_FLIGHT} reviews are read at once: the next is a 429 Status; once they finish, reviews are answered again`, async () => {
+  it("uploads that wait hold no review slot: while 20 wait, a review is answered; an upload finished within the body deadline is answered", async () => {
     // Uploads that send their headers and part of the body, then wait.
-    const held = Array.from({ length: MAX_ADMISSION_IN_FLIGHT }, () => {
-      const req = https.request(`${warn.proxy.url}/admission/hpa`, { method: "POST", ca: warn.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
+    const held = Array.from({ length: 20 }, () => {
+      const req = https.request(`${warn.proxy.admission!.url}/admission/hpa`, { method: "POST", ca: warn.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
       const answered = new Promise<number>((resolve) => {
         req.on("response", (res) => {
           res.resume();
@@ -267,17 +275,80 @@ describe("slow uploads", () => {
       req.write('{"apiVersion":"admission.k8s.io/v1",');
       return { req, answered };
     });
-    await eventually(async () => (await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])))).status === 429, 5000, "a 429");
-    const refused = await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])));
-    expect(refused.json).toMatchObject({ kind: "Status", code: 429, reason: "TooManyRequests" });
+    expect((await post(warn, "/admission/hpa", review("x", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "x", allowed: true });
     for (const { req } of held) req.end('"kind":"AdmissionReview","request":{"uid":"h"}}');
     expect(await Promise.all(held.map((h) => h.answered))).toEqual(held.map(() => 200));
-    expect((await post(warn, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
+  });
+
+  it("bodies being read at once are bounded in bytes (here 64 KiB): a read past the bound is a 429 Status; once the first is answered, reviews are read again", async () => {
+    const req = https.request(`${deny.proxy.admission!.url}/admission/hpa`, { method: "POST", ca: deny.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Transfer-Encoding": "chunked" } });
+    const answered = new Promise<number>((resolve) => {
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", () => resolve(-1));
+    });
+    const object = hpa([external("sqs_messages_visible", { matchLabels: { queue: "x".repeat(40 * 1024) } })]);
+    const text = review("big", HPA_KIND, object);
+    req.write(text.slice(0, 48 * 1024));
+    await new Promise((r) => setTimeout(r, 300)); // the first 48 KiB are read and held
+    const refused = await post(deny, "/admission/hpa", review("x", HPA_KIND, object));
+    expect(refused.status).toBe(429);
+    expect(refused.json).toMatchObject({ kind: "Status", code: 429, reason: "TooManyRequests" });
+    req.end(text.slice(48 * 1024));
+    expect(await answered).toBe(200);
+    expect((await post(deny, "/admission/hpa", review("y", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "y", allowed: true });
   });
 });
 
-describe("authentication stays on everywhere else", () => {
-  it("other paths and methods without credentials go through authentication and authorization (anonymous, refused)", async () => {
+describe("connections", () => {
+  it("one address holds at most maxConnectionsPerAddress (here 10) connections: the rest are closed at once, and another address is served", async () => {
+    const port = deny.proxy.admission!.port;
+    // 30 silent connections from 127.0.0.2 (a pod flooding the port)
+    const sockets = Array.from({ length: 30 }, () => {
+      const socket = net.connect({ port, host: "127.0.0.1", localAddress: "127.0.0.2" });
+      const state = { socket, closed: false };
+      socket.on("error", () => {});
+      socket.on("close", () => (state.closed = true));
+      return state;
+    });
+    try {
+      await eventually(() => sockets.filter((s) => s.closed).length >= 20, 10_000, "20 of the 30 connections closed");
+      await new Promise((r) => setTimeout(r, 200));
+      expect(sockets.filter((s) => !s.closed)).toHaveLength(10);
+      // kube-apiserver, from another address (127.0.0.1), is answered meanwhile
+      expect((await post(deny, "/admission/hpa", review("c-1", HPA_KIND, hpa([])))).json.response).toEqual({ uid: "c-1", allowed: true });
+    } finally {
+      for (const s of sockets) s.socket.destroy();
+    }
+  });
+});
+
+describe("admission.clientCA", () => {
+  it("a file that is missing, holds no certificate or no CA certificate stops the start with a message naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-client-ca-"));
+    try {
+      const leaf = await pki.issue(pki.clientCA, { commonName: "not-a-ca", usages: ["clientAuth"] });
+      const cases: [string, string | undefined, string][] = [
+        ["missing.crt", undefined, "cannot be read"],
+        ["empty.crt", "no certificate here\n", "holds no PEM certificate"],
+        ["leaf.crt", leaf.certPem, "holds no CA certificate"],
+      ];
+      for (const [name, content, message] of cases) {
+        const file = join(dir, name);
+        if (content !== undefined) writeFileSync(file, content);
+        const config = proxyConfigText({ echo: backend.url }, [["sqs_.*", "echo"]], `admission: { mode: Warn, clientCA: "${file}" }`);
+        await expect(startHarness({ pki, fake: warn.fake, proxyConfig: config })).rejects.toThrow(`admission.clientCA ${file} ${message}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the API listener does not serve the webhook", () => {
+  it("the webhook paths and every other path without credentials go through authentication and authorization on the API port (anonymous, refused)", async () => {
     const before = warn.fake.reviews.subjectAccessReviews.length;
     for (const path of [`${V1}/namespaces/team-a/sqs_messages_visible`, "/admission/hpa", "/metrics"]) {
       const res = await warn.get(path);
@@ -287,7 +358,8 @@ describe("authentication stays on everywhere else", () => {
     expect(warn.fake.reviews.subjectAccessReviews.at(-1)).toMatchObject({ user: "system:anonymous" });
   });
 
-  it("without an admission section in the ProxyConfig, the webhook paths are not served (authenticated like any path)", async () => {
+  it("without an admission section in the ProxyConfig, there is no admission listener (and the API port authenticates the paths like any path)", async () => {
+    expect(off.proxy.admission).toBeUndefined();
     const res = await post(off, "/admission/hpa", review("u-9", HPA_KIND, hpa([])));
     expect(res.status).toBe(403);
     expect(res.json).toMatchObject({ kind: "Status", code: 403 });

@@ -222,6 +222,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     ...(options.register ? { registration: { kc, target: { service: { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy", port: 443 } } } } : {}),
     host: "127.0.0.1",
     port: 0,
+    admissionPort: 0,
     log,
     processMetrics: false,
     ...options.extra,

@@ -5,8 +5,14 @@
  * Kubernetes client configuration (in-cluster ServiceAccount or
  * `--kubeconfig`), the serving certificate (files, a shared Secret, or
  * generated), follows `kube-system/extension-apiserver-authentication`, and
- * serves the External Metrics API over HTTPS until SIGTERM/SIGINT, which
- * drain it gracefully.
+ * serves the External Metrics API over HTTPS (`--secure-port`, with the
+ * limits of shared/http-limits.ts `PROXY_LIMITS`: `--max-connections`,
+ * `--headers-timeout-seconds`, `--request-timeout-seconds`,
+ * `--keep-alive-timeout-seconds`) and, with an `admission` section in the
+ * ProxyConfig, the admission webhook on a listener of its own
+ * (`--admission-port`, shared/proxy/admission-server.ts) until SIGTERM/SIGINT,
+ * which drain them gracefully. A start that fails (a port taken, an unusable
+ * `admission.clientCA`) is one line on stderr and exit 2.
  */
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
@@ -29,6 +35,8 @@ function logLevel(value: string): Level {
 import { startProxy } from "../../shared/proxy/server.ts";
 import { DEFAULT_ROTATION } from "../../shared/proxy/rotation.ts";
 import { startServing, type Serving } from "../../shared/proxy/serving.ts";
+import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission-server.ts";
+import { PROXY_LIMITS } from "../../shared/http-limits.ts";
 import type { ServingSource } from "../../shared/proxy/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -45,6 +53,23 @@ export function proxyCommand(): Command {
     .addOption(new Option("--config <file>", "ProxyConfig YAML (backends, routes, passthrough, cache)").env("PROXY_CONFIG_FILE").makeOptionMandatory())
     .addOption(new Option("--bind-address <address>", "address to listen on").default("0.0.0.0"))
     .addOption(new Option("--secure-port <port>", "HTTPS port").default(6443).argParser(port))
+    .addOption(
+      new Option("--admission-port <port>", "HTTPS port of the admission webhook, a listener of its own (only with an admission section in the ProxyConfig; 0 picks a free one)")
+        .default(DEFAULT_ADMISSION_PORT)
+        .argParser(port),
+    )
+    .addOption(new Option("--max-connections <n>", "most open connections on the HTTPS port; more are closed at once").default(PROXY_LIMITS.maxConnections).argParser(positiveInteger))
+    .addOption(
+      new Option("--headers-timeout-seconds <s>", "HTTPS port: longest wait for a request's headers (also the TLS handshake and a new connection's silence)")
+        .default(PROXY_LIMITS.headersTimeoutMs / 1000)
+        .argParser(positiveSeconds),
+    )
+    .addOption(new Option("--request-timeout-seconds <s>", "HTTPS port: longest wait for a whole request").default(PROXY_LIMITS.requestTimeoutMs / 1000).argParser(positiveSeconds))
+    .addOption(
+      new Option("--keep-alive-timeout-seconds <s>", "HTTPS port: how long an idle keep-alive connection is kept (longer than the aggregator's 90 s)")
+        .default(PROXY_LIMITS.keepAliveTimeoutMs / 1000)
+        .argParser(positiveSeconds),
+    )
     .addOption(new Option("--kubeconfig <file>", "kubeconfig for the Kubernetes API (default: in-cluster ServiceAccount)").env("KUBECONFIG"))
     .addOption(new Option("--tls-cert-file <file>", "serving certificate (PEM); with --tls-private-key-file"))
     .addOption(new Option("--tls-private-key-file <file>", "serving key (PEM)"))
@@ -131,6 +156,12 @@ function seconds(text: string): number {
   return n;
 }
 
+function positiveInteger(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`not a positive integer: ${text}`);
+  return n;
+}
+
 function positiveSeconds(text: string): number {
   const n = seconds(text);
   if (n <= 0) throw new Error(`must be more than 0 seconds: ${text}`);
@@ -166,6 +197,11 @@ async function main(argv: string[]): Promise<void> {
     config: string;
     bindAddress: string;
     securePort: number;
+    admissionPort: number;
+    maxConnections: number;
+    headersTimeoutSeconds: number;
+    requestTimeoutSeconds: number;
+    keepAliveTimeoutSeconds: number;
     kubeconfig?: string;
     tlsCertFile?: string;
     tlsPrivateKeyFile?: string;
@@ -250,31 +286,45 @@ async function main(argv: string[]): Promise<void> {
   const cm = namespacedName(opts.authenticationConfigmap, "--authentication-configmap");
   const authentication = watchAuthenticationConfig(kc, log, cm);
 
-  const proxy = await startProxy({
-    config,
-    serving: serving.material,
-    authentication,
-    ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }) } : {}),
-    subjectAccessReview: subjectAccessReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }),
-    authorization: {
-      allowedTtlMs: opts.authorizationWebhookCacheAuthorizedTtl,
-      deniedTtlMs: opts.authorizationWebhookCacheUnauthorizedTtl,
-      timeoutMs: opts.kubeApiTimeoutSeconds * 1000,
-    },
-    tokenAuthentication: { tokenCacheTtlMs: opts.authenticationTokenWebhookCacheTtl, tokenReviewTimeoutMs: opts.kubeApiTimeoutSeconds * 1000 },
-    ...(signingKeys ? { signingKeys } : {}),
-    // The cluster policy layer (ProxyConfig clusterPolicies.enabled): status written by the Lease holder when there is a Lease.
-    ...(config.clusterPolicies?.enabled ? { clusterPolicies: { kc, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } } : {}),
-    ...(opts.register
-      ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } }
-      : {}),
-    host: opts.bindAddress,
-    port: opts.securePort,
-    log,
-    readinessIntervalMs: opts.readinessIntervalSeconds * 1000,
-    shutdownDelayMs: opts.shutdownDelaySeconds * 1000,
-    drainTimeoutMs: opts.drainTimeoutSeconds * 1000,
-  });
+  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  try {
+    proxy = await startProxy({
+      config,
+      serving: serving.material,
+      authentication,
+      ...(opts.tokenReview ? { tokenReview: tokenReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }) } : {}),
+      subjectAccessReview: subjectAccessReviewer(kc, { timeoutMs: opts.kubeApiTimeoutSeconds * 1000 }),
+      authorization: {
+        allowedTtlMs: opts.authorizationWebhookCacheAuthorizedTtl,
+        deniedTtlMs: opts.authorizationWebhookCacheUnauthorizedTtl,
+        timeoutMs: opts.kubeApiTimeoutSeconds * 1000,
+      },
+      tokenAuthentication: { tokenCacheTtlMs: opts.authenticationTokenWebhookCacheTtl, tokenReviewTimeoutMs: opts.kubeApiTimeoutSeconds * 1000 },
+      ...(signingKeys ? { signingKeys } : {}),
+      // The cluster policy layer (ProxyConfig clusterPolicies.enabled): status written by the Lease holder when there is a Lease.
+      ...(config.clusterPolicies?.enabled ? { clusterPolicies: { kc, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } } : {}),
+      ...(opts.register
+        ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } }
+        : {}),
+      host: opts.bindAddress,
+      port: opts.securePort,
+      admissionPort: opts.admissionPort,
+      limits: {
+        maxConnections: opts.maxConnections,
+        headersTimeoutMs: opts.headersTimeoutSeconds * 1000,
+        requestTimeoutMs: opts.requestTimeoutSeconds * 1000,
+        keepAliveTimeoutMs: opts.keepAliveTimeoutSeconds * 1000,
+      },
+      log,
+      readinessIntervalMs: opts.readinessIntervalSeconds * 1000,
+      shutdownDelayMs: opts.shutdownDelaySeconds * 1000,
+      drainTimeoutMs: opts.drainTimeoutSeconds * 1000,
+    });
+  } catch (err) {
+    // a port taken, an unreadable admission.clientCA, …: one line, exit 2
+    await serving.stop().catch(() => {});
+    return fail((err as Error).message);
+  }
   log({
     level: "info",
     msg: "proxy listening",
@@ -284,6 +334,7 @@ async function main(argv: string[]): Promise<void> {
     passthrough: config.passthrough ?? null,
     registration: opts.register,
     clusterPolicies: config.clusterPolicies?.enabled ? config.clusterPolicies.whenNoneApply : "off",
+    admission: proxy.admission ? { url: `https://${opts.bindAddress}:${proxy.admission.port}`, clientCertificates: proxy.admission.authenticating ? "required" : "not checked" } : "off",
   });
 
   serving.onChange((next) => proxy.setServing(next));

@@ -9,7 +9,6 @@
  * | `GET /apis/external.metrics.k8s.io/v1beta1` | the held, merged APIResourceList of all backends (never waits on one, never 503) |
  * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}` | forwarded to the routed backend |
  * | `GET /metrics` | Prometheus text |
- * | `POST /admission/hpa`, `/admission/policies` | AdmissionReview (admission.ts; served before authentication, only when configured) |
  * | anything else | 404 Status (405 for other methods) |
  *
  * Request intake, before any work (before authentication, a
@@ -34,7 +33,6 @@ import type { Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { decodeMetricName } from "../metric-name.ts";
-import { ADMISSION_PATHS, type AdmissionPath, type AdmissionWebhook } from "./admission.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
 import { BackendStatusError, DISCOVERY_PATH, VALUES_PATH_PREFIX, type Answer, type Forwarder } from "./forward.ts";
@@ -52,8 +50,6 @@ export interface ProxyAppDeps {
   log: Logger;
   /** why the proxy is not ready (empty when ready) */
   notReady: () => string[];
-  /** the admission webhook (admission.ts); undefined: its paths are not served */
-  admission?: AdmissionWebhook;
   /** the cluster policy layer (policies.ts), asked after authorization and before forwarding; undefined: off */
   clusterPolicies?: Pick<ClusterPolicies, "authorize">;
 }
@@ -202,19 +198,6 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     const reasons = deps.notReady();
     return reasons.length === 0 ? text(c, "ok") : text(c, `not ready: ${reasons.join("; ")}`, 503);
   });
-
-  // The admission webhook: kube-apiserver calls it without a client
-  // certificate by default, so its two POST paths come before authentication
-  // (they only answer about the body; every other path stays authenticated).
-  const admission = deps.admission;
-  if (admission !== undefined) {
-    for (const [name, path] of Object.entries(ADMISSION_PATHS) as [AdmissionPath, string][]) {
-      app.post(path, async (c) => {
-        c.set("kind", "admission");
-        return send(c, { ...(await admission.serve(name, c.req.raw)), headers: {} });
-      });
-    }
-  }
 
   // Authentication and authorization of everything else.
   app.use("*", async (c, next) => {

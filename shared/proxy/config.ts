@@ -21,7 +21,8 @@
  *   - { metric: "pubsub_.*|gcp/.*", backend: gcp }
  * passthrough: keda             # metrics no route claims (optional)
  * cache: { ttlSeconds: 2, maxEntries: 10000, maxBytes: 16777216 }   # seconds, entries, bytes
- * admission: { mode: Warn }    # serve the admission webhook (Warn | Deny; default: not served)
+ * admission: { mode: Warn }    # serve the admission webhook on its own port (Warn | Deny; default: not served)
+ *   # clientCA: /etc/…/ca.crt   # only kube-apiserver's client certificate may call it (optional)
  * clusterPolicies: { enabled: true, whenNoneApply: Defer }   # watch ExternalMetricPolicy objects (default off)
  * ```
  */
@@ -151,6 +152,13 @@ export const proxyConfigSchema = z.strictObject({
     z.strictObject({
       /** `Warn`: a metric a cluster policy would deny is an admission warning; `Deny`: the HPA is refused */
       mode: z._default(z.enum(["Warn", "Deny"]), "Warn"),
+      /**
+       * PEM CA bundle file: only a client certificate verifying against it may
+       * call the webhook (kube-apiserver's, docs/proxy.md "Admission webhook");
+       * absent: anyone reaching the webhook's port may, and answers name at most
+       * a policy and rule index
+       */
+      clientCA: z.optional(z.string().check(z.minLength(1))),
     }),
   ),
 });
@@ -183,8 +191,13 @@ export interface ProxyConfig {
    */
   cache: { ttlSeconds: number; maxEntries: number; maxBytes: number };
   discovery: { ttlSeconds: number };
-  /** the admission webhook's settings; undefined: its paths are not served (shared/proxy/admission.ts) */
-  admission?: { mode: "Warn" | "Deny" };
+  /**
+   * The admission webhook's settings; undefined: not served. It has a
+   * listener of its own (shared/proxy/admission-server.ts, `--admission-port`).
+   * `clientCA`: path of a PEM CA bundle; when set, only a caller presenting a
+   * client certificate that verifies against it (kube-apiserver's) is served.
+   */
+  admission?: { mode: "Warn" | "Deny"; clientCA?: string };
   /**
    * The cluster policy layer (shared/proxy/policies.ts): `enabled` (default
    * false) watches and enforces ExternalMetricPolicy and

@@ -3,7 +3,14 @@
  * rejectUnauthorized: false` (the handshake asks for a client certificate,
  * the authenticator decides what it proves), the Hono app through
  * `@hono/node-server`'s request listener, a readiness loop, optional
- * APIService self-registration, and graceful shutdown.
+ * APIService self-registration, and graceful shutdown. With ProxyConfig
+ * `admission`, the admission webhook runs on a second listener of its own
+ * (admission-server.ts); the API listener does not serve its paths.
+ *
+ * Limits of the API listener ({@link PROXY_LIMITS}, shared/http-limits.ts):
+ * headers 10 s (also the TLS handshake and a new connection's silence), a
+ * request 30 s, keep-alive 95 s (longer than the aggregator's 90 s idle
+ * timeout), 512 connections, deadlines checked every second.
  *
  * Readiness (`/readyz`) is the proxy's own state: the authentication
  * ConfigMap loaded, a serving certificate present, not shutting down. It
@@ -27,6 +34,8 @@ import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "
 import { createBackend } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import { AdmissionWebhook } from "./admission.ts";
+import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission-server.ts";
+import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
 import type { KubeClient } from "./kube.ts";
@@ -80,6 +89,12 @@ export interface ProxyOptions {
    * the webhook is served when `config.admission` is set (without this, it checks no policy)
    */
   admissionPolicies?: () => PolicySet | undefined;
+  /** the admission listener's TCP port (default 8443, `DEFAULT_ADMISSION_PORT`; 0 picks a free one); on `host` */
+  admissionPort?: number;
+  /** overrides of the admission listener's limits (admission-server.ts `ADMISSION_LIMITS`) */
+  admissionLimits?: Partial<AdmissionLimits>;
+  /** overrides of the API listener's limits ({@link PROXY_LIMITS}: ms and connections) */
+  limits?: Partial<ServerLimits>;
 }
 
 /** A running proxy. */
@@ -87,6 +102,8 @@ export interface RunningProxy {
   /** `https://127.0.0.1:PORT` */
   url: string;
   port: number;
+  /** the admission webhook's listener when ProxyConfig `admission` is set: its URL, port and whether it authenticates callers */
+  admission?: Pick<AdmissionServer, "url" | "port" | "authenticating">;
   metrics: ProxyMetrics;
   authenticator: Authenticator;
   authorizer: Authorizer;
@@ -110,7 +127,9 @@ export interface RunningProxy {
 /**
  * Start the proxy.
  *
- * @throws Error when a bridge backend is configured without signing keys, or the port cannot be bound
+ * @throws Error when a bridge backend is configured without signing keys,
+ *   ProxyConfig `admission.clientCA` cannot be read or holds no CA
+ *   certificate, or a port cannot be bound; RangeError when a limit is not positive
  */
 export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { config, log } = options;
@@ -118,6 +137,11 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   if (config.backends.some((b) => b.type === "bridge") && (options.signingKeys === undefined || options.signingKeys.length === 0)) {
     throw new Error("a backend has type bridge but no signing key is configured: set BRIDGE_SIGNING_KEYS (id:secret[,id:secret])");
   }
+  // The listener's limits and the admission listener's client CA, checked before anything starts.
+  const limits: ServerLimits = { ...PROXY_LIMITS, ...options.limits };
+  checkLimits(limits);
+  checkLimits({ ...ADMISSION_LIMITS, ...options.admissionLimits });
+  const clientCAPem = config.admission?.clientCA !== undefined ? readClientCA(config.admission.clientCA) : undefined;
   const metrics = createMetrics(options.processMetrics ?? true);
   const clients = new Map(await Promise.all(config.backends.map(async (b) => [b.name, await createBackend(b, { signingKeys: () => options.signingKeys, now, log, registry: metrics.registry })] as const)));
   const authenticator = new Authenticator({
@@ -181,7 +205,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
           serves: (key) => routeFor(config, key) !== undefined,
         })
       : undefined;
-  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(admission ? { admission } : {}), ...(clusterPolicies ? { clusterPolicies } : {}) });
+  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(clusterPolicies ? { clusterPolicies } : {}) });
   const listener = getRequestListener(app.fetch);
   const server = https.createServer(
     {
@@ -190,14 +214,14 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       requestCert: true,
       rejectUnauthorized: false,
       minVersion: "TLSv1.2",
+      handshakeTimeout: limits.headersTimeoutMs,
       // Request line + headers; Node answers 431 past it (the app refuses long targets and selectors itself, see app.ts).
       maxHeaderSize: 32 * 1024,
+      ...serverOptions(limits),
     },
     (req, res) => void listener(req, res),
   );
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
-  server.keepAliveTimeout = 65_000;
+  applyServerLimits(server, limits, (dropped) => log({ level: "warn", msg: `API listener at its ${limits.maxConnections} connections: ${dropped} refused in the last 10 s` }));
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -207,6 +231,26 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     });
   });
   const port = (server.address() as AddressInfo).port;
+  let admissionServer: AdmissionServer | undefined;
+  if (admission !== undefined) {
+    try {
+      admissionServer = await startAdmissionServer({
+        webhook: admission,
+        serving: options.serving,
+        ...(clientCAPem !== undefined ? { clientCAPem } : {}),
+        host: options.host ?? "0.0.0.0",
+        ...(options.admissionPort !== undefined ? { port: options.admissionPort } : {}),
+        ...(options.admissionLimits !== undefined ? { limits: options.admissionLimits } : {}),
+        log,
+        metrics,
+      });
+    } catch (err) {
+      server.close();
+      await clusterPolicies?.stop();
+      throw err;
+    }
+    log({ level: "info", msg: "admission webhook listening", url: `https://${options.host ?? "0.0.0.0"}:${admissionServer.port}`, clientCertificates: admissionServer.authenticating ? "required" : "not checked" });
+  }
 
   const register = async () => {
     const reg = options.registration;
@@ -279,6 +323,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       log({ level: "info", msg: "shutting down: readiness off, draining" });
       if ((options.shutdownDelayMs ?? 0) > 0) await new Promise((r) => setTimeout(r, options.shutdownDelayMs));
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const admissionClosed = admissionServer?.close(options.drainTimeoutMs ?? 20_000);
       server.closeIdleConnections();
       const drain = options.drainTimeoutMs ?? 20_000;
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -295,6 +340,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
         server.closeAllConnections();
         await closed;
       }
+      await admissionClosed;
       forwarder.close();
       await clusterPolicies?.stop();
       await options.authentication.stop();
@@ -306,6 +352,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   return {
     url: `https://127.0.0.1:${port}`,
     port,
+    ...(admissionServer !== undefined ? { admission: { url: admissionServer.url, port: admissionServer.port, authenticating: admissionServer.authenticating } } : {}),
     metrics,
     authenticator,
     authorizer,
@@ -315,6 +362,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     checkReadiness,
     setServing: (next) => {
       server.setSecureContext({ cert: next.certPem, key: next.keyPem });
+      admissionServer?.setServing(next);
       const caChanged = next.caPem !== serving.caPem;
       serving = next;
       if (caChanged) servingSince = now();

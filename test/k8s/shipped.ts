@@ -103,8 +103,10 @@ export function withFlags(args: readonly string[], overrides: Record<string, str
  * The flags that run the shipped proxy as a local process next to the test
  * control plane: `kubeconfig` (a path) as its identity, HTTPS on 127.0.0.1:`port`
  * (also the Service port the aggregator dials through the ExternalName
- * Service, in a cluster Service port 443 → targetPort 6443), readiness checked
- * every 1 second, no shutdown delay and a 2-second drain so suites stop fast.
+ * Service, in a cluster Service port 443 → targetPort 6443), the admission
+ * webhook's own listener on a free port (`--admission-port 0`; a suite that
+ * calls the webhook overrides it), readiness checked every 1 second, no
+ * shutdown delay and a 2-second drain so suites stop fast.
  * Spread into `withFlags` overrides, before or after suite-specific flags.
  */
 export function localProxyFlags(kubeconfig: string, port: number): Record<string, string> {
@@ -112,6 +114,7 @@ export function localProxyFlags(kubeconfig: string, port: number): Record<string
     "--kubeconfig": kubeconfig,
     "--bind-address": "127.0.0.1",
     "--secure-port": String(port),
+    "--admission-port": "0",
     "--service-port": String(port),
     "--readiness-interval-seconds": "1",
     "--shutdown-delay-seconds": "0",

@@ -52,6 +52,9 @@ clusterPolicies:
 {{- if .Values.admission.enabled }}
 admission:
   mode: {{ .Values.admission.mode }}
+  {{- if .Values.admission.clientCA.configMap }}
+  clientCA: /etc/external-metrics-bridge/admission-client-ca/{{ .Values.admission.clientCA.key }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
