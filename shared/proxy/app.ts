@@ -33,7 +33,8 @@ import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
-import { decodeMetricName } from "../metric-name.ts";
+import { canonicalQuery, externalMetricsPath, externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
+import { metricName } from "../metric-name.ts";
 import { ADMISSION_PATHS, type AdmissionPath, type AdmissionWebhook } from "./admission.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
@@ -66,11 +67,15 @@ type Env = {
     authn?: string;
     kind: string;
     metric?: string;
+    /** the namespace of a values read (the canonical part) */
+    namespace?: string;
     backend?: string;
     cache?: string;
     error?: StatusError;
-    /** the request URL, parsed once (authorization and the values route) */
-    url?: URL;
+    /** the request target as received, parsed once (shared/k8s/request-path.ts): every layer uses its parts */
+    target?: RequestTarget;
+    /** the request target exactly as received (path and query, percent-encoded), for the log */
+    rawTarget?: string;
     /** the parsed labelSelector remembered by the authorizer (only when the cluster policy layer is on) */
     selector?: Selector;
   };
@@ -112,6 +117,11 @@ export function checkRequestSize(target: string): void {
     throw badRequest(`labelSelector is ${length} characters long; at most ${MAX_SELECTOR_LENGTH} are accepted`);
   }
 }
+
+/** Longest request target written to a log line, characters (a longer one is cut, marked with `…`). */
+const MAX_LOGGED_TARGET = 1024;
+/** The origin of the canonical URL handed to the cluster policy layer (never resolved). */
+const CANONICAL_ORIGIN = "https://proxy.invalid";
 
 /** Whether `path` is a values read (`/apis/external.metrics.k8s.io/v1beta1/namespaces/…`): its answers never carry Retry-After. */
 function isValuesPath(path: string): boolean {
@@ -156,12 +166,17 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     countRequest(code, kind, metric !== undefined ? forwarder.metricLabel(metric) : "", seconds);
     if (kind === "probe") return;
     const error = c.get("error");
+    const raw = c.get("rawTarget");
+    const namespace = c.get("namespace");
     log({
       level: code >= 500 ? "error" : code >= 400 ? "warn" : "info",
       msg: "request",
       requestId,
       method: c.req.method,
-      path: c.req.path,
+      // the decoded path every layer used; the target as received shows how it was spelled
+      path: c.get("target")?.path.path ?? c.req.path,
+      ...(raw !== undefined ? { target: raw.length > MAX_LOGGED_TARGET ? `${raw.slice(0, MAX_LOGGED_TARGET)}…` : raw } : {}),
+      ...(namespace !== undefined ? { namespace } : {}),
       code,
       durationMs: Math.round(seconds * 1000 * 10) / 10,
       ...(c.get("caller") ? { user: c.get("caller")!.user, authn: c.get("authn") } : {}),
@@ -172,9 +187,14 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     });
   });
 
-  // Size checks before any work (on the raw target as received when served by Node).
+  // Size checks before any work, then the request's identity: the target as
+  // received (Node's raw request target: the URL Hono holds has dot segments
+  // resolved) decoded once into its parts, or a 400 (request-path.ts).
   app.use("*", async (c, next) => {
-    checkRequestSize(c.env?.incoming?.url ?? requestTarget(c.req.url));
+    const raw = c.env?.incoming?.url ?? requestTarget(c.req.url);
+    c.set("rawTarget", raw);
+    checkRequestSize(raw);
+    c.set("target", parseRequestTarget(raw));
     await next();
   });
 
@@ -236,10 +256,9 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     metrics.authentications.inc({ method: who.method });
     c.set("caller", who.caller);
     c.set("authn", who.method);
-    const url = new URL(c.req.url);
-    c.set("url", url);
     try {
-      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, url, c.req.raw.signal, deps.clusterPolicies !== undefined);
+      // The review's attributes are the parsed target's parts: the same every later layer uses.
+      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, c.get("target")!, c.req.raw.signal, deps.clusterPolicies !== undefined);
       if (decision.selector !== undefined) c.set("selector", decision.selector);
       metrics.authorizations.inc({ by: decision.by, decision: "allow" });
     } catch (err) {
@@ -268,20 +287,22 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   app.get(`${DISCOVERY_PATH}/`, discovery);
 
   app.get(`${DISCOVERY_PATH}/*`, async (c) => {
-    const url = c.get("url") ?? new URL(c.req.url);
-    const segments = url.pathname.split("/").slice(1); // apis, group, version, namespaces, ns, metric
-    if (segments.length !== 6 || segments[3] !== "namespaces" || segments[4] === "") {
-      throw notFound(`the server could not find the requested resource (${c.req.path})`);
-    }
+    const target = c.get("target")!;
+    // Exactly `namespaces/{ns}/{metric}`, read from the parsed parts (not from the URL Hono routed).
+    const read = externalMetricsRead(target.path);
+    if (read === undefined) throw notFoundPath(c.req.method, target.path);
     c.set("kind", "values");
-    const metric = decodeMetricName(segments[5]!);
+    const metric = metricName(read.metric);
     c.set("metric", metric.key);
+    c.set("namespace", read.namespace);
+    // What is forwarded (and keys the cache) is rebuilt from the parts, never copied from the URL.
+    const pathAndQuery = externalMetricsPath(read) + canonicalQuery(target.query);
     // The cluster policy layer: every applicable ExternalMetricPolicy must allow (throws 403/503/400).
-    deps.clusterPolicies?.authorize({ caller: c.get("caller")!, namespace: segments[4]!, metric: metric.key, url, selector: c.get("selector") });
-    const answer = await forwarder.values(
-      { caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search, signal: c.req.raw.signal },
-      metric,
-    );
+    if (deps.clusterPolicies !== undefined) {
+      const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
+      deps.clusterPolicies.authorize({ caller: c.get("caller")!, namespace: read.namespace, metric: metric.key, url, selector: c.get("selector") });
+    }
+    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery, signal: c.req.raw.signal }, metric);
     c.set("backend", answer.backend);
     c.set("cache", answer.cache);
     return send(c, answer);
