@@ -17,7 +17,14 @@
  * {@link MAX_REQUEST_TARGET_BYTES}, a `labelSelector` longer than
  * {@link MAX_SELECTOR_LENGTH} characters, or more than one `labelSelector`
  * is a 400 Status at once (headers are bounded by the server's
- * `maxHeaderSize`, 32 KiB, which Node answers with 431).
+ * `maxHeaderSize`, 32 KiB, which Node answers with 431). Then the request
+ * target as received is decoded once into its parts
+ * (shared/k8s/request-path.ts `parseRequestTarget`: non-canonical
+ * percent-encodings, `.`/`..`/empty segments, a namespace that is not a
+ * DNS-1123 label are a 400 here); the SubjectAccessReview, the cluster
+ * policy layer, the values cache key, the forwarded path (rebuilt from the
+ * parts) and the request log (`path` decoded, `target` as received,
+ * `namespace`, `metric`) all use those parts.
  *
  * Every path except the probes is authenticated (front proxy, client
  * certificate, bearer token, anonymous) and authorized (SubjectAccessReview)
