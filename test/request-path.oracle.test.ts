@@ -4,7 +4,8 @@
  * cached by infra/tools/go.ts) that escapes segments as client-go does and
  * decodes request targets as Go's HTTP server does.
  *
- * - {@link escapePathSegment} is `url.PathEscape`, byte for byte, for every
+ * - {@link escapePathSegment} is `url.PathEscape` and
+ *   {@link escapeQueryComponent} `url.QueryEscape`, byte for byte, for every
  *   ASCII character and some UTF-8;
  * - both spellings Go clients send — `url.PathEscape` (path segments) and
  *   `URL.EscapedPath` (client-go's request URL, the kube-aggregator's
@@ -18,7 +19,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { goBinary } from "../infra/tools/go.ts";
-import { escapePathSegment, isValidPathSegmentName, parseRequestPath } from "../shared/k8s/request-path.ts";
+import { escapePathSegment, escapeQueryComponent, isValidPathSegmentName, parseRequestPath } from "../shared/k8s/request-path.ts";
 import { StatusError } from "../shared/k8s/status.ts";
 
 const ORACLE_DIR = fileURLToPath(new URL("./path-oracle/", import.meta.url));
@@ -26,6 +27,7 @@ const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 interface Answer {
   pathEscape?: string;
+  queryEscape?: string;
   escapedPath?: string;
   path?: string;
   error?: string;
@@ -52,7 +54,7 @@ function segments(): string[] {
     const ch = String.fromCharCode(c);
     out.push(ch, `a${ch}b`);
   }
-  out.push("queue_messages_ready", "team|queue_depth", "custom.googleapis.com\\|depth", "job:rate5m", "café", "名前", "emoji😀", "*", "a*b", "$&+:=@", ",;", "..a", "a..", "...");
+  out.push("queue_messages_ready", "team|queue_depth", "custom.googleapis.com\\|depth", "job:rate5m", "café", "名前", "emoji😀", "*", "a*b", "$&+:=@", ",;", "..a", "a..", "...", "queue in (a, b),x!=y", "a b!*()'~");
   return out;
 }
 
@@ -66,7 +68,7 @@ const parses = (path: string): string | StatusError => {
 };
 
 describe("request paths against Go's net/url", () => {
-  it("escapePathSegment is url.PathEscape; Go's two spellings of a valid segment name read back to it", () => {
+  it("escapePathSegment is url.PathEscape, escapeQueryComponent url.QueryEscape; Go's two spellings of a valid segment name read back to it", () => {
     const list = segments();
     const theirs = ask(list.map((segment) => ({ segment })));
     const mismatches: string[] = [];
@@ -74,6 +76,7 @@ describe("request paths against Go's net/url", () => {
       const go = theirs[i]!;
       const pathEscape = go.pathEscape ?? "";
       if (escapePathSegment(segment) !== pathEscape) mismatches.push(`escape ${JSON.stringify(segment)}: ours ${escapePathSegment(segment)}, Go ${pathEscape}`);
+      if (escapeQueryComponent(segment) !== (go.queryEscape ?? "")) mismatches.push(`query escape ${JSON.stringify(segment)}: ours ${escapeQueryComponent(segment)}, Go ${go.queryEscape}`);
       // eslint-disable-next-line no-control-regex
       if (segment === "" || !isValidPathSegmentName(segment) || /[\u0000-\u001f\u007f]/.test(segment)) return;
       for (const spelling of [pathEscape, go.escapedPath ?? ""]) {

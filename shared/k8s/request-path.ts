@@ -168,6 +168,11 @@ export function escapePathSegment(segment: string): string {
  * (`labelSelector=queue%3Dci_jobs`).
  */
 export function escapeQueryComponent(text: string): string {
+  if (/^[A-Za-z0-9\-._~]*$/.test(text)) return text;
+  if (!/[\ud800-\udfff]/.test(text)) {
+    // encodeURIComponent escapes the same bytes (uppercase hex) except `!'()*`, and a space as %20
+    return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`).replaceAll("%20", "+");
+  }
   let out = "";
   for (const b of UTF8.encode(text)) {
     if (isUnreserved(b)) out += String.fromCharCode(b);

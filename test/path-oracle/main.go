@@ -4,7 +4,8 @@
 // compare with shared/k8s/request-path.ts.
 //
 // Standard library only. For each JSON line {"segment": s} on stdin it
-// prints {"pathEscape": url.PathEscape(s), "escapedPath": the segment as
+// prints {"pathEscape": url.PathEscape(s), "queryEscape": url.QueryEscape(s)
+// (what client-go's url.Values.Encode writes), "escapedPath": the segment as
 // url.URL{Path: "/" + s}.EscapedPath() writes it (client-go's request URL,
 // rest/request.go URL(), and the kube-aggregator's forwarded path)}; for
 // {"target": t} it prints {"path": u.Path} of url.ParseRequestURI(t) (what
@@ -26,6 +27,7 @@ type input struct {
 
 type output struct {
 	PathEscape  string `json:"pathEscape,omitempty"`
+	QueryEscape string `json:"queryEscape,omitempty"`
 	EscapedPath string `json:"escapedPath,omitempty"`
 	Path        string `json:"path,omitempty"`
 	Error       string `json:"error,omitempty"`
@@ -44,7 +46,7 @@ func main() {
 		switch {
 		case req.Segment != nil:
 			u := url.URL{Path: "/" + *req.Segment}
-			_ = out.Encode(output{PathEscape: url.PathEscape(*req.Segment), EscapedPath: strings.TrimPrefix(u.EscapedPath(), "/")})
+			_ = out.Encode(output{PathEscape: url.PathEscape(*req.Segment), QueryEscape: url.QueryEscape(*req.Segment), EscapedPath: strings.TrimPrefix(u.EscapedPath(), "/")})
 		case req.Target != nil:
 			u, err := url.ParseRequestURI(*req.Target)
 			if err != nil {
