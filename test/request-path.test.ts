@@ -35,7 +35,7 @@ describe("parseRequestPath refuses", () => {
   const refused: [string, string, RegExp][] = [
     ["an encoded unreserved letter", `${V1}/namespaces/%74eam-b/m`, /encodes "t", which must be written as is/],
     ["two encoded letters", `${V1}/namespaces/%74%65am-b/m`, /encodes "t"/],
-    ["an encoded hyphen, uppercase hex", `${V1}/namespaces/team%2Db/m`, /encodes "-"/],
+    ["an encoded hyphen, uppercase hex", `${V1}/namespaces/team%2Db/m`, /namespace "team%2Db": "%2D" encodes "-"/],
     ["an encoded hyphen, lowercase hex", `${V1}/namespaces/team%2db/m`, /lowercase hex/],
     ["an encoded digit", `${V1}/namespaces/team-%31/m`, /encodes "1"/],
     ["an encoded tilde", `${V1}/namespaces/team-b/a%7Eb`, /encodes "~"/],
@@ -52,7 +52,7 @@ describe("parseRequestPath refuses", () => {
     ["an invalid escape", `${V1}/namespaces/team-b/%zz`, /not a percent-encoded byte/],
     ["a truncated escape", `${V1}/namespaces/team-b/m%4`, /not a percent-encoded byte/],
     ["an encoded percent", `${V1}/namespaces/team-b/m%25`, /may not contain "%"/],
-    ["bytes that are not UTF-8", `${V1}/namespaces/team-b/m%FF`, /does not decode to UTF-8/],
+    ["bytes that are not UTF-8", `${V1}/namespaces/team-b/m%FF`, /metric name "m%FF": its bytes are not UTF-8/],
     ["an encoded control character", `${V1}/namespaces/team-b/m%00`, /control character/],
     ["a raw backslash", `${V1}/namespaces/team-b/a\\b`, /must be percent-encoded/],
     ["a raw non-ASCII character", `${V1}/namespaces/team-b/\u00e9`, /must be percent-encoded/],
@@ -63,6 +63,9 @@ describe("parseRequestPath refuses", () => {
     ["a namespace with an encoded colon", `${V1}/namespaces/team%3Ab/m`, /DNS-1123 label/],
     ["watch with nothing after it", `${V1}/watch`, /unable to determine kind and namespace/],
     ["no leading slash", "apis", /starts with "\/"/],
+    ["a bad custom metrics object name, named so", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2a/rps", /name "%2a": .*lowercase hex/],
+    ["a bad custom metrics metric, named so", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2A/r%70s", /subresource "r%70s": "%70" encodes "p"/],
+    ["a bad segment outside the parts, named so", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a/m/x/y/%2E%2E", /path segment "%2E%2E"/],
   ];
   for (const [what, path, message] of refused) {
     it(`${what}: ${path.slice(V1.length) || path} → 400`, () => {

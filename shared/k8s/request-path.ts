@@ -206,9 +206,11 @@ export function joinPath(segments: readonly string[], trailingSlash = false): st
  *
  * @param raw the segment as received, percent-encoded
  * @param where the whole raw path, for messages
+ * @param role what the segment is (`metric name`, `namespace`, …), asked only for a message
  * @throws StatusError 400
  */
-function decodeSegment(raw: string, where: string): string {
+function decodeSegment(raw: string, where: string, role: () => string): string {
+  const refused = (why: string) => refusedPath(where, `${role()} ${JSON.stringify(raw)}: ${why}`);
   let decoded: string;
   if (PLAIN_SEGMENT.test(raw)) decoded = raw;
   else {
@@ -218,31 +220,31 @@ function decodeSegment(raw: string, where: string): string {
       if (c === 0x25) {
         const escape = raw.slice(i, i + 3);
         const hex = raw.slice(i + 1, i + 3);
-        if (!/^[0-9A-Fa-f]{2}$/.test(hex)) throw refused(where, `${JSON.stringify(escape)} is not a percent-encoded byte`);
-        if (hex !== hex.toUpperCase()) throw refused(where, `${JSON.stringify(escape)} is written with lowercase hex digits; write ${JSON.stringify(escape.toUpperCase())} (RFC 3986 §6.2.2.1)`);
+        if (!/^[0-9A-Fa-f]{2}$/.test(hex)) throw refused(`${JSON.stringify(escape)} is not a percent-encoded byte`);
+        if (hex !== hex.toUpperCase()) throw refused(`${JSON.stringify(escape)} is written with lowercase hex digits; write ${JSON.stringify(escape.toUpperCase())} (RFC 3986 §6.2.2.1)`);
         const b = parseInt(hex, 16);
-        if (b === 0x2f) throw refused(where, `${JSON.stringify(escape)} is an encoded "/"; a segment may not contain "/"`);
-        if (isUnreserved(b)) throw refused(where, `${JSON.stringify(escape)} encodes ${JSON.stringify(String.fromCharCode(b))}, which must be written as is (RFC 3986 §2.3)`);
+        if (b === 0x2f) throw refused(`${JSON.stringify(escape)} is an encoded "/"; a segment may not contain "/"`);
+        if (isUnreserved(b)) throw refused(`${JSON.stringify(escape)} encodes ${JSON.stringify(String.fromCharCode(b))}, which must be written as is (RFC 3986 §2.3)`);
         bytes.push(b);
         i += 2;
       } else if (c < 0x21 || c > 0x7e || c === 0x23 || c === 0x5c) {
-        throw refused(where, `the character ${JSON.stringify(raw[i])} must be percent-encoded`);
+        throw refused(`the character ${JSON.stringify(raw[i])} must be percent-encoded`);
       } else bytes.push(c);
     }
     try {
       decoded = STRICT_UTF8.decode(Uint8Array.from(bytes));
     } catch {
-      throw refused(where, `segment ${JSON.stringify(raw)} does not decode to UTF-8`);
+      throw refused("its bytes are not UTF-8");
     }
   }
-  if (decoded === "." || decoded === "..") throw refused(where, `a path segment may not be ${JSON.stringify(decoded)}`);
-  if (decoded.includes("%")) throw refused(where, `segment ${JSON.stringify(raw)} decodes to ${JSON.stringify(decoded)}; a path segment name may not contain "%"`);
-  if (CONTROL.test(decoded)) throw refused(where, `segment ${JSON.stringify(raw)} holds a control character`);
+  if (decoded === "." || decoded === "..") throw refused(`a path segment may not be ${JSON.stringify(decoded)}`);
+  if (decoded.includes("%")) throw refused(`it decodes to ${JSON.stringify(decoded)}; a path segment name may not contain "%"`);
+  if (CONTROL.test(decoded)) throw refused("it holds a control character");
   return decoded;
 }
 
 /** The 400 for a path the parser refuses. */
-function refused(where: string, why: string): StatusError {
+function refusedPath(where: string, why: string): StatusError {
   return badRequest(`the request path ${JSON.stringify(where.length > 200 ? `${where.slice(0, 200)}…` : where)} is refused: ${why}`);
 }
 
@@ -253,7 +255,7 @@ function refused(where: string, why: string): StatusError {
  * @throws StatusError 400 when it is refused (the message says why)
  */
 export function parseRequestPath(raw: string): RequestPath {
-  if (raw.charCodeAt(0) !== 0x2f) throw refused(raw, 'a request path starts with "/"');
+  if (raw.charCodeAt(0) !== 0x2f) throw refusedPath(raw, 'a request path starts with "/"');
   const pieces = raw === "/" ? [] : raw.slice(1).split("/");
   let trailingSlash = false;
   if (pieces.length > 1 && pieces[pieces.length - 1] === "") {
@@ -262,8 +264,9 @@ export function parseRequestPath(raw: string): RequestPath {
   }
   const segments: string[] = [];
   for (const piece of pieces) {
-    if (piece === "") throw refused(raw, "an empty path segment (`//`)");
-    segments.push(decodeSegment(piece, raw));
+    if (piece === "") throw refusedPath(raw, "an empty path segment (`//`)");
+    const i = segments.length;
+    segments.push(decodeSegment(piece, raw, () => segmentRole(pieces, i)));
   }
   const resource = resolveResourceParts(segments, raw);
   if (resource.namespace !== "" && !isDNS1123Label(resource.namespace)) {
@@ -273,6 +276,26 @@ export function parseRequestPath(raw: string): RequestPath {
   }
   const path = segments.length === 0 ? "/" : `/${segments.join("/")}${trailingSlash ? "/" : ""}`;
   return { raw, path, segments, trailingSlash, canonical: joinPath(segments, trailingSlash), resource };
+}
+
+/**
+ * What segment `i` of `pieces` (raw segments) is, for a message: the
+ * `RequestInfo` part it would fill — `namespace`, `metric name` (the
+ * resource of the External Metrics API), `resource`, `name`,
+ * `subresource` — else `path segment`.
+ */
+function segmentRole(pieces: readonly string[], i: number): string {
+  const marker = "\u0000";
+  try {
+    const parts = resolveResourceParts(pieces.map((p, j) => (j === i ? marker : p)), "");
+    if (parts.namespace === marker && parts.resource !== "namespaces") return "namespace";
+    if (parts.resource === marker) return parts.apiGroup === GROUP ? "metric name" : "resource";
+    if (parts.name === marker) return parts.resource === "namespaces" ? "namespace" : "name";
+    if (parts.subresource === marker) return "subresource";
+  } catch {
+    // a path naming the verb and nothing else: no part to name
+  }
+  return "path segment";
 }
 
 /**
