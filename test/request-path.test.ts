@@ -211,6 +211,18 @@ describe("parseRequestTarget", () => {
     expect(escapeQueryComponent("a b~c")).toBe("a+b~c");
   });
 
+  it("a target's canonical query is canonicalQuery of its parameters, whether or not it was already canonical", () => {
+    const alphabet = ["a", "Z", "0", "-", "~", "+", "=", "&", "%3D", "%3d", "%41", "%20", "%2A", "%C3%A9", "%", "!", "*", " "];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    const raws = ["labelSelector=queue%3Dci_jobs", "labelSelector=queue=ci_jobs", "a=1&&b=2", "a=1&", "=x", "a", "a=", "x=%2a", "x=%41"];
+    for (let i = 0; i < 3000; i++) raws.push(Array.from({ length: 1 + (next() % 12) }, () => alphabet[next() % alphabet.length]).join(""));
+    for (const raw of raws) {
+      const target = parseRequestTarget(`${V1}/namespaces/a/m?${raw}`);
+      expect(target.canonicalQuery, raw).toBe(canonicalQuery(new URLSearchParams(raw)));
+    }
+  });
+
   it("escapePathSegment is url.PathEscape", () => {
     expect(escapePathSegment("a-b_c.d~e")).toBe("a-b_c.d~e");
     expect(escapePathSegment("$&+:=@")).toBe("$&+:=@");

@@ -106,6 +106,8 @@ export interface RequestTarget {
   readonly rawQuery: string;
   /** the query parameters (WHATWG form decoding: what every layer reads) */
   readonly query: URLSearchParams;
+  /** the query rebuilt by {@link canonicalQuery} (`?` first; empty when none): what the proxy forwards */
+  readonly canonicalQuery: string;
 }
 
 const API_PREFIXES = new Set(["api", "apis"]);
@@ -116,6 +118,12 @@ const NAMESPACE_SUBRESOURCES = new Set(["status", "finalize"]);
 /** `validation.IsDNS1123Label` (apimachinery `pkg/util/validation/validation.go`): the pattern, at most 63 characters. */
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_LABEL_MAX_LENGTH = 63;
+/**
+ * A raw path whose every segment is non-empty and made only of characters
+ * Go's `url.PathEscape` writes as is (so it is its own decoded and canonical
+ * spelling), with at most one trailing `/`: the HPA's usual path.
+ */
+const CANONICAL_PLAIN = /^(?:\/[A-Za-z0-9\-._~$&+:=@]+)+\/?$/;
 /** A raw segment that needs no decoding and no character check: printable ASCII without `%`, `#` or `\`. */
 const PLAIN_SEGMENT = /^[!-"$&-[\]-~]+$/;
 // eslint-disable-next-line no-control-regex
@@ -262,11 +270,23 @@ export function parseRequestPath(raw: string): RequestPath {
     trailingSlash = true;
     pieces.pop();
   }
-  const segments: string[] = [];
-  for (const piece of pieces) {
-    if (piece === "") throw refusedPath(raw, "an empty path segment (`//`)");
-    const i = segments.length;
-    segments.push(decodeSegment(piece, raw, () => segmentRole(pieces, i)));
+  let segments: string[];
+  // Already canonical (every character one Go writes as is, no escape): the raw
+  // segments are the decoded ones; only `.`/`..` are left to refuse.
+  const plain = CANONICAL_PLAIN.test(raw);
+  if (plain) {
+    segments = pieces;
+    for (let i = 0; i < segments.length; i++) {
+      const s = segments[i]!;
+      if (s === "." || s === "..") throw refusedPath(raw, `${segmentRole(pieces, i)} ${JSON.stringify(s)}: a path segment may not be ${JSON.stringify(s)}`);
+    }
+  } else {
+    segments = [];
+    for (const piece of pieces) {
+      if (piece === "") throw refusedPath(raw, "an empty path segment (`//`)");
+      const i = segments.length;
+      segments.push(decodeSegment(piece, raw, () => segmentRole(pieces, i)));
+    }
   }
   const resource = resolveResourceParts(segments, raw);
   if (resource.namespace !== "" && !isDNS1123Label(resource.namespace)) {
@@ -274,6 +294,7 @@ export function parseRequestPath(raw: string): RequestPath {
       `namespace ${JSON.stringify(resource.namespace)} is not a valid namespace name: a DNS-1123 label (at most 63 characters of a-z, 0-9 and "-", starting and ending with a letter or digit)`,
     );
   }
+  if (plain) return { raw, path: raw, segments, trailingSlash, canonical: raw, resource };
   const path = segments.length === 0 ? "/" : `/${segments.join("/")}${trailingSlash ? "/" : ""}`;
   return { raw, path, segments, trailingSlash, canonical: joinPath(segments, trailingSlash), resource };
 }
@@ -317,7 +338,55 @@ export function parseRequestTarget(target: string): RequestTarget {
   const q = rest.indexOf("?");
   const rawPath = q < 0 ? rest : rest.slice(0, q);
   const rawQuery = q < 0 ? "" : rest.slice(q + 1);
-  return { path: parseRequestPath(rawPath), rawQuery, query: new URLSearchParams(rawQuery) };
+  return new Target(parseRequestPath(rawPath), rawQuery);
+}
+
+/** A {@link RequestTarget} whose query is parsed on first use (a read that needs no parameter never builds a URLSearchParams). */
+class Target implements RequestTarget {
+  readonly path: RequestPath;
+  readonly rawQuery: string;
+  #query: URLSearchParams | undefined;
+  #canonical: string | undefined;
+  constructor(path: RequestPath, rawQuery: string) {
+    this.path = path;
+    this.rawQuery = rawQuery;
+  }
+  get query(): URLSearchParams {
+    return (this.#query ??= new URLSearchParams(this.rawQuery));
+  }
+  get canonicalQuery(): string {
+    return (this.#canonical ??= this.rawQuery === "" ? "" : isCanonicalQuery(this.rawQuery) ? `?${this.rawQuery}` : canonicalQuery(this.query));
+  }
+}
+
+/**
+ * Whether a raw query is already what {@link canonicalQuery} would write:
+ * `name=value` pairs joined by `&`, each made of unreserved characters, `+`
+ * and uppercase `%XX` escapes of ASCII bytes that are not unreserved (the
+ * HPA's `labelSelector=queue%3Dci_jobs`). Anything else (a raw `=` in a
+ * value, a lowercase or needless escape, UTF-8 bytes, an empty pair) is
+ * written again by {@link canonicalQuery}.
+ */
+function isCanonicalQuery(raw: string): boolean {
+  let equals = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (c === 0x26) {
+      if (equals !== 1 || raw.charCodeAt(i - 1) === 0x26 || i === 0) return false;
+      equals = 0;
+    } else if (c === 0x3d) {
+      if (++equals > 1 || i === 0 || raw.charCodeAt(i - 1) === 0x26) return false;
+    } else if (c === 0x25) {
+      if (i + 2 >= raw.length) return false;
+      const hi = HEX.indexOf(raw[i + 1]!);
+      const lo = HEX.indexOf(raw[i + 2]!);
+      if (hi < 0 || lo < 0 || hi > 7) return false;
+      const b = hi * 16 + lo;
+      if (isUnreserved(b) || b === 0x20) return false;
+      i += 2;
+    } else if (!(isUnreserved(c) || c === 0x2b)) return false;
+  }
+  return equals === 1;
 }
 
 /**

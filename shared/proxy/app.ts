@@ -40,7 +40,7 @@ import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
-import { canonicalQuery, externalMetricsPath, externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
+import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
 import { metricName } from "../metric-name.ts";
 import { ADMISSION_PATHS, type AdmissionPath, type AdmissionWebhook } from "./admission.ts";
 import type { Authenticator } from "./authenticate.ts";
@@ -303,7 +303,8 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     c.set("metric", metric.key);
     c.set("namespace", read.namespace);
     // What is forwarded (and keys the cache) is rebuilt from the parts, never copied from the URL.
-    const pathAndQuery = externalMetricsPath(read) + canonicalQuery(target.query);
+    // (`target.path.canonical` is `externalMetricsPath(read)`: exactly those six segments.)
+    const pathAndQuery = target.path.canonical + target.canonicalQuery;
     // The cluster policy layer: every applicable ExternalMetricPolicy must allow (throws 403/503/400).
     if (deps.clusterPolicies !== undefined) {
       const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
