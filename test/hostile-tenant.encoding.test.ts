@@ -18,11 +18,16 @@
  * and the proxy's request log names the target as received next to the
  * decoded path. The plain read of `queue=payments` stays 403, `queue=ci_jobs`
  * stays 200, and what the bridge receives is the canonical path rebuilt
- * from the parts. The bridge refuses the same spellings itself.
+ * from the parts. The same through a proxy whose bridge runs in its own
+ * process (`type: inProcess`: the bridge's values route called directly).
+ * The bridge refuses the same spellings itself.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
@@ -67,6 +72,9 @@ let recorder: { url: string; targets: string[]; close(): Promise<void> };
 const bridgeLogs: LogRecord[] = [];
 let fake: FakeKubeApiServer;
 let h: Harness;
+/** the same proxy setup with the bridge in its own process */
+let inProcess: Harness;
+let dir: string;
 
 /** An HTTP server that records each request target and passes the request on to `to` unchanged (same target, headers, Host). */
 async function startRecorder(to: string): Promise<typeof recorder> {
@@ -136,15 +144,27 @@ beforeAll(async () => {
     proxyConfig: proxyConfigText({ bridge: recorder.url }, [[".*", "bridge"]], "clusterPolicies: { enabled: true, whenNoneApply: Defer }"),
     extra: { clusterPolicies: { kc, debounceMs: 20, statusResyncMs: 100, backoffMs: 50 } },
   });
-  await eventually(() => h.proxy.clusterPolicies?.current().policies.some((p) => p.id === "team-b/ci-only") === true, 5000, "team-b's policy in force");
+  dir = mkdtempSync(join(tmpdir(), "emb-hostile-encoding-"));
+  writeFileSync(join(dir, "bridge.yaml"), config);
+  inProcess = await startHarness({
+    pki: await createPki(),
+    fake,
+    proxyConfig: `apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\nbackends:\n  local: { type: inProcess, bridgeConfig: "${join(dir, "bridge.yaml")}", timeoutSeconds: 4 }\nroutes:\n  - { metric: ".*", backend: local }\nclusterPolicies: { enabled: true, whenNoneApply: Defer }\n`,
+    extra: { clusterPolicies: { kc, debounceMs: 20, statusResyncMs: 100, backoffMs: 50 } },
+  });
+  for (const proxy of [h, inProcess]) {
+    await eventually(() => proxy.proxy.clusterPolicies?.current().policies.some((p) => p.id === "team-b/ci-only") === true, 5000, "team-b's policy in force");
+  }
 }, 60_000);
 
 afterAll(async () => {
+  await inProcess?.close();
   await h?.close();
   await fake?.close();
   await recorder?.close();
   await bridge?.close();
   await sqs?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe("a hostile tenant's spellings, straight at the proxy with a ServiceAccount token", () => {
@@ -192,6 +212,25 @@ describe("a hostile tenant's spellings, straight at the proxy with a ServiceAcco
     expect(fake.reviews.tokenReviews.length).toBe(tokenReviews);
     expect(fake.reviews.subjectAccessReviews.length).toBe(reviews);
   });
+});
+
+describe("the same through a proxy whose bridge runs in its process (inProcess backend)", () => {
+  const read = (target: string) => rawGet(inProcess.proxy.url, target, { ca: inProcess.serving.caPem!, headers: { Authorization: `Bearer ${TOKEN}` } });
+
+  it("the plain read team-b's policy does not allow is 403; the allowed one is 200 with the value", async () => {
+    expect((await read(`${V1}/namespaces/team-b/queue_messages_ready${PAYMENTS}`)).status).toBe(403);
+    const r = await read(`${V1}/namespaces/team-b/queue_messages_ready${CI_JOBS}`);
+    expect(r.status, r.text).toBe(200);
+    expect(r.json().items[0]).toMatchObject({ metricLabels: { queue: "ci_jobs" }, value: "3" });
+  });
+
+  for (const [what, target, code] of TRICKS) {
+    it(`${what}: ${code}, never a value`, async () => {
+      const r = await read(target);
+      expect(r.status, r.text).toBe(code);
+      expect(r.json()).toMatchObject({ kind: "Status", status: "Failure", code });
+    });
+  }
 });
 
 describe("the bridge refuses the same spellings itself", () => {
