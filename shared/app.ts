@@ -39,7 +39,8 @@ import {
   VERSION,
   type ExternalMetricValue,
 } from "./k8s/types.ts";
-import { decodeMetricName, discoveryName } from "./metric-name.ts";
+import { discoveryName, metricName } from "./metric-name.ts";
+import { externalMetricsRead, notFoundPath, parseRequestTarget } from "./k8s/request-path.ts";
 import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
@@ -124,7 +125,6 @@ export interface CachedReads {
   peek(request: PlanRequest): Series[] | undefined;
 }
 
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const PREFIX = `/apis/${GROUP_VERSION}`;
 /** Context variable holding the request id (set by the first middleware). */
 const REQUEST_ID = "requestId" as never;
@@ -185,6 +185,8 @@ export interface BridgeApp {
 interface DirectContext {
   /** the caller, already authenticated (serve skips `authenticate`) */
   caller: Caller;
+  /** the request target as handed over (`DirectRead.pathAndQuery`), read by {@link rawTarget} */
+  target: string;
   req: { method: string; path: string; url: string; raw: { signal: AbortSignal }; header(name: string): string | undefined };
   env: undefined;
   get(key: string): unknown;
@@ -340,44 +342,44 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
   });
 
   /**
-   * A values read's URL parsed and checked: namespace (a DNS-1123 label),
-   * metric name, `labelSelector` (text and parsed), each written into
-   * `audit` as soon as it is known (so a 400 for the selector is still the
-   * audit record of a read). Remembered by URL when the URL is at most
-   * {@link MEMO_READ_URL_LENGTH} characters: the HPA controller sends the
-   * same URLs every 15 s, and parsing is a few µs of a cached read
-   * (issue 11 P1). Failures are not remembered.
+   * A values read's target parsed and checked by the one request path
+   * parser (shared/k8s/request-path.ts, the proxy's too: non-canonical
+   * percent-encodings, `.`/`..`, `//` and a namespace that is not a DNS-1123
+   * label are 400s), then the metric name and `labelSelector` (text and
+   * parsed), each written into `audit` as soon as it is known (so a 400 for
+   * the selector is still the audit record of a read). Remembered by target
+   * when it is at most {@link MEMO_READ_URL_LENGTH} characters: the HPA
+   * controller sends the same URLs every 15 s, and parsing is a few µs of a
+   * cached read (issue 11 P1). Failures are not remembered.
    *
-   * @param url the request's whole URL (`c.req.url`)
-   * @param path its path (`c.req.path`), for the 404 message
-   * @throws StatusError 404 (not `namespaces/<ns>/<metric>`), 400 (namespace, metric name or selector invalid)
+   * @param target the request target as received (see {@link rawTarget})
+   * @param method the request method, for the 404 message
+   * @throws StatusError 404 (not `namespaces/<ns>/<metric>`), 400 (path, namespace, metric name or selector invalid)
    */
-  const parseRead = (url: string, path: string, audit: ReadAudit): ParsedRead => {
-    const known = parsedReads.get(url);
+  const parseRead = (target: string, method: string, audit: ReadAudit): ParsedRead => {
+    const known = parsedReads.get(target);
     if (known !== undefined) {
       audit.namespace = known.namespace;
       audit.metric = known.requested;
       audit.selector = known.selectorText;
       return known;
     }
-    const parsedUrl = new URL(url); // parsed once: path segments and query
-    const segments = parsedUrl.pathname.split("/").slice(4); // drop "", apis, group, version (still percent-encoded)
-    if (segments.length !== 3 || segments[0] !== "namespaces") {
-      throw notFound(`the server could not find the requested resource (${path})`);
-    }
-    const namespace = decodeNamespace(segments[1]!);
-    const { requested, key } = decodeMetricName(segments[2]!);
-    const selectorText = parsedUrl.searchParams.get("labelSelector") ?? "";
+    const parsed = parseRequestTarget(target); // the path decoded once, and the query
+    const values = externalMetricsRead(parsed.path);
+    if (values === undefined) throw notFoundPath(method, parsed.path);
+    const { namespace } = values;
+    const { requested, key } = metricName(values.metric);
+    const selectorText = parsed.query.get("labelSelector") ?? "";
     audit.namespace = namespace;
     audit.metric = requested;
     audit.selector = selectorText;
-    const read: ParsedRead = { namespace, requested, key, selectorText, selector: readSelector(parsedUrl) };
-    if (url.length <= MEMO_READ_URL_LENGTH) parsedReads.set(url, read);
+    const read: ParsedRead = { namespace, requested, key, selectorText, selector: readSelector(parsed.query) };
+    if (target.length <= MEMO_READ_URL_LENGTH) parsedReads.set(target, read);
     return read;
   };
 
   const valuesRead = serve((c, caller, audit) => {
-    const parsed = parseRead(c.req.url, c.req.path, audit);
+    const parsed = parseRead(rawTarget(c), c.req.method, audit);
     const { namespace, requested, key, selector } = parsed;
     const rule = rules.get(key);
     if (rule === undefined) {
@@ -506,6 +508,7 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
     const vars = new Map<string, unknown>();
     const c: DirectContext = {
       caller: direct.caller,
+      target: direct.pathAndQuery,
       req: {
         method: "GET",
         path,
@@ -710,18 +713,22 @@ function statusResponse(c: Context, err: StatusError): Response {
   return json(c, err.toStatus(), err.code, "no-store", err.headers());
 }
 
-/** Validate the namespace segment (a DNS-1123 label, apimachinery `pkg/util/validation`). */
-function decodeNamespace(raw: string): string {
-  let ns: string;
-  try {
-    ns = decodeURIComponent(raw);
-  } catch {
-    throw badRequest(`namespace ${JSON.stringify(raw)} is not valid percent-encoded UTF-8`);
-  }
-  if (ns.length > 63 || !DNS1123_LABEL.test(ns)) {
-    throw badRequest(`namespace ${JSON.stringify(ns)} is not a valid namespace name (a DNS-1123 label)`);
-  }
-  return ns;
+/**
+ * The request target as received, path and query still percent-encoded:
+ * Node's raw request target (`c.env.incoming.url`) when served by
+ * @hono/node-server — the URL Hono holds has had `.`/`..` segments (also
+ * `%2E%2E`) resolved by the WHATWG URL parser, which would hide them from
+ * the path parser —, a {@link DirectRead}'s `pathAndQuery`, else the path and
+ * query of the request's URL (workerd and the Lambda adapter hand over a URL
+ * already parsed; its dot segments are resolved before the bridge sees it).
+ */
+function rawTarget(c: Context): string {
+  const direct = (c as unknown as Partial<DirectContext>).target;
+  if (direct !== undefined) return direct;
+  const incoming = (c.env as { incoming?: { url?: unknown } } | undefined)?.incoming;
+  if (incoming !== undefined && typeof incoming.url === "string") return incoming.url;
+  const url = new URL(c.req.url);
+  return url.pathname + url.search;
 }
 
 /** Most parsed selectors remembered, and the longest text remembered (so at most ~1 MiB of texts). */
@@ -739,8 +746,8 @@ const parsedSelectors = new Map<string, Selector>();
  * follows Go's `url.ParseQuery` (`+` is a space), which is how client-go
  * encodes it.
  */
-function readSelector(url: URL): Selector {
-  const values = url.searchParams.getAll("labelSelector");
+function readSelector(query: URLSearchParams): Selector {
+  const values = query.getAll("labelSelector");
   if (values.length > 1) throw badRequest("labelSelector may be given only once");
   const text = values[0] ?? "";
   // apimachinery's lexer ends the string at a NUL byte and would silently

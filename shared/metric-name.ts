@@ -16,24 +16,19 @@ import { badRequest } from "./k8s/status.ts";
 export const MAX_METRIC_NAME_LENGTH = 512;
 
 /**
- * Decode one raw (still percent-encoded) path segment into the metric name
- * used for rule lookup: percent-decoded, validated, `\|` and `|` turned into
- * `/`, lowercased.
+ * Check one metric name, already percent-decoded by the request path parser
+ * (shared/k8s/request-path.ts, which refuses `.`, `..`, `/`, `%` and control
+ * characters in any segment), and give its rule lookup key: `\|` and `|`
+ * turned into `/`, lowercased.
  *
- * @param rawSegment the segment exactly as it appeared in the URL path
- * @returns `{ requested, key }`: `requested` is the decoded segment as sent
- *   (used in `metricName` of the answer), `key` the lookup key
- * @throws StatusError 400 when the segment is not valid UTF-8 percent
- *   encoding, is empty, `.`, `..`, too long, or contains `/`, `%` or a
+ * @param requested the decoded path segment naming the metric
+ * @returns `{ requested, key }`: `requested` is the name as sent (used in
+ *   `metricName` of the answer), `key` the lookup key
+ * @throws StatusError 400 when the name is empty, `.`, `..`, longer than
+ *   {@link MAX_METRIC_NAME_LENGTH} characters, or contains `/`, `%` or a
  *   control character
  */
-export function decodeMetricName(rawSegment: string): { requested: string; key: string } {
-  let requested: string;
-  try {
-    requested = decodeURIComponent(rawSegment);
-  } catch {
-    throw badRequest(`metric name ${JSON.stringify(rawSegment)} is not valid percent-encoded UTF-8`);
-  }
+export function metricName(requested: string): { requested: string; key: string } {
   if (requested.length === 0) throw badRequest("metric name must not be empty");
   if (requested.length > MAX_METRIC_NAME_LENGTH) {
     throw badRequest(`metric name is longer than ${MAX_METRIC_NAME_LENGTH} characters`);

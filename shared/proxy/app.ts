@@ -16,7 +16,14 @@
  * {@link MAX_REQUEST_TARGET_BYTES}, a `labelSelector` longer than
  * {@link MAX_SELECTOR_LENGTH} characters, or more than one `labelSelector`
  * is a 400 Status at once (headers are bounded by the server's
- * `maxHeaderSize`, 32 KiB, which Node answers with 431).
+ * `maxHeaderSize`, 32 KiB, which Node answers with 431). Then the request
+ * target as received is decoded once into its parts
+ * (shared/k8s/request-path.ts `parseRequestTarget`: non-canonical
+ * percent-encodings, `.`/`..`/empty segments, a namespace that is not a
+ * DNS-1123 label are a 400 here); the SubjectAccessReview, the cluster
+ * policy layer, the values cache key, the forwarded path (rebuilt from the
+ * parts) and the request log (`path` decoded, `target` as received,
+ * `namespace`, `metric`) all use those parts.
  *
  * Every path except the probes is authenticated (front proxy, client
  * certificate, bearer token, anonymous) and authorized (SubjectAccessReview)
@@ -32,7 +39,8 @@ import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
-import { decodeMetricName } from "../metric-name.ts";
+import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
+import { metricName } from "../metric-name.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
 import { BackendStatusError, DISCOVERY_PATH, VALUES_PATH_PREFIX, type Answer, type Forwarder } from "./forward.ts";
@@ -62,11 +70,15 @@ type Env = {
     authn?: string;
     kind: string;
     metric?: string;
+    /** the namespace of a values read (the canonical part) */
+    namespace?: string;
     backend?: string;
     cache?: string;
     error?: StatusError;
-    /** the request URL, parsed once (authorization and the values route) */
-    url?: URL;
+    /** the request target as received, parsed once (shared/k8s/request-path.ts): every layer uses its parts */
+    target?: RequestTarget;
+    /** the request target exactly as received (path and query, percent-encoded), for the log */
+    rawTarget?: string;
     /** the parsed labelSelector remembered by the authorizer (only when the cluster policy layer is on) */
     selector?: Selector;
   };
@@ -108,6 +120,11 @@ export function checkRequestSize(target: string): void {
     throw badRequest(`labelSelector is ${length} characters long; at most ${MAX_SELECTOR_LENGTH} are accepted`);
   }
 }
+
+/** Longest request target written to a log line, characters (a longer one is cut, marked with `…`). */
+const MAX_LOGGED_TARGET = 1024;
+/** The origin of the canonical URL handed to the cluster policy layer (never resolved). */
+const CANONICAL_ORIGIN = "https://proxy.invalid";
 
 /** Whether `path` is a values read (`/apis/external.metrics.k8s.io/v1beta1/namespaces/…`): its answers never carry Retry-After. */
 function isValuesPath(path: string): boolean {
@@ -152,12 +169,17 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     countRequest(code, kind, metric !== undefined ? forwarder.metricLabel(metric) : "", seconds);
     if (kind === "probe") return;
     const error = c.get("error");
+    const raw = c.get("rawTarget");
+    const namespace = c.get("namespace");
     log({
       level: code >= 500 ? "error" : code >= 400 ? "warn" : "info",
       msg: "request",
       requestId,
       method: c.req.method,
-      path: c.req.path,
+      // the decoded path every layer used; the target as received shows how it was spelled
+      path: c.get("target")?.path.path ?? c.req.path,
+      ...(raw !== undefined ? { target: raw.length > MAX_LOGGED_TARGET ? `${raw.slice(0, MAX_LOGGED_TARGET)}…` : raw } : {}),
+      ...(namespace !== undefined ? { namespace } : {}),
       code,
       durationMs: Math.round(seconds * 1000 * 10) / 10,
       ...(c.get("caller") ? { user: c.get("caller")!.user, authn: c.get("authn") } : {}),
@@ -168,9 +190,14 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     });
   });
 
-  // Size checks before any work (on the raw target as received when served by Node).
+  // Size checks before any work, then the request's identity: the target as
+  // received (Node's raw request target: the URL Hono holds has dot segments
+  // resolved) decoded once into its parts, or a 400 (request-path.ts).
   app.use("*", async (c, next) => {
-    checkRequestSize(c.env?.incoming?.url ?? requestTarget(c.req.url));
+    const raw = c.env?.incoming?.url ?? requestTarget(c.req.url);
+    c.set("rawTarget", raw);
+    checkRequestSize(raw);
+    c.set("target", parseRequestTarget(raw));
     await next();
   });
 
@@ -219,10 +246,9 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     metrics.authentications.inc({ method: who.method });
     c.set("caller", who.caller);
     c.set("authn", who.method);
-    const url = new URL(c.req.url);
-    c.set("url", url);
     try {
-      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, url, c.req.raw.signal, deps.clusterPolicies !== undefined);
+      // The review's attributes are the parsed target's parts: the same every later layer uses.
+      const decision = await authorizer.authorizeRequest(who.caller, c.req.method, c.get("target")!, c.req.raw.signal, deps.clusterPolicies !== undefined);
       if (decision.selector !== undefined) c.set("selector", decision.selector);
       metrics.authorizations.inc({ by: decision.by, decision: "allow" });
     } catch (err) {
@@ -251,20 +277,23 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
   app.get(`${DISCOVERY_PATH}/`, discovery);
 
   app.get(`${DISCOVERY_PATH}/*`, async (c) => {
-    const url = c.get("url") ?? new URL(c.req.url);
-    const segments = url.pathname.split("/").slice(1); // apis, group, version, namespaces, ns, metric
-    if (segments.length !== 6 || segments[3] !== "namespaces" || segments[4] === "") {
-      throw notFound(`the server could not find the requested resource (${c.req.path})`);
-    }
+    const target = c.get("target")!;
+    // Exactly `namespaces/{ns}/{metric}`, read from the parsed parts (not from the URL Hono routed).
+    const read = externalMetricsRead(target.path);
+    if (read === undefined) throw notFoundPath(c.req.method, target.path);
     c.set("kind", "values");
-    const metric = decodeMetricName(segments[5]!);
+    const metric = metricName(read.metric);
     c.set("metric", metric.key);
+    c.set("namespace", read.namespace);
+    // What is forwarded (and keys the cache) is rebuilt from the parts, never copied from the URL.
+    // (`target.path.canonical` is `externalMetricsPath(read)`: exactly those six segments.)
+    const pathAndQuery = target.path.canonical + target.canonicalQuery;
     // The cluster policy layer: every applicable ExternalMetricPolicy must allow (throws 403/503/400).
-    deps.clusterPolicies?.authorize({ caller: c.get("caller")!, namespace: segments[4]!, metric: metric.key, url, selector: c.get("selector") });
-    const answer = await forwarder.values(
-      { caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery: url.pathname + url.search, signal: c.req.raw.signal },
-      metric,
-    );
+    if (deps.clusterPolicies !== undefined) {
+      const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
+      deps.clusterPolicies.authorize({ caller: c.get("caller")!, namespace: read.namespace, metric: metric.key, url, selector: c.get("selector") });
+    }
+    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery, signal: c.req.raw.signal }, metric);
     c.set("backend", answer.backend);
     c.set("cache", answer.cache);
     return send(c, answer);

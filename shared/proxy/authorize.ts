@@ -25,6 +25,7 @@ import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
 import { digestKey } from "./cache-key.ts";
+import type { RequestTarget } from "../k8s/request-path.ts";
 import { requestInfo, selectorBytes, type RequestInfo } from "./request-info.ts";
 
 /** Paths allowed without a review. */
@@ -365,22 +366,30 @@ export class Authorizer {
    * second bounded map ({@link CALLER_NUMBER_BOUNDS}) and a number is never
    * given to another identity (a caller dropped from that map gets a new
    * one, its old entries are never matched again and age out); the number is
-   * digits and the method an HTTP token, and the URL serializer
-   * percent-encodes control characters, so NUL only separates. The memo
+   * digits and the method an HTTP token, and the path + query holds no
+   * control character (the URL serializer and request-path.ts `joinPath`
+   * percent-encode them; Node's HTTP parser refuses them in a request
+   * target), so NUL only separates. A parsed target is keyed by its
+   * canonical path and its query as received. The memo
    * keeps that text (~110 characters for an HPA read, counted in its bytes),
    * not the caller's JSON per entry. It holds only what is derived from the
    * request, never a decision: every call still goes through the decision
    * cache and its TTLs.
    *
+   * @param url the request: its target as the proxy parsed it
+   *   (shared/k8s/request-path.ts `parseRequestTarget`, the path decoded
+   *   once: the review names the parts every later layer uses), or a URL
+   *   (read as apiserver would: request-info.ts `requestInfo`)
    * @param withSelector also return the request's parsed `labelSelector`
    *   ({@link AuthorizationDecision.selector}), remembered with the request:
    *   set when the cluster policy layer is on, so the selector is parsed once
    *   per distinct request; off, nothing more is kept
    * @throws StatusError 400 when the path is not valid percent-encoding; 403; 500 (as {@link authorize})
    */
-  async authorizeRequest(caller: Caller, method: string, url: URL, signal?: AbortSignal, withSelector = false): Promise<AuthorizationDecision> {
+  async authorizeRequest(caller: Caller, method: string, url: URL | RequestTarget, signal?: AbortSignal, withSelector = false): Promise<AuthorizationDecision> {
     const number = this.#callerNumber(caller);
-    const memoKey = number === undefined ? undefined : `${number}\u0000${method}\u0000${url.pathname}${url.search}`;
+    const target = url instanceof URL ? `${url.pathname}${url.search}` : `${url.path.canonical}${url.rawQuery === "" ? "" : "?"}${url.rawQuery}`;
+    const memoKey = number === undefined ? undefined : `${number}\u0000${method}\u0000${target}`;
     let prepared = memoKey === undefined ? undefined : this.#memo.get(memoKey);
     let info: RequestInfo | undefined;
     if (prepared === undefined || (withSelector && prepared.selector === undefined)) {

@@ -105,7 +105,12 @@ export interface Answer {
 export interface ValuesRequest {
   caller: Caller;
   requestId: string;
-  /** path and query exactly as received */
+  /**
+   * the canonical path and query, rebuilt from the request's parsed parts
+   * (shared/k8s/request-path.ts `externalMetricsPath` + `canonicalQuery`;
+   * app.ts): what is forwarded and what keys the cache, never the URL as
+   * received
+   */
   pathAndQuery: string;
   /** aborts when the caller has gone (the backend call is cancelled when no caller waits) */
   signal?: AbortSignal;

@@ -15,6 +15,7 @@
  *   → non-resource request, verb `get`, the path.
  */
 import { EVERYTHING, parseSelector, type Requirement, type Selector } from "../k8s/selector.ts";
+import { isValidPathSegmentName, resolveResourceParts, type RequestTarget, type ResourceParts } from "../k8s/request-path.ts";
 import { badRequest } from "../k8s/status.ts";
 
 /** `request.RequestInfo` plus the parsed selectors of `authorizer.AttributesRecord`. */
@@ -54,77 +55,64 @@ export interface FieldRequirement {
   value: string;
 }
 
-const API_PREFIXES = new Set(["api", "apis"]);
-const GROUPLESS_API_PREFIXES = new Set(["api"]);
-const SPECIAL_VERBS = new Set(["proxy", "watch"]);
-const SPECIAL_VERBS_NO_SUBRESOURCES = new Set(["proxy"]);
-const NAMESPACE_SUBRESOURCES = new Set(["status", "finalize"]);
 const VERBS_WITH_SELECTORS = new Set(["list", "watch", "deletecollection"]);
 
 /**
- * Compute the request info of `method` + `url`.
+ * Compute the request info of `method` + a request target.
+ *
+ * - Given a {@link RequestTarget} (shared/k8s/request-path.ts
+ *   `parseRequestTarget`: the path decoded once, what the proxy uses), the
+ *   attributes are that target's parts: the SubjectAccessReview then names
+ *   exactly the namespace and resource every later layer uses.
+ * - Given a `URL`, this is the plain apiserver port (checked against
+ *   k8s.io/apiserver by test/proxy.oracle.test.ts): the path decoded as Go's
+ *   `req.URL.Path`, then split.
+ *
+ * Both read the parts with the same `RequestInfoFactory` logic
+ * (request-path.ts `resolveResourceParts`).
  *
  * @throws StatusError 400 when the path is not valid percent-encoding (Go's
- *   server refuses such a URL before any handler)
+ *   server refuses such a URL before any handler), or names the verb
+ *   `watch`/`proxy` and nothing after it
  */
-export function requestInfo(method: string, url: URL): RequestInfo {
+export function requestInfo(method: string, url: URL | RequestTarget): RequestInfo {
   let path: string;
-  try {
-    path = decodeURIComponent(url.pathname);
-  } catch {
-    throw badRequest(`the request path ${JSON.stringify(url.pathname)} is not valid percent-encoding`);
+  let resource: ResourceParts;
+  let query: URLSearchParams;
+  if (url instanceof URL) {
+    try {
+      path = decodeURIComponent(url.pathname);
+    } catch {
+      throw badRequest(`the request path ${JSON.stringify(url.pathname)} is not valid percent-encoding`);
+    }
+    resource = resolveResourceParts(splitPath(path), url.pathname);
+    query = url.searchParams;
+  } else {
+    path = url.path.path;
+    resource = url.path.resource;
+    query = url.query;
   }
   const info: RequestInfo = {
-    isResourceRequest: false,
+    isResourceRequest: resource.isResourceRequest,
     path,
     verb: method.toLowerCase(),
-    apiPrefix: "",
-    apiGroup: "",
-    apiVersion: "",
-    namespace: "",
-    resource: "",
-    subresource: "",
-    name: "",
-    parts: [],
+    apiPrefix: resource.apiPrefix,
+    apiGroup: resource.apiGroup,
+    apiVersion: resource.apiVersion,
+    namespace: resource.namespace,
+    resource: resource.resource,
+    subresource: resource.subresource,
+    name: resource.name,
+    parts: [...resource.parts],
     labelRequirements: [],
     fieldRequirements: [],
     labelSelector: undefined,
   };
-  let parts = splitPath(path);
-  if (parts.length < 3 || !API_PREFIXES.has(parts[0]!)) return info;
-  info.apiPrefix = parts[0]!;
-  parts = parts.slice(1);
-  if (!GROUPLESS_API_PREFIXES.has(info.apiPrefix)) {
-    if (parts.length < 3) return info;
-    info.apiGroup = parts[0]!;
-    parts = parts.slice(1);
-  }
-  info.isResourceRequest = true;
-  info.apiVersion = parts[0]!;
-  parts = parts.slice(1);
+  if (!info.isResourceRequest) return info;
+  const verbViaPathPrefix = resource.verbPrefix !== "";
+  if (verbViaPathPrefix) info.verb = resource.verbPrefix;
+  else info.verb = { POST: "create", GET: "get", HEAD: "get", PUT: "update", PATCH: "patch", DELETE: "delete" }[method.toUpperCase()] ?? "";
 
-  let verbViaPathPrefix = false;
-  if (SPECIAL_VERBS.has(parts[0]!)) {
-    if (parts.length < 2) throw badRequest(`unable to determine kind and namespace from url ${url.pathname}`);
-    info.verb = parts[0]!;
-    parts = parts.slice(1);
-    verbViaPathPrefix = true;
-  } else {
-    info.verb = { POST: "create", GET: "get", HEAD: "get", PUT: "update", PATCH: "patch", DELETE: "delete" }[method.toUpperCase()] ?? "";
-  }
-
-  if (parts[0] === "namespaces") {
-    if (parts.length > 1) {
-      info.namespace = parts[1]!;
-      if (parts.length > 2 && !NAMESPACE_SUBRESOURCES.has(parts[2]!)) parts = parts.slice(2);
-    }
-  }
-  info.parts = parts;
-  if (parts.length >= 3 && !SPECIAL_VERBS_NO_SUBRESOURCES.has(info.verb)) info.subresource = parts[2]!;
-  if (parts.length >= 2) info.name = parts[1]!;
-  if (parts.length >= 1) info.resource = parts[0]!;
-
-  const query = url.searchParams;
   // The first labelSelector parsed at most once (apiserver reads the first value).
   let labels: string[] | undefined;
   let parsed: Selector | null | undefined; // undefined: not parsed yet; null: does not parse
@@ -148,7 +136,7 @@ export function requestInfo(method: string, url: URL): RequestInfo {
     const fieldSelector = query.getAll("fieldSelector")[0];
     if (fieldSelector !== undefined && parsedLabel() !== null) {
       const name = parseFieldSelector(fieldSelector)?.find((r) => r.field === "metadata.name" && r.operator === "=")?.value;
-      if (name !== undefined && isPathSegmentName(name)) info.name = name;
+      if (name !== undefined && isValidPathSegmentName(name)) info.name = name;
     }
   }
   if (info.name === "" && info.verb === "delete") info.verb = "deletecollection";
@@ -182,11 +170,6 @@ export function selectorBytes(selector: Selector): number {
 function splitPath(path: string): string[] {
   const trimmed = path.replace(/^\/+|\/+$/g, "");
   return trimmed === "" ? [] : trimmed.split("/");
-}
-
-/** `path.IsValidPathSegmentName` (apimachinery `pkg/api/validation/path/name.go`). */
-function isPathSegmentName(name: string): boolean {
-  return name !== "." && name !== ".." && !name.includes("/") && !name.includes("%");
 }
 
 /**

@@ -251,9 +251,16 @@ export function externalMetricsContract(runtime: string, start: StartTarget): vo
       });
 
       it("400 for metric names with `/`, `%`, `.` or `..`, and for bad encodings", async () => {
-        for (const name of ["a%2Fb", "a%25b", "%2E", "%ZZ", "%C3%28", "a%00b"]) {
+        for (const name of ["a%2Fb", "a%25b", "%ZZ", "%C3%28", "a%00b"]) {
           await expectStatus(await get(`${NS}/${name}?labelSelector=queue%3Dworker_tasks`), 400, "BadRequest", /metric name/);
         }
+        // `%2E` (`.`): the client's or the runtime's URL parser resolves the dot
+        // segment before the bridge sees it, and `…/namespaces/default/` names
+        // no metric: 404, as apiserver answers it; sent as is it is a 400
+        // (shared/k8s/request-path.ts). Never a value either way.
+        const dot = await get(`${NS}/%2E?labelSelector=queue%3Dworker_tasks`);
+        const status = dot.status === 404 ? "NotFound" : "BadRequest";
+        await expectStatus(dot, dot.status === 404 ? 404 : 400, status);
       });
 
       it("400 for an invalid namespace", async () => {

@@ -1,0 +1,3 @@
+module emb-path-oracle
+
+go 1.26.0
