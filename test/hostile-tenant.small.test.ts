@@ -11,6 +11,8 @@
  *   failed read, never a value.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { startNodeServer } from "../functions/node.ts";
+import { loadConfig } from "../shared/config/config.ts";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
 import { LeaderElector } from "../shared/proxy/lease.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
@@ -91,4 +93,32 @@ describe("leader election on a wall clock that steps", () => {
     await eventually(async () => await two.tryNow(), 10_000, "the other candidate takes the expired Lease");
     expect(one.isLeader()).toBe(false);
   });
+});
+
+describe("a guessable signing key", () => {
+  const CONFIG = `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+providers:
+  sqs: { type: aws-sqs, region: us-east-1, endpoint: "http://127.0.0.1:9", credentials: { source: static, accessKeyId: x, secretAccessKey: y } }
+metrics:
+  - { name: queue_messages_ready, provider: sqs }
+`;
+  for (const [what, secret] of [
+    ["32 zero bytes", Buffer.alloc(32)],
+    ["a counter 0…31", Buffer.from(Array.from({ length: 32 }, (_, i) => i))],
+    ["a short word repeated", Buffer.from("changeme".repeat(4))],
+  ] as const) {
+    it(`the Node bridge server refuses to start with ${what} as BRIDGE_SIGNING_KEYS (anyone could forge the proxy's signature)`, async () => {
+      const start = startNodeServer({ config: loadConfig(CONFIG, "bridge.yaml").config, port: 0, log: () => {}, env: { BRIDGE_SIGNING_KEYS: `k1:${secret.toString("base64")}` } });
+      const outcome = await start.then(
+        async (server) => {
+          await server.close();
+          return "started";
+        },
+        (err: Error) => `${err.name}: ${err.message}`,
+      );
+      expect(outcome).toMatch(/request signing is misconfigured: BRIDGE_SIGNING_KEYS: the secret of key "k1" is not random enough/);
+      expect(outcome).not.toContain(secret.toString("base64"));
+    });
+  }
 });
