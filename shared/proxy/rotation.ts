@@ -78,6 +78,7 @@ import type { X509Certificate } from "node:crypto";
 import { createServingCAPem, createServingPair, issueServingPem } from "./cert-generation.ts";
 import { certificatePem, certificatesFromPem, dnsNames, keyMatchesCertificate, notAfter, notBefore, serviceDnsNames, signedBy } from "./pem.ts";
 import type { LeaderElector } from "./lease.ts";
+import { parseRfc3339 } from "../k8s/time.ts";
 import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import type { ServiceName, ServingMaterial } from "./tls.ts";
@@ -139,8 +140,7 @@ function decode(secret: Secret | undefined): Stored | undefined {
   const data = secret.data ?? {};
   const get = (k: string) => (data[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined);
   const time = (k: string) => {
-    const t = Date.parse(secret.metadata?.annotations?.[k] ?? "");
-    return Number.isFinite(t) ? t : undefined;
+    return parseRfc3339(secret.metadata?.annotations?.[k]);
   };
   const out: Stored = {};
   const set = <K extends keyof Stored>(k: K, v: Stored[K] | undefined) => {
