@@ -175,7 +175,7 @@ export function parseSigningKeys(text: string): SigningKey[] {
     const weakness = keyWeakness(secret);
     if (weakness !== undefined) {
       throw new SigningKeyError(
-        `${SIGNING_KEYS_ENV}: the secret of key "${id}" is not random enough (${weakness}); make one with: openssl rand -base64 ${MIN_KEY_BYTES}`,
+        `${SIGNING_KEYS_ENV}: the secret of key "${id}" is not random enough (${weakness}); make one with: openssl rand -base64 32`,
       );
     }
     keys.push({ id, secret });
