@@ -169,12 +169,9 @@ export class LeaderElector {
 
   async #attempt(): Promise<void> {
     try {
-      // The renewal counts from before the request, so a slow API answer
-      // cannot stretch the renew deadline.
-      const started = this.#o.monotonic();
-      const ok = await this.#tryAcquireOrRenew(started);
+      const ok = await this.#tryAcquireOrRenew(this.#o.monotonic());
       if (ok) {
-        this.#renewedAt = started;
+        this.#renewedAt = this.#o.monotonic();
         this.#setLeading(true);
       } else {
         this.#setLeading(false);
