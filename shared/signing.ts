@@ -105,6 +105,13 @@ export const DEFAULT_MAX_SKEW_SECONDS = 60;
 export const MAX_MAX_SKEW_SECONDS = 600;
 /** Smallest accepted key, bytes (the HMAC-SHA256 output size, RFC 2104 §3). */
 export const MIN_KEY_BYTES = 32;
+/**
+ * Smallest accepted strength estimate of a key, bits (see
+ * {@link keyWeakness}): 128, the smallest security strength NIST SP 800-57
+ * Part 1 Rev. 5 accepts beyond 2030 (112 bits only until then), and half of
+ * what a 32-byte random key carries.
+ */
+export const MIN_KEY_STRENGTH_BITS = 128;
 /** Most keys active at once: the current one and the one being rotated in or out. */
 export const MAX_ACTIVE_KEYS = 2;
 
@@ -131,10 +138,17 @@ export class SigningKeyError extends Error {
  * Parse `id:secret[,id:secret]` (the `BRIDGE_SIGNING_KEYS` format).
  * Whitespace around entries is ignored.
  *
+ * A secret must also look random ({@link keyWeakness}): all-zero, constant,
+ * repeated-pattern, counter-like and few-symbol secrets (e.g. 32 zero bytes,
+ * `"secret"` repeated, bytes 0, 1, 2, …) are refused. A secret made as the
+ * docs say (`openssl rand -base64 32`) is refused with probability below
+ * 10⁻¹¹.
+ *
  * @returns the keys in order; the first is the one a signer uses
  * @throws SigningKeyError when empty, more than {@link MAX_ACTIVE_KEYS}
- *   keys, an id is invalid or repeated, or a secret is not base64/base64url
- *   of at least {@link MIN_KEY_BYTES} bytes
+ *   keys, an id is invalid or repeated, a secret is not base64/base64url
+ *   of at least {@link MIN_KEY_BYTES} bytes, or a secret is low-entropy
+ *   (the message says which rule, never the secret)
  */
 export function parseSigningKeys(text: string): SigningKey[] {
   const entries = text
@@ -158,9 +172,70 @@ export function parseSigningKeys(text: string): SigningKey[] {
     if (secret.length < MIN_KEY_BYTES) {
       throw new SigningKeyError(`${SIGNING_KEYS_ENV}: the secret of key "${id}" is ${secret.length} bytes; at least ${MIN_KEY_BYTES} are required`);
     }
+    const weakness = keyWeakness(secret);
+    if (weakness !== undefined) {
+      throw new SigningKeyError(
+        `${SIGNING_KEYS_ENV}: the secret of key "${id}" is not random enough (${weakness}); make one with: openssl rand -base64 32`,
+      );
+    }
     keys.push({ id, secret });
   });
   return keys;
+}
+
+/**
+ * Why a key's bytes do not look random, or undefined when they do.
+ *
+ * A uniformly random secret of n bytes has two properties this checks, on
+ * its bytes and again on the differences of successive bytes (mod 256, also
+ * uniformly random for a random key: the map is a bijection), so counters
+ * and arithmetic progressions (0, 1, 2, …) fail too:
+ *
+ * 1. **enough distinct values**: with d distinct values among n, the secret
+ *    carries at most n·log2(d) bits; that must reach
+ *    {@link MIN_KEY_STRENGTH_BITS}. For n = 32 that is d ≥ 16 (31
+ *    differences: d ≥ 18), where a random 32-byte key has ~30 distinct
+ *    values; P(d ≤ 15) ≈ 3·10⁻¹⁷ and, for the differences, P(d ≤ 17) ≈
+ *    1.3·10⁻¹² (exact occupancy counts, Stirling numbers of the second kind).
+ *    All-zero and constant keys have d = 1: 0 bits.
+ * 2. **no repeated pattern**: the secret is not a shorter block written
+ *    again (a period p ≤ n/2, e.g. a 16-byte key pasted twice, "abc" × 11);
+ *    for random bytes that happens with probability < n·256^(−n/2).
+ *
+ * Longer secrets made of few symbols (64 bytes of hex text: 16 symbols, 256
+ * bits) pass rule 1, since n grows with them.
+ *
+ * @param secret the raw key bytes
+ * @returns which rule fails, as text without the secret, or undefined
+ */
+export function keyWeakness(secret: Uint8Array): string | undefined {
+  const deltas = new Uint8Array(Math.max(0, secret.length - 1));
+  for (let i = 1; i < secret.length; i++) deltas[i - 1] = (secret[i]! - secret[i - 1]! + 256) & 0xff;
+  for (const [what, bytes] of [
+    ["bytes", secret],
+    ["differences between successive bytes", deltas],
+  ] as const) {
+    const distinct = new Set(bytes).size;
+    const bits = distinct <= 1 ? 0 : bytes.length * Math.log2(distinct);
+    if (bits < MIN_KEY_STRENGTH_BITS) {
+      return `its ${bytes.length} ${what} take only ${distinct} distinct value${distinct === 1 ? "" : "s"}: at most ${Math.floor(bits)} bits, fewer than ${MIN_KEY_STRENGTH_BITS}`;
+    }
+    const period = smallestPeriod(bytes);
+    if (period <= bytes.length / 2) return `its ${what} repeat a ${period}-byte pattern`;
+  }
+  return undefined;
+}
+
+/** The smallest p ≥ 1 with bytes[i] = bytes[i + p] for every i (bytes.length when none): the KMP failure function. */
+function smallestPeriod(bytes: Uint8Array): number {
+  const n = bytes.length;
+  const fail = new Int32Array(n);
+  for (let i = 1, k = 0; i < n; i++) {
+    while (k > 0 && bytes[i] !== bytes[k]) k = fail[k - 1]!;
+    if (bytes[i] === bytes[k]) k++;
+    fail[i] = k;
+  }
+  return n === 0 ? 0 : n - fail[n - 1]!;
 }
 
 /**

@@ -16,6 +16,7 @@ import { buildBridge, type Bridge } from "../shared/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import type { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 /** A deadline no other timer of the read uses (the cache's own load timeout is 3000 ms). */
 const DEADLINE_MS = 2999;
@@ -207,7 +208,7 @@ describe("a URL read again: its parse and its answer's body are kept while the r
 describe("one wrapper per route (request id, /apis authentication, errors, log line)", () => {
   it("authenticates every /apis path before routing (401 before 404 or 405), never /healthz; HEAD keeps the headers", async () => {
     const logs: LogRecord[] = [];
-    const keys = `k:${Buffer.alloc(32, 9).toString("base64url")}`;
+    const keys = `k:${fixtureKey(9).toString("base64url")}`;
     const { app } = buildBridge(text, "bridge.yaml", { env: { BRIDGE_SIGNING_KEYS: keys }, now: Date.now }, { log: (r) => logs.push(r) });
     const cases: [string, RequestInit, number][] = [
       ["/apis", {}, 401],

@@ -15,10 +15,11 @@ import { parseSelector } from "../shared/k8s/selector.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { parseSigningKeys, signRequest, type SigningKey } from "../shared/signing.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
-const KEYS = `k1:${Buffer.alloc(32, 3).toString("base64url")}`;
+const KEYS = `k1:${fixtureKey(3).toString("base64url")}`;
 const [KEY] = parseSigningKeys(KEYS) as [SigningKey];
 
 let sqs: Emulator;

@@ -25,6 +25,7 @@ import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { lambdaOrigin, toEvent } from "./helpers/lambda.ts";
 import { buildWorker, ROOT, type WorkerBuild } from "./helpers/worker.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const exec = promisify(execFile);
 const NODE = process.execPath;
@@ -37,7 +38,7 @@ const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const NS = `${V1}/namespaces/default`;
 const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
 /** A signing key as the proxy and the function share it (32 fixed bytes; tests only). */
-const SIGNING_KEYS = `k1:${Buffer.alloc(32, 7).toString("base64")}`;
+const SIGNING_KEYS = `k1:${fixtureKey(7).toString("base64")}`;
 
 /** serverless.yml as the tests read it (Serverless variables stay unresolved text). */
 const SLS = parseYaml(readFileSync(join(ROOT, "serverless.yml"), "utf8")) as {

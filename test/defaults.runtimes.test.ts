@@ -26,11 +26,12 @@ import { loadConfig } from "../shared/config/config.ts";
 import { expectStatus } from "./helpers/contract.ts";
 import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 import { startWorker } from "./helpers/worker.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const VALUES = `${V1}/namespaces/default/queue_messages_ready?labelSelector=queue%3Djobs`;
-const KEYS = `k1:${Buffer.alloc(32, 5).toString("base64")}`;
+const KEYS = `k1:${fixtureKey(5).toString("base64")}`;
 
 /** A config whose backend is never reached (port 9 refuses): reads are decided before any backend call. */
 const CONFIG = (policy = "") => `apiVersion: external-metrics-bridge.io/v1alpha1

@@ -130,6 +130,21 @@ describe("Workload Identity Federation over REST (the Worker's path)", () => {
     expect(fakes.store.requests).toEqual([]); // no value read without a token
   });
 
+  it("an impersonated token whose expireTime is not a real RFC 3339 time (2026-02-30) is a 503, never a read with it", async () => {
+    const configText = JSON.stringify(sts.credentialConfig("aws", { impersonate: true }));
+    try {
+      for (const text of ["2026-02-30T00:00:00Z", "2099-02-29T00:00:00Z", "tomorrow"]) {
+        sts.expireTimeText = text;
+        const res = await read(restBridge({ ...awsEnv(), GOOGLE_EXTERNAL_ACCOUNT_JSON: configText }));
+        expect(res.status, `${text}: ${JSON.stringify(res.body)}`).toBe(503);
+        expect(res.body.message).toMatch(/generateAccessToken's answer has no accessToken or no RFC 3339 expireTime/);
+      }
+      expect(fakes.store.requests).toEqual([]);
+    } finally {
+      sts.expireTimeText = undefined;
+    }
+  });
+
   it("configuration faults are 500s naming the variable or the missing environment, never a value", async () => {
     const unset = await read(restBridge({}));
     expect(unset.status).toBe(500);

@@ -183,6 +183,36 @@ describe("gcp-monitoring provider over REST against the fakes", () => {
     }
   });
 
+  it("a point whose endTime is not a real date (2026-02-30, which Date.parse takes as 2 March) is a 503 for its series, never a value — not even the rule's onEmpty value", async () => {
+    // Read at 2 March 00:01 UTC: a lenient parse would put "30 February" a minute ago, inside the window.
+    clock.now = Date.parse("2026-03-02T00:01:00Z");
+    for (const endText of ["2026-02-30T00:00:00Z", "2026-03-02T24:00:00Z", "2026-03-02T00:00:60Z", "2026-03-02 00:00:00Z", "2026-03-02T00:00:00"]) {
+      fakes.store.series = [
+        { ...subscription("orders", "5"), points: [{ end: clock.now - 60_000, endText, value: { int64Value: "5" } }] },
+        { ...subscription("billing", "7"), points: [{ end: clock.now - 60_000, value: { int64Value: "7" } }] },
+      ];
+      const { bridge } = bridgeFor(
+        config(
+          fakes.rest.endpoint,
+          `
+  - name: zero_when_empty
+    provider: gcp
+    query: { metricType: ${BACKLOG}, selectorLabels: { subscription: resource.labels.subscription_id }, onEmpty: { value: "0" } }
+`,
+        ),
+      );
+      for (const metric of ["pubsub_backlog", "zero_when_empty"]) {
+        const [bad, good] = await Promise.all([read(bridge, metric, "subscription=orders"), read(bridge, metric, "subscription=billing")]);
+        expect(bad.status, `${endText} ${metric}: ${JSON.stringify(bad.body)}`).toBe(503);
+        expect(bad.body.message).toMatch(/a point whose interval is not a valid RFC 3339 time; no value is reported/);
+        expect(bad.body.items).toBeUndefined();
+        // The other series of the same call is unaffected.
+        expect(good.status).toBe(200);
+        expect(good.body.items[0].value).toBe("7");
+      }
+    }
+  });
+
   it("onEmpty notFound and a written value; a selector it cannot map is 400 before any call", async () => {
     const rules = `
   - name: backlog_or_404

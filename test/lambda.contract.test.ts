@@ -17,6 +17,7 @@ import { HPA_CONTROLLER } from "../shared/identity.ts";
 import { parseSigningKeys, signRequest } from "../shared/signing.ts";
 import { expectStatus, externalMetricsContract } from "./helpers/contract.ts";
 import { invoke, LAMBDA_FIXTURES, lambdaOrigin, lambdaTarget, toEvent, type HttpHandler, type LambdaEventShape } from "./helpers/lambda.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const quiet = { log: (_: LogRecord) => {} };
 /** A handler for `env`; unsigned on purpose (BRIDGE_INSECURE_ALLOW_UNSIGNED) unless `env` says otherwise. */
@@ -222,7 +223,7 @@ describe("Lambda config from an SSM parameter (real SDK, fake SSM endpoint)", ()
   });
 
   describe("signing keys from BRIDGE_SIGNING_KEYS_SSM_PARAMETER", () => {
-    const KEYS = `k1:${Buffer.alloc(32, 3).toString("base64")}`;
+    const KEYS = `k1:${fixtureKey(3).toString("base64")}`;
     const signed = async (path: string, shape: LambdaEventShape = "Function URL") => ({
       headers: await signRequest({ method: "GET", url: `${lambdaOrigin(shape)}${path}`, caller: HPA_CONTROLLER }, parseSigningKeys(KEYS)[0]!, Date.now()),
     });

@@ -329,3 +329,61 @@ describe("renewal", () => {
     }
   });
 });
+
+describe("Secret loss (issue 23: a deleted or corrupted Secret must not cut off clients of the published caBundle)", () => {
+  /**
+   * Connect to every replica with only `caPem` trusted, over and over, while
+   * `act` runs and for `afterMs` after; @returns how many handshakes failed of how many.
+   */
+  async function continuity(replicas: Replica[], caPem: string, act: () => void | Promise<void>, until: () => boolean, afterMs: number): Promise<{ failed: number; total: number }> {
+    let failed = 0;
+    let total = 0;
+    await act();
+    const deadline = Date.now() + 15_000;
+    let settledAt: number | undefined;
+    while (Date.now() < deadline) {
+      for (const r of replicas) {
+        total++;
+        if (!(await verifies(r.harness.proxy.port, caPem))) failed++;
+      }
+      if (settledAt === undefined && until()) settledAt = Date.now();
+      if (settledAt !== undefined && Date.now() - settledAt >= afterMs) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    if (settledAt === undefined) throw new Error("no certificate was written into the Secret again");
+    return { failed, total };
+  }
+
+  for (const how of ["deleted", "corrupted"] as const) {
+    it(`a ${how} Secret is written again with the CA and certificate the replicas hold: caBundle never changes, every handshake with the old caBundle succeeds`, async () => {
+      const fake = await startFakeKubeApiServer();
+      const [a, b] = await Promise.all([startReplica(fake), startReplica(fake)]);
+      try {
+        await eventually(() => caBundleOf(fake) !== undefined, 5000, "APIService registered");
+        const before = secretData(fake);
+        const bundle = caBundleOf(fake)!;
+        const { failed, total } = await continuity(
+          [a, b],
+          bundle,
+          () => {
+            if (how === "deleted") fake.deleteSecret(NS, SECRET);
+            else fake.setSecret(NS, SECRET, { data: { "tls.crt": Buffer.from("garbage").toString("base64"), "ca.crt": "", "ca.key": Buffer.from("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").toString("base64") } });
+          },
+          () => secretData(fake)["tls.crt"]?.includes("BEGIN CERTIFICATE") === true,
+          1500,
+        );
+        expect(failed, `${failed} of ${total} handshakes failed`).toBe(0);
+        expect(total).toBeGreaterThan(10);
+        const after = secretData(fake);
+        for (const k of ["tls.crt", "tls.key", "ca.crt", "ca.key"]) expect(after[k], k).toBe(before[k]);
+        expect(caBundleOf(fake)).toBe(bundle);
+        for (const r of [a, b]) expect((await served(r.harness.proxy.port)).equals(der(before["tls.crt"]!))).toBe(true);
+        const writer = [a, b].find((r) => r.logs.some((l) => l.msg === "serving certificate Secret updated" && l.step === "restore"));
+        expect(writer, "one replica restored the Secret").toBeDefined();
+      } finally {
+        await Promise.all([a.stop(), b.stop()]);
+        await fake.close();
+      }
+    });
+  }
+});

@@ -22,9 +22,10 @@ import type { Caller } from "../shared/identity.ts";
 import { parseSigningKeys, verifyRequest } from "../shared/signing.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { closeServer } from "./helpers/http.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 /** Keys shared by the proxy and the bridges in tests: `id:secret,id:secret`. */
-export const KEYS = `k1:${Buffer.alloc(32, 11).toString("base64")},k2:${Buffer.alloc(32, 22).toString("base64")}`;
+export const KEYS = `k1:${fixtureKey(11).toString("base64")},k2:${fixtureKey(22).toString("base64")}`;
 export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 
 /** Generated certificate authorities and certificates. */

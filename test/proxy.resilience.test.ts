@@ -14,6 +14,7 @@ import { x509 } from "../shared/proxy/x509.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { call, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const NS = `${V1}/namespaces/default`;
 let pki: Pki;
@@ -177,7 +178,7 @@ cache: { ttlSeconds: 0 }
   });
 
   it("answers 500 (not the caller's 401) when a bridge refuses the proxy's signature", async () => {
-    const strangers = `k9:${Buffer.alloc(32, 99).toString("base64")}`;
+    const strangers = `k9:${fixtureKey(99).toString("base64")}`;
     const h2 = await startHarness({ pki, fake, keys: strangers, proxyConfig: proxyConfigText({ echo: backend.url }, [[".*", "echo"]]) });
     try {
       const res = await h2.get(`${NS}/m`, as("alice"));

@@ -13,7 +13,7 @@
 import { X509Certificate } from "node:crypto";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createServingCA, issueServingCertificate } from "../shared/proxy/certs.ts";
-import type { KubeClient, Secret } from "../shared/proxy/kube.ts";
+import { ApiError, type KubeClient, type Secret } from "../shared/proxy/kube.ts";
 import { CA_BUNDLE_CHANGED_AT, SERVING_CHANGED_AT, reconcileSecret, type RotationStep } from "../shared/proxy/rotation.ts";
 
 const SERVICE = { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy" };
@@ -21,21 +21,27 @@ const TARGET = { namespace: "external-metrics-bridge", name: "external-metrics-b
 const SETTINGS = { certValiditySeconds: 30, caValiditySeconds: 90, overlapSeconds: 10 };
 const T0 = Date.parse("2030-01-01T00:00:00Z");
 
-/** The three KubeClient calls reconcileSecret makes (get, replace, create), over one stored Secret. */
-function fakeCore(initial: Secret): { core: KubeClient; secret: () => Secret } {
+/** The three KubeClient calls reconcileSecret makes (get, replace, create), over one stored Secret (absent: undefined). */
+function fakeCore(initial: Secret | undefined): { core: KubeClient; secret: () => Secret } {
   let stored = structuredClone(initial);
   let rv = 1;
   const core = {
-    get: async () => structuredClone(stored),
+    get: async () => {
+      if (stored === undefined) throw new ApiError(404, { kind: "Status", status: "Failure", reason: "NotFound", code: 404 }, "GET secret");
+      return structuredClone(stored);
+    },
     replace: async (_path: string, body: Secret) => {
       stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++rv) } };
       return stored;
     },
-    create: async () => {
-      throw new Error("the Secret exists");
+    create: async (_path: string, body: Secret) => {
+      if (stored !== undefined) throw new Error("the Secret exists");
+      if (body.metadata?.resourceVersion !== undefined) throw new Error("a create carries no resourceVersion");
+      stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++rv) } };
+      return stored;
     },
   };
-  return { core: core as unknown as KubeClient, secret: () => stored };
+  return { core: core as unknown as KubeClient, secret: () => stored! };
 }
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
@@ -92,5 +98,44 @@ describe("CA rotation plan on a controlled clock", () => {
     expect(drop! - sw!, JSON.stringify(steps)).toBeGreaterThanOrEqual(SETTINGS.overlapSeconds);
     // the renewal came from the old CA (its key was still there), and nothing ever stopped verifying
     expect(broken).toEqual([]);
+  });
+});
+
+describe("a lost Secret when the CA this replica holds has no key: a new CA is unavoidable", () => {
+  it("publishes the new CA beside the old one and switches the served certificate only an overlap later; a client of the old caBundle keeps verifying until then", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(T0);
+    const ca = await createServingCA(SERVICE.name, SERVICE.namespace, SETTINGS.caValiditySeconds);
+    const leaf = await issueServingCertificate(ca, SERVICE.name, SERVICE.namespace, SETTINGS.certValiditySeconds);
+    // What a replica served and holds: certificate, key and ca.crt, but ca.key was already gone from it.
+    const held: Secret = {
+      apiVersion: "v1",
+      kind: "Secret",
+      type: "kubernetes.io/tls",
+      metadata: { ...TARGET, uid: "old-uid", resourceVersion: "7", annotations: { [CA_BUNDLE_CHANGED_AT]: new Date(T0).toISOString(), [SERVING_CHANGED_AT]: new Date(T0).toISOString() } },
+      data: { "tls.crt": b64(leaf.certPem), "tls.key": b64(leaf.keyPem), "ca.crt": b64(ca.certPem) },
+    };
+    const { core, secret } = fakeCore(undefined); // deleted
+    const oldCA = new X509Certificate(ca.certPem);
+    const steps: { at: number; step: RotationStep["kind"] }[] = [];
+    const brokenForOldClients: string[] = [];
+    let switched: number | undefined;
+    for (let t = 1; t <= 20; t++) {
+      const now = T0 + t * 1000;
+      vi.setSystemTime(now);
+      const step = await reconcileSecret(core, TARGET, SERVICE, SETTINGS, () => {}, now, held);
+      if (step.kind !== "none") steps.push({ at: t, step: step.kind });
+      const served = new X509Certificate(unb64(secret().data!["tls.crt"]));
+      if (step.kind === "switch") switched = t;
+      // Until the switch, a client that still trusts only the old caBundle verifies what is served.
+      if (switched === undefined && !(served.checkIssued(oldCA) && served.verify(oldCA.publicKey))) brokenForOldClients.push(`${t}s`);
+      const bundle = pemBlocks(unb64(secret().data!["ca.crt"]));
+      if (!bundle.some((c) => served.checkIssued(c) && served.verify(c.publicKey))) brokenForOldClients.push(`${t}s: not in ca.crt`);
+    }
+    expect(steps[0], JSON.stringify(steps)).toEqual({ at: 1, step: "add-ca" });
+    expect(switched, JSON.stringify(steps)).toBeDefined();
+    expect(switched! - 1).toBeGreaterThanOrEqual(SETTINGS.overlapSeconds);
+    expect(brokenForOldClients).toEqual([]);
+    expect(secret().metadata?.uid).toBeUndefined();
   });
 });

@@ -23,6 +23,7 @@ import { invoke, type HttpHandler } from "./helpers/lambda.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
 import { createPki, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 import { closeServer } from "./helpers/http.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const NS = `${V1}/namespaces/default`;
 const HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
@@ -164,7 +165,7 @@ describe("key rotation across runtimes", () => {
   });
 
   it("fails with 500 from the proxy when it signs with a key the functions do not have", async () => {
-    const stale = await startHarness({ pki, fake: h.fake, keys: `k0:${Buffer.alloc(32, 1).toString("base64")}`, proxyConfig: proxyConfig() });
+    const stale = await startHarness({ pki, fake: h.fake, keys: `k0:${fixtureKey(1).toString("base64")}`, proxyConfig: proxyConfig() });
     try {
       for (const runtime of runtimes) {
         const res = await stale.get(`${NS}/${runtime}_queue?labelSelector=queue%3Djobs`, as(HPA_USER));

@@ -274,6 +274,8 @@ describe("answers are checked before they are passed on", () => {
     ["a value whose MilliValue overflows int64", { value: "9223372036854775807" }, /items\[0\]\.value.*MilliValue/],
     ["an unknown suffix", { value: "5x" }, /items\[0\]\.value/],
     ["a timestamp that is not RFC 3339", { timestamp: "yesterday" }, /items\[0\]\.timestamp/],
+    ["a timestamp on 30 February (Date.parse reads 2 March)", { timestamp: "2026-02-30T00:00:00Z" }, /items\[0\]\.timestamp not an RFC 3339 time: "2026-02-30T00:00:00Z"/],
+    ["a timestamp on 29 February of 2100", { timestamp: "2100-02-29T00:00:00Z" }, /items\[0\]\.timestamp/],
     ["labels that are not an object", { metricLabels: "queue=jobs" }, /items\[0\]\.metricLabels/],
     ["a label that is not a string", { metricLabels: { n: 1 } }, /items\[0\]\.metricLabels/],
     ["a metricName that is not a string", { metricName: 7 }, /items\[0\]\.metricName/],

@@ -26,13 +26,14 @@ import {
 import { sqsConfigHead } from "./helpers/emulator.ts";
 import { fcRuns } from "./helpers/fc.ts";
 import { startWorker, type RunningWorker } from "./helpers/worker.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const NODE = nodeCryptoHmac()!;
 const IMPLEMENTATIONS: [string, HmacSha256][] = [
   ["node:crypto", NODE],
   ["webcrypto", webCryptoHmac],
 ];
-const KEYS = `k1:${Buffer.alloc(32, 7).toString("base64url")}`;
+const KEYS = `k1:${fixtureKey(7).toString("base64url")}`;
 const [KEY] = parseSigningKeys(KEYS) as [SigningKey];
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const HPA = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts"], extra: {} };

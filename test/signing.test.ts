@@ -7,6 +7,7 @@
  * (scheme, host and port the proxy addressed, or BRIDGE_AUDIENCE), through
  * the app and through a real Node server (host-rewrite replay).
  */
+import { createHash, randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { fcRuns } from "./helpers/fc.ts";
@@ -19,6 +20,7 @@ import {
   canonicalRequest,
   parseAudience,
   parseMaxSkew,
+  keyWeakness,
   parseSigningKeys,
   SIGNATURE_HEADERS,
   signatureAuthenticator,
@@ -30,10 +32,11 @@ import {
   type SigningKey,
 } from "../shared/signing.ts";
 import { expectStatus } from "./helpers/contract.ts";
+import { fixtureKey } from "./helpers/keys.ts";
 
 const NOW = Date.UTC(2026, 10, 21, 9, 13, 30);
-const secretA = Buffer.alloc(32, 1).toString("base64");
-const secretB = Buffer.alloc(48, 2).toString("base64url");
+const secretA = fixtureKey(1).toString("base64");
+const secretB = Buffer.concat([fixtureKey(2), fixtureKey("2b").subarray(0, 16)]).toString("base64url");
 const KEYS_TEXT = `key-a:${secretA},key-b:${secretB}`;
 const [KEY_A, KEY_B] = parseSigningKeys(KEYS_TEXT) as [SigningKey, SigningKey];
 const HPA: Caller = {
@@ -80,7 +83,8 @@ describe("signing keys", () => {
     ]);
     expect(parseSigningKeys(` only:${secretA} `).map((k) => k.id)).toEqual(["only"]);
     // Secrets with '+' and '/' (base64) and '-' and '_' (base64url) both decode to the same bytes.
-    const bytes = Buffer.from(Array.from({ length: 33 }, (_, i) => 250 - i));
+    const bytes = Buffer.concat([Buffer.from([0xfb, 0xef, 0xff]), fixtureKey("b64")]);
+    expect(bytes.toString("base64")).toMatch(/^\+\+\/\//);
     expect(Buffer.from(parseSigningKeys(`x:${bytes.toString("base64")}`)[0]!.secret)).toEqual(bytes);
     expect(Buffer.from(parseSigningKeys(`x:${bytes.toString("base64url")}`)[0]!.secret)).toEqual(bytes);
   });
@@ -96,6 +100,38 @@ describe("signing keys", () => {
   ])("refuses %j", (text, message) => {
     expect(() => parseSigningKeys(text)).toThrow(SigningKeyError);
     expect(() => parseSigningKeys(text)).toThrow(message);
+  });
+
+  it.each([
+    ["32 zero bytes", Buffer.alloc(32), /not random enough \(its 32 bytes take only 1 distinct value: at most 0 bits/],
+    ["64 bytes of 0x07", Buffer.alloc(64, 7), /only 1 distinct value/],
+    ["a word repeated", Buffer.from("hunter2!".repeat(4)), /only 8 distinct values: at most 96 bits, fewer than 128/],
+    ["a 16-byte random key pasted twice", Buffer.concat([fixtureKey(1).subarray(0, 16), fixtureKey(1).subarray(0, 16)]), /bytes repeat a 16-byte pattern/],
+    ["a counter 0, 1, 2, …", Buffer.from(Array.from({ length: 32 }, (_, i) => i)), /differences between successive bytes take only 1 distinct value/],
+    ["a stride of 37", Buffer.from(Array.from({ length: 40 }, (_, i) => (i * 37) & 0xff)), /differences between successive bytes take only 1/],
+    ["few symbols", Buffer.from(Array.from({ length: 32 }, (_, i) => [1, 2, 3, 4, 200, 201, 202, 203][(i * 5 + (i >> 2)) % 8]!)), /at most 96 bits/],
+  ])("refuses a low-entropy secret: %s", (_what, secret, message) => {
+    const text = `k:${secret.toString("base64")}`;
+    expect(() => parseSigningKeys(text)).toThrow(SigningKeyError);
+    expect(() => parseSigningKeys(text)).toThrow(message);
+    expect(() => parseSigningKeys(text)).toThrow(/openssl rand -base64 32/);
+    expect(keyWeakness(secret)).toBeDefined();
+  });
+
+  it("accepts random secrets of 32 to 96 bytes, and hex or base64 text used as the secret (property)", () => {
+    // A random key is SHA-256 output (fast-check's byte arrays favour small values and repeats, unlike a key generator).
+    const keyOf = (seed: string, length: number) =>
+      Buffer.concat(Array.from({ length: Math.ceil(length / 32) }, (_, i) => createHash("sha256").update(`${seed}\0${i}`).digest())).subarray(0, length);
+    fc.assert(
+      fc.property(fc.string(), fc.integer({ min: 32, max: 96 }), fc.constantFrom("raw", "hex", "base64"), (seed, length, form) => {
+        const key = keyOf(seed, length);
+        const secret = form === "raw" ? key : Buffer.from(key.toString(form as "hex" | "base64"));
+        expect(keyWeakness(secret)).toBeUndefined();
+        expect(parseSigningKeys(`k:${secret.toString("base64")}`)[0]!.secret.length).toBe(secret.length);
+      }),
+      fcRuns(500),
+    );
+    for (let i = 0; i < 2000; i++) expect(keyWeakness(randomBytes(32))).toBeUndefined();
   });
 
   it("never echoes the secret in errors", () => {
@@ -233,7 +269,7 @@ describe("sign and verify", () => {
   });
 
   it("refuses unknown key ids", async () => {
-    const stranger = parseSigningKeys(`key-c:${Buffer.alloc(32, 9).toString("base64")}`)[0]!;
+    const stranger = parseSigningKeys(`key-c:${fixtureKey(9).toString("base64")}`)[0]!;
     expect((await rejection(toRequest(await signed({ key: stranger })))).message).toMatch(/unknown key id "key-c"/);
   });
 

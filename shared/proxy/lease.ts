@@ -10,6 +10,14 @@
  *   plus `leaseDurationSeconds` (client-go's `observedTime`) — never by
  *   comparing the holder's `renewTime` with our clock, so clock skew between
  *   nodes cannot make two holders;
+ * - every duration measured locally (the lease as observed, the holder's
+ *   renew deadline) is measured on a MONOTONIC clock (`performance.now()`,
+ *   Node docs "perf_hooks": not subject to system clock adjustments), so a
+ *   wall-clock step (NTP, an administrator, a VM resumed) can neither make a
+ *   candidate judge a held Lease expired early (step forward) nor keep a
+ *   holder that cannot renew leading past its renew deadline (step back).
+ *   The wall clock is only what is written into the Lease (`acquireTime`,
+ *   `renewTime`, MicroTime), where other readers see it as information;
  * - writes are `create` / `update` with the read `resourceVersion`, so of two
  *   candidates racing only one succeeds (the other gets 409);
  * - the holder renews every `retryPeriodMs`; when it could not renew for
@@ -39,7 +47,13 @@ export interface LeaderElectionOptions {
   /** how often candidates try and the holder renews, ms (default 2 000) */
   retryPeriodMs?: number;
   log: Logger;
+  /** wall clock, ms since the epoch, for the times written into the Lease (default `Date.now`) */
   now?: () => number;
+  /**
+   * monotonic clock, ms from an arbitrary origin, for every duration judged
+   * locally (default `performance.now`; must never go back)
+   */
+  monotonic?: () => number;
 }
 
 /**
@@ -49,9 +63,9 @@ export class LeaderElector {
   readonly #o: Required<LeaderElectionOptions>;
   readonly #kc: KubeClient;
   #leading = false;
-  /** local time of our last successful renewal, ms */
+  /** monotonic time of our last successful renewal, ms */
   #renewedAt = 0;
-  /** the record last seen and the local time it was first seen, ms (client-go observedRecord/observedTime) */
+  /** the record last seen and the monotonic time it was first seen, ms (client-go observedRecord/observedTime) */
   #observed: { raw: string; at: number } | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #stopped = true;
@@ -64,6 +78,7 @@ export class LeaderElector {
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
       now: Date.now,
+      monotonic: () => performance.now(),
       ...options,
     };
     if (this.#o.renewDeadlineMs >= this.#o.leaseDurationSeconds * 1000) {
@@ -88,7 +103,7 @@ export class LeaderElector {
    * before another candidate can take over).
    */
   isLeader(): boolean {
-    return this.#leading && this.#o.now() - this.#renewedAt < this.#o.renewDeadlineMs;
+    return this.#leading && this.#o.monotonic() - this.#renewedAt < this.#o.renewDeadlineMs;
   }
 
   /** Call `listener` when this candidate starts / stops leading. */
@@ -154,9 +169,9 @@ export class LeaderElector {
 
   async #attempt(): Promise<void> {
     try {
-      const ok = await this.#tryAcquireOrRenew();
+      const ok = await this.#tryAcquireOrRenew(this.#o.monotonic());
       if (ok) {
-        this.#renewedAt = this.#o.now();
+        this.#renewedAt = this.#o.monotonic();
         this.#setLeading(true);
       } else {
         this.#setLeading(false);
@@ -175,11 +190,15 @@ export class LeaderElector {
     for (const l of this.#listeners[leading ? "started" : "stopped"]) l();
   }
 
-  /** client-go `tryAcquireOrRenew`. @returns whether we hold the Lease now */
-  async #tryAcquireOrRenew(): Promise<boolean> {
+  /**
+   * client-go `tryAcquireOrRenew`.
+   *
+   * @param tick the monotonic time of this attempt, ms
+   * @returns whether we hold the Lease now
+   */
+  async #tryAcquireOrRenew(tick: number): Promise<boolean> {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
-    const nowMs = this.#o.now();
-    const now = microTime(nowMs);
+    const now = microTime(this.#o.now());
     let lease: Lease | undefined;
     try {
       lease = await this.#kc.get<Lease>(this.#path(), this.#deadline());
@@ -207,11 +226,11 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const raw = JSON.stringify([spec.holderIdentity, spec.renewTime, spec.acquireTime, spec.leaseDurationSeconds, spec.leaseTransitions]);
-    if (this.#observed?.raw !== raw) this.#observed = { raw, at: nowMs };
+    if (this.#observed?.raw !== raw) this.#observed = { raw, at: tick };
     const holder = spec.holderIdentity ?? "";
     const duration = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
     const heldByOther = holder !== "" && holder !== identity;
-    if (heldByOther && this.#observed.at + duration > nowMs) return false;
+    if (heldByOther && this.#observed.at + duration > tick) return false;
     const next: Lease = {
       ...lease,
       spec: {

@@ -44,9 +44,26 @@
  *    than 2 × overlap left is first renewed from the old CA: it must last
  *    until step (b) without forcing (b) early.
  *
- * A Secret that is absent, or whose certificate is unusable while no CA key
- * can repair it, is replaced by a fresh CA and certificate (nothing works with
- * it anyway).
+ * A Secret that is deleted, or whose certificate is unusable while no CA key
+ * in it can repair it (corrupted, overwritten), must not cut off clients that
+ * trust the `caBundle` published before. Every replica therefore holds in
+ * memory the last usable Secret it saw (what it serves, with `ca.key`), and
+ * the writer plans from THAT content instead:
+ *
+ * - held certificate and CA still good: the Secret is re-created with them
+ *   as they were (step "restore"; `caBundle` and the served certificate do
+ *   not change at all);
+ * - held certificate due but its CA good: a new certificate from the held CA
+ *   (`caBundle` does not change);
+ * - held CA without its key or about to expire, held certificate still valid:
+ *   the CA rotation above from step (a) — the new CA is published beside the
+ *   old one and the served certificate changes only an overlap later.
+ *
+ * Only when nothing usable is held (a replica started after the Secret was
+ * lost, or the held certificate has expired) is a fresh CA and certificate
+ * made at once: nothing chains to the old caBundle anyway. To replace a CA on
+ * purpose (e.g. its key leaked) remove `ca.key` from the Secret: that starts
+ * the overlapped rotation; deleting the Secret no longer does.
  *
  * Certificates are inspected with node:crypto (`pem.ts`) and made in a
  * short-lived worker thread (`cert-generation.ts`): a replica following the
@@ -61,6 +78,7 @@ import type { X509Certificate } from "node:crypto";
 import { createServingCAPem, createServingPair, issueServingPem } from "./cert-generation.ts";
 import { certificatePem, certificatesFromPem, dnsNames, keyMatchesCertificate, notAfter, notBefore, serviceDnsNames, signedBy } from "./pem.ts";
 import type { LeaderElector } from "./lease.ts";
+import { parseRfc3339 } from "../k8s/time.ts";
 import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import type { ServiceName, ServingMaterial } from "./tls.ts";
@@ -122,8 +140,7 @@ function decode(secret: Secret | undefined): Stored | undefined {
   const data = secret.data ?? {};
   const get = (k: string) => (data[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined);
   const time = (k: string) => {
-    const t = Date.parse(secret.metadata?.annotations?.[k] ?? "");
-    return Number.isFinite(t) ? t : undefined;
+    return parseRfc3339(secret.metadata?.annotations?.[k]);
   };
   const out: Stored = {};
   const set = <K extends keyof Stored>(k: K, v: Stored[K] | undefined) => {
@@ -207,6 +224,7 @@ export async function servingFromSecret(secret: Secret | undefined, service: Ser
 export type RotationStep =
   | { kind: "none" }
   | { kind: "create"; reason: string }
+  | { kind: "restore"; reason: string }
   | { kind: "reissue"; reason: string }
   | { kind: "add-ca"; reason: string }
   | { kind: "switch"; reason: string }
@@ -267,7 +285,10 @@ export async function planRotation(secret: Secret | undefined, service: ServiceN
 }
 
 /**
- * The Secret body after a step (undefined for "none"). New certificates are
+ * The Secret body after a step (undefined for "none"). The certificates and
+ * keys come from `base` (the stored Secret, or the held one when the stored
+ * one was lost), the object's metadata (resourceVersion for the replace) from
+ * `existing` (the stored Secret). New certificates are
  * made in a worker thread (`cert-generation.ts`) with validity counted from
  * `now`; `workerThreadId` is that thread's id (undefined when nothing was made).
  *
@@ -275,19 +296,20 @@ export async function planRotation(secret: Secret | undefined, service: ServiceN
  */
 async function applyStep(
   step: RotationStep,
-  secret: Secret | undefined,
+  base: Secret | undefined,
+  existing: Secret | undefined,
   target: { namespace: string; name: string },
   service: ServiceName,
   settings: RotationSettings,
   now: number,
 ): Promise<{ body: Secret; workerThreadId: number | undefined } | undefined> {
-  const s = decode(secret) ?? {};
+  const s = decode(base) ?? {};
   const p = parse(s);
   const stamp = new Date(now).toISOString();
   let certPem = s.certPem;
   let keyPem = s.keyPem;
   let caKeyPem = s.caKeyPem;
-  const annotations: Record<string, string> = { ...(secret?.metadata?.annotations ?? {}) };
+  const annotations: Record<string, string> = { ...(existing?.metadata?.annotations ?? {}), ...(base?.metadata?.annotations ?? {}) };
   let workerThreadId: number | undefined;
   const issueFrom = async (caCert: X509Certificate, caKey: string) => {
     const serving = await issueServingPem({ certPem: certificatePem(caCert), keyPem: caKey }, service.name, service.namespace, settings.certValiditySeconds, now);
@@ -300,6 +322,8 @@ async function applyStep(
   switch (step.kind) {
     case "none":
       return undefined;
+    case "restore":
+      break;
     case "create": {
       const { ca, serving, threadId } = await createServingPair(service.name, service.namespace, settings.caValiditySeconds, settings.certValiditySeconds, now);
       workerThreadId = threadId;
@@ -336,14 +360,14 @@ async function applyStep(
     kind: "Secret",
     type: "kubernetes.io/tls",
     metadata: {
-      ...(secret?.metadata ?? {}),
+      ...(existing?.metadata ?? {}),
       name: target.name,
       namespace: target.namespace,
-      labels: { ...(secret?.metadata?.labels ?? {}), "app.kubernetes.io/name": "external-metrics-bridge-proxy", "app.kubernetes.io/component": "serving-certificate" },
+      labels: { ...(existing?.metadata?.labels ?? {}), "app.kubernetes.io/name": "external-metrics-bridge-proxy", "app.kubernetes.io/component": "serving-certificate" },
       annotations,
     },
     data: {
-      ...(secret?.data ?? {}),
+      ...(existing?.data ?? {}),
       "tls.crt": b64(certPem!),
       "tls.key": b64(keyPem!),
       "ca.crt": b64(caPems.join("\n") + "\n"),
@@ -354,10 +378,37 @@ async function applyStep(
 }
 
 /**
+ * The step and the content it starts from: the stored Secret's plan, unless
+ * that plan is "create" (absent, or unusable beyond repair) and the held
+ * Secret (the last usable one this replica saw) still has something usable —
+ * then the held Secret's plan, with "none" meaning "restore" it as it was.
+ */
+async function planWithHeld(
+  secret: Secret | undefined,
+  held: Secret | undefined,
+  service: ServiceName,
+  settings: RotationSettings,
+  now: number,
+): Promise<{ step: RotationStep; base: Secret | undefined }> {
+  const step = await planRotation(secret, service, settings, now);
+  if (step.kind !== "create" || held === undefined) return { step, base: secret };
+  const fromHeld = await planRotation(held, service, settings, now);
+  if (fromHeld.kind === "create") return { step, base: secret };
+  const lost = `${step.reason}; continuing from the certificate and CA held in memory`;
+  if (fromHeld.kind === "none") return { step: { kind: "restore", reason: lost }, base: held };
+  return { step: { kind: fromHeld.kind, reason: `${lost}: ${fromHeld.reason}` }, base: held };
+}
+
+/**
  * Take the writer's next step once: read the Secret, plan, write (create, or
  * replace with the read resourceVersion — a concurrent write makes it 409,
  * and the step is planned again from the newer Secret next time).
  *
+ * @param now "now", ms since the epoch (default `Date.now()`)
+ * @param held the last usable Secret this replica saw (kept in memory by
+ *   {@link startSecretServing}): when the stored Secret is absent or unusable
+ *   beyond repair, the writer continues from it (step "restore", or the
+ *   rotation steps from its CA) instead of making a new CA without overlap
  * @returns the step taken (`none` when nothing was due or the write lost a race)
  * @throws Error when the API refuses for another reason (e.g. RBAC)
  */
@@ -368,6 +419,7 @@ export async function reconcileSecret(
   settings: RotationSettings,
   log: Logger,
   now = Date.now(),
+  held?: Secret,
 ): Promise<RotationStep> {
   let secret: Secret | undefined;
   try {
@@ -375,8 +427,8 @@ export async function reconcileSecret(
   } catch (err) {
     if (apiStatus(err) !== 404) throw new Error(`reading Secret ${target.namespace}/${target.name}: ${(err as Error).message}`);
   }
-  const step = await planRotation(secret, service, settings, now);
-  const applied = await applyStep(step, secret, target, service, settings, now);
+  const { step, base } = await planWithHeld(secret, held, service, settings, now);
+  const applied = await applyStep(step, base, secret, target, service, settings, now);
   if (applied === undefined) return step;
   const body = applied.body;
   try {
@@ -435,6 +487,8 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
   const fieldSelector = `metadata.name=${target.name}`;
   const where = `${target.namespace}/${target.name}`;
   let current: ServingMaterial | undefined;
+  /** the Secret `current` came from (with `ca.key`): what the writer continues from if the Secret is lost */
+  let held: Secret | undefined;
   const listeners: ((m: ServingMaterial) => void)[] = [];
   const waiters: ((m: ServingMaterial) => void)[] = [];
   let stopped = false;
@@ -455,6 +509,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
         return;
       }
       lastProblem = undefined;
+      held = secret;
       const next = seen.material;
       if (current !== undefined && next.certPem === current.certPem && next.keyPem === current.keyPem && next.caPem === current.caPem) return;
       const first = current === undefined;
@@ -491,7 +546,7 @@ export function startSecretServing(options: SecretServingOptions): SecretServing
         let step: RotationStep;
         // Up to 3 steps at once (e.g. a fresh Secret), each from the Secret just written.
         for (let i = 0; i < 3; i++) {
-          step = await reconcileSecret(kc, target, service, settings, log);
+          step = await reconcileSecret(kc, target, service, settings, log, Date.now(), held);
           // Serve (and publish, through onChange → the APIService) what was just
           // written without waiting for the watch: the overlap of the next step
           // counts from the write, so a lagging watch must not delay caBundle.

@@ -11,6 +11,7 @@
  * apimachinery `pkg/api/resource/quantity.go` (the Quantity grammar).
  */
 import { fitsMilliValue, parseDecimal, QuantityError, type Decimal } from "../k8s/quantity.ts";
+import { parseRfc3339 } from "../k8s/time.ts";
 import { clampRetryAfter, MAX_RETRY_AFTER_SECONDS, MIN_RETRY_AFTER_SECONDS } from "../k8s/status.ts";
 
 /**
@@ -101,7 +102,8 @@ export function checkValueList(text: string): void {
       }
     }
     const ts = item["timestamp"];
-    if (typeof ts !== "string" || !RFC3339.test(ts) || Number.isNaN(Date.parse(ts))) {
+    // The shape Go reads, and a date that exists (Date.parse takes 2026-02-30 as 2 March).
+    if (typeof ts !== "string" || !RFC3339.test(ts) || parseRfc3339(ts) === undefined) {
       throw new ValueListError(`${at}.timestamp`, `with ${at}.timestamp not an RFC 3339 time: ${JSON.stringify(typeof ts === "string" ? ts.slice(0, 40) : ts)}`);
     }
     const window = item["window"];

@@ -75,6 +75,8 @@ export interface StsFake {
   oidcReads: number;
   /** when set, STS answers this status with an OAuth error */
   stsFailWith: { status: number; error: string; description: string } | undefined;
+  /** when set, generateAccessToken answers this `expireTime` text (a malformed or impossible time) */
+  expireTimeText: string | undefined;
   /** an `external_account` credential configuration pointing at this fake */
   credentialConfig(kind: "aws" | "oidc-url", options?: { impersonate?: boolean; region?: string }): Record<string, unknown>;
   close(): Promise<void>;
@@ -100,6 +102,7 @@ export async function startStsFake(issued: Map<string, string>, now: () => numbe
     impersonations: [],
     oidcReads: 0,
     stsFailWith: undefined,
+    expireTimeText: undefined,
     credentialConfig(kind, options = {}) {
       const impersonation = options.impersonate
         ? { service_account_impersonation_url: `${fake.origin}/v1/projects/-/serviceAccounts/${fake.serviceAccount}:generateAccessToken` }
@@ -251,7 +254,7 @@ export async function startStsFake(issued: Map<string, string>, now: () => numbe
         if (!(lifetime > 0 && lifetime <= 3600)) return fail(400, "INVALID_ARGUMENT", "lifetime");
         const token = `ya29.impersonated-${++counter}`;
         issued.set(token, m[1]!);
-        return json(200, { accessToken: token, expireTime: new Date(now() + lifetime * 1000).toISOString().replace(/\.\d{3}Z$/, "Z") });
+        return json(200, { accessToken: token, expireTime: fake.expireTimeText ?? new Date(now() + lifetime * 1000).toISOString().replace(/\.\d{3}Z$/, "Z") });
       }
       json(404, { error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: "NOT_FOUND" } });
     });

@@ -114,6 +114,8 @@ export interface FakeKubeApiServer {
   holdSecretEvents(): () => void;
   /** store a Secret as an administrator would (watchers get ADDED/MODIFIED) */
   setSecret(namespace: string, name: string, secret: { type?: string; data: Record<string, string>; metadata?: Record<string, unknown> }): void;
+  /** delete a Secret as an administrator would (watchers get DELETED) */
+  deleteSecret(namespace: string, name: string): void;
   setConfigMap(namespace: string, name: string, data: Record<string, string>): void;
   deleteConfigMap(namespace: string, name: string): void;
   getSecret(namespace: string, name: string): KubeObject | undefined;
@@ -233,6 +235,13 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const obj: KubeObject = { apiVersion: "v1", kind: "Secret", type: secret.type ?? "kubernetes.io/tls", data: secret.data, metadata: { ...(secret.metadata ?? {}), name, namespace, resourceVersion: nextRV() } };
       secrets.set(key, obj);
       notify(type, obj);
+    },
+    deleteSecret(namespace, name) {
+      const key = `${namespace}/${name}`;
+      const obj = secrets.get(key);
+      if (obj === undefined) return;
+      secrets.delete(key);
+      notify("DELETED", { ...obj, metadata: { ...obj.metadata, resourceVersion: nextRV() } });
     },
     setConfigMap(namespace, name, data) {
       const key = `${namespace}/${name}`;

@@ -32,7 +32,7 @@ export function seriesToJson(s: StoredSeries) {
     resource: { type: s.resourceType, labels: s.resourceLabels ?? {} },
     metricKind: s.metricKind ?? "GAUGE",
     valueType: s.valueType ?? "INT64",
-    points: s.points.map((p) => ({ interval: { startTime: rfc3339(p.start ?? p.end), endTime: rfc3339(p.end) }, value: p.value })),
+    points: s.points.map((p) => ({ interval: { startTime: p.endText ?? rfc3339(p.start ?? p.end), endTime: p.endText ?? rfc3339(p.end) }, value: p.value })),
   };
 }
 

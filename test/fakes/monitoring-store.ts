@@ -19,6 +19,8 @@ export type TypedValueJson = { int64Value: string } | { doubleValue: number } | 
 export interface StoredPoint {
   start?: number;
   end: number;
+  /** `interval.endTime` as the REST fake sends it instead of `end` (a malformed or impossible time); the store still files the point at `end` */
+  endText?: string;
   value: TypedValueJson;
 }
 

@@ -252,6 +252,11 @@ class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
     const where = `provider ${this.name}: ListTimeSeries for ${item.what}`;
     const fail = (error: StatusError): Outcome<Reading> => ({ ok: false, error });
     const from = now - item.shape.lookbackSeconds * 1000;
+    // A point whose interval is not a real RFC 3339 time (transport.ts parseRfc3339: NaN)
+    // makes the series a failed read: never skipped, never a value.
+    if (matched.some((s) => s.points.some((p) => !Number.isFinite(p.endTime) || !Number.isFinite(p.startTime)))) {
+      return fail(serviceUnavailable(`${where}: the answer holds a point whose interval is not a valid RFC 3339 time; no value is reported`));
+    }
     const withPoints = matched.filter((s) => s.points.some((p) => p.endTime > from && p.endTime <= now));
     if (withPoints.length > 1) {
       return fail(

@@ -16,6 +16,7 @@
  * `test/gcp.transports.test.ts` proves it on the same fixtures).
  */
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
+import { parseRfc3339 as parseStrictRfc3339 } from "../../k8s/time.ts";
 import type { ProviderTransports, RuntimeEnv } from "../types.ts";
 import type { MonitoringProviderConfig } from "./schema.ts";
 
@@ -100,12 +101,14 @@ export type MonitoringTransportFactory = (context: TransportContext) => Monitori
 /** Key of the transport override in `RuntimeEnv.transports`. */
 export const TRANSPORT_KEY = "gcp-monitoring" satisfies keyof ProviderTransports;
 
-/** Parse an RFC 3339 timestamp (`2024-05-01T10:00:00.123456789Z`) to ms since epoch; NaN when invalid. */
+/**
+ * Parse an RFC 3339 timestamp (`2024-05-01T10:00:00.123456789Z`) to ms since
+ * epoch, strictly (`shared/k8s/time.ts`: the §5.6 grammar and real calendar
+ * dates); NaN when invalid — the provider fails the series of such a point
+ * (`index.ts`), it never reports a value from it.
+ */
 export function parseRfc3339(text: string): number {
-  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})$/.exec(text);
-  if (!m) return Number.NaN;
-  const ms = (m[2] ?? "").padEnd(3, "0").slice(0, 3);
-  return Date.parse(`${m[1]}.${ms}${m[3]}`);
+  return parseStrictRfc3339(text) ?? Number.NaN;
 }
 
 /** ms since epoch as RFC 3339 with millisecond precision. */

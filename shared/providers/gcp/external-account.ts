@@ -43,6 +43,7 @@ import { SignatureV4 } from "@smithy/signature-v4";
 import { readBounded } from "../../bounded-body.ts";
 import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
+import { parseRfc3339 } from "../../k8s/time.ts";
 import { parseRetryAfter } from "../backoff.ts";
 import type { ExternalAccountConfig } from "./credentials.ts";
 import { jsonOrUndefined } from "./errors.ts";
@@ -190,8 +191,10 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
       signal,
     });
     const impersonated = impersonationResponseSchema.safeParse(answer.body);
-    const expiresAt = impersonated.success ? Date.parse(impersonated.data.expireTime) : Number.NaN;
-    if (!impersonated.success || Number.isNaN(expiresAt)) throw serviceUnavailable(`${this.where}: generateAccessToken's answer has no accessToken/expireTime`);
+    const expiresAt = impersonated.success ? parseRfc3339(impersonated.data.expireTime) : undefined;
+    if (!impersonated.success || expiresAt === undefined) {
+      throw serviceUnavailable(`${this.where}: generateAccessToken's answer has no accessToken or no RFC 3339 expireTime`);
+    }
     return { token: impersonated.data.accessToken, expiresAt };
   }
 
