@@ -1,0 +1,83 @@
+/**
+ * The policy worker thread (policy-worker.ts starts it): decides
+ * AdmissionReviews (admission-review.ts) against its own compiled copy of
+ * the cluster policies, and vets policy objects (objects.ts
+ * `compilePolicyObject`), one task at a time, answering each with a
+ * {@link WorkerReply}. The host terminates it when a task passes its budget.
+ * Built as its own entry point `policy-worker.mjs` in the proxy bundle
+ * (infra/proxy/build.ts).
+ *
+ * @throws Error at load when started outside a worker thread
+ */
+import { isMainThread, parentPort } from "node:worker_threads";
+import { StatusError } from "../k8s/status.ts";
+import type { PolicySet } from "../policy/evaluate.ts";
+import { compilePolicyObject } from "../policy/objects.ts";
+import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
+import { parseReview, reviewText, type ReviewDraft } from "./admission-review.ts";
+import { restorePolicySet, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
+
+if (isMainThread || parentPort === null) throw new Error("policy-worker-entry runs only as a worker thread of policy-worker.ts");
+const port = parentPort;
+
+/** The policy set loaded last, and its generation. */
+let policies: { generation: number; set: PolicySet | undefined } | undefined;
+/** Compiled patterns by source, reused across loads (a rebuild changes few); cleared past 100 000 entries. */
+let patterns = new Map<string, MetricPattern>();
+
+function compileCached(source: string): MetricPattern {
+  let p = patterns.get(source);
+  if (p === undefined) {
+    p = compileMetricPattern(source);
+    if (patterns.size >= 100_000) patterns = new Map();
+    patterns.set(source, p);
+  }
+  return p;
+}
+
+function run(id: number, task: WorkerTask): unknown {
+  switch (task.op) {
+    case "policies": {
+      policies = { generation: task.generation, set: task.set === undefined ? undefined : restorePolicySet(task.set, compileCached) };
+      return null;
+    }
+    case "review": {
+      if (task.unavailable === true) {
+        const { request } = parseReview(task.text);
+        port.postMessage({ id, uid: request.uid } satisfies WorkerReply);
+        throw Object.assign(new Error("the cluster policies could not be loaded into the webhook's worker within its CPU budget"), { unavailable: true });
+      }
+      const set = task.generation !== undefined && policies?.generation === task.generation ? policies.set : undefined;
+      if (task.generation !== undefined && set === undefined) throw new Error("the review's policy set is not loaded");
+      const draft: ReviewDraft = reviewText(
+        task.path,
+        task.text,
+        { policies: set, mode: task.mode, whenNoneApply: task.whenNoneApply, authenticated: task.authenticated },
+        (uid) => port.postMessage({ id, uid } satisfies WorkerReply),
+      );
+      return draft;
+    }
+    case "vet": {
+      const { policy, issues, conditions } = compilePolicyObject(task.obj, new Date(task.nowMs));
+      return { valid: policy !== undefined && issues.length === 0, issues, conditions } satisfies VetResult;
+    }
+  }
+}
+
+port.on("message", (message: { id: number } & WorkerTask) => {
+  const { id } = message;
+  let reply: WorkerReply;
+  try {
+    reply = { id, ok: true, result: run(id, message) };
+  } catch (err) {
+    const e = err as Error & { unavailable?: boolean };
+    reply = {
+      id,
+      ok: false,
+      message: e instanceof Error ? e.message : String(err),
+      ...(err instanceof StatusError ? { status: { code: err.code, message: err.message } } : {}),
+      ...(e.unavailable === true ? { unavailable: true } : {}),
+    };
+  }
+  port.postMessage(reply);
+});
