@@ -88,7 +88,7 @@ describe("proxy bundle", () => {
     try {
       const obj = { apiVersion: "external-metrics-bridge.io/v1alpha1", kind: "ExternalMetricPolicy", metadata: { name: "p", namespace: "a" }, spec: { rules: [{ metric: "(?:\\pL|\\pN){1000}", deny: true }] } };
       const reply = await new Promise<any>((resolve, reject) => {
-        worker.on("message", resolve);
+        worker.on("message", (m: { id?: number }) => m.id === 1 && resolve(m));
         worker.on("error", reject);
         worker.postMessage({ id: 1, op: "vet", obj, nowMs: 0 });
       });

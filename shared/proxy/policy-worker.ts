@@ -8,7 +8,8 @@
  * isolate; `worker.terminate()` stops JavaScript execution as soon as possible).
  *
  * - **One task at a time**, in order; a task's budget runs from the moment it
- *   is handed to the worker. A task over its budget: the worker is
+ *   is handed to a worker that has loaded its modules (a new worker gets
+ *   {@link START_BUDGET_MS} for that). A task over its budget: the worker is
  *   terminated (whatever it was computing stops), the task fails with
  *   {@link BudgetExceededError}, and a new worker starts for the next task.
  * - **Policies.** A review of an HPA needs the cluster policies: the
@@ -38,6 +39,8 @@ export const REVIEW_BUDGET_MS = 2_000;
 export const POLICIES_BUDGET_MS = 5_000;
 /** Budget of vetting one policy object in the worker, ms. */
 export const VET_BUDGET_MS = 2_000;
+/** Longest a new worker may take to load its modules (not counted in the budgets above), ms. */
+export const START_BUDGET_MS = 10_000;
 
 /** A task that passed its budget; the worker that ran it was terminated. */
 export class BudgetExceededError extends Error {
@@ -138,6 +141,7 @@ export type WorkerTask =
 
 /** What the worker answers (worker → host): `uid` early for a review, then one result or error. */
 export type WorkerReply =
+  | { ready: true }
   | { id: number; uid: string }
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; message: string; status?: { code: number; message: string }; unavailable?: boolean };
@@ -204,6 +208,8 @@ export class PolicyWorker {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #nextId = 1;
   #closed = false;
+  /** whether the current worker has loaded its modules (budgets run from then) */
+  #ready = false;
   readonly #generations = new WeakMap<PolicySet, number>();
   #generation = 0;
   /** counters for logs and tests: workers started, tasks over budget (each terminated a worker), tasks done */
@@ -298,8 +304,17 @@ export class PolicyWorker {
       next.task = { ...next.task, generation: undefined, unavailable: true };
     }
     this.#running = next;
-    this.#timer = setTimeout(() => this.#overBudget(next), next.budgetMs);
+    // The budget counts the task's own work: it starts once the worker has loaded its modules.
+    if (this.#ready) this.#timer = setTimeout(() => this.#overBudget(next), next.budgetMs);
     worker.postMessage({ id: next.id, ...next.task });
+  }
+
+  #onReady(worker: Worker): void {
+    if (worker !== this.#worker) return;
+    this.#ready = true;
+    clearTimeout(this.#timer);
+    const p = this.#running;
+    if (p !== undefined) this.#timer = setTimeout(() => this.#overBudget(p), p.budgetMs);
   }
 
   #ensure(): Worker {
@@ -308,6 +323,10 @@ export class PolicyWorker {
     worker.unref();
     this.stats.started++;
     this.#loaded = undefined;
+    this.#ready = false;
+    // A worker that never finishes loading counts against the task waiting for it.
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#running !== undefined && this.#overBudget(this.#running), START_BUDGET_MS);
     worker.on("message", (reply: WorkerReply) => this.#reply(worker, reply));
     worker.on("error", (err: Error) => this.#lost(worker, `the policy worker failed: ${err.message}`));
     worker.on("exit", (code) => this.#lost(worker, `the policy worker exited (code ${code})`));
@@ -316,6 +335,7 @@ export class PolicyWorker {
   }
 
   #reply(worker: Worker, reply: WorkerReply): void {
+    if ("ready" in reply) return this.#onReady(worker);
     const p = this.#running;
     if (worker !== this.#worker || p === undefined || reply.id !== p.id) return;
     if ("uid" in reply) {
