@@ -170,8 +170,9 @@ export function checkPatternCost(cost: PatternCost): void {
  * Check the `metric` patterns of one policy together against
  * {@link MAX_POLICY_PATTERN_COST} and {@link MAX_POLICY_PATTERN_FANOUT},
  * before any is compiled (each pattern's own bounds are
- * {@link compileMetricPattern}'s). Values that are not strings, or longer
- * than {@link MAX_PATTERN_LENGTH}, count nothing (they are refused on their own).
+ * {@link compileMetricPattern}'s). Values that are not strings, longer
+ * than {@link MAX_PATTERN_LENGTH} or over one pattern's bounds count nothing
+ * (they are refused on their own, also before compiling).
  *
  * @param patterns the rules' `metric` values, in rule order
  * @returns undefined within the bounds, else the index of the rule at which
@@ -183,6 +184,8 @@ export function checkPolicyPatterns(patterns: readonly unknown[]): { index: numb
   for (const [index, p] of patterns.entries()) {
     if (typeof p !== "string" || p.length > MAX_PATTERN_LENGTH) continue;
     const cost = patternCost(p);
+    // A pattern over its own bounds is refused on its own (compileMetricPattern), before compiling.
+    if (cost.maxCount > MAX_REPEAT_COUNT || cost.units > MAX_PATTERN_COST || cost.fanout > MAX_PATTERN_FANOUT) continue;
     units += cost.units;
     fanout += cost.fanout;
     if (units > MAX_POLICY_PATTERN_COST) {
