@@ -175,8 +175,8 @@ export class AdmissionWebhook {
     }
     this.#inFlight++;
     try {
-      const text = await readBody(request, MAX_ADMISSION_BODY_BYTES);
-      const draft = await this.#decide(path, text, caller.authenticated);
+      const body = await readBody(request, MAX_ADMISSION_BODY_BYTES);
+      const draft = await this.#decide(path, body, caller.authenticated);
       return { status: 200, body: completeReview(draft, this.#options.serves) };
     } finally {
       this.#inFlight--;
@@ -189,13 +189,13 @@ export class AdmissionWebhook {
     this.#worker = undefined;
   }
 
-  async #decide(path: AdmissionPath, text: string, authenticated: boolean): Promise<ReviewDraft> {
+  async #decide(path: AdmissionPath, body: Uint8Array, authenticated: boolean): Promise<ReviewDraft> {
     const o = this.#options;
     const context = { policies: o.policies(), mode: o.mode ?? "Warn", whenNoneApply: o.whenNoneApply ?? "Defer", authenticated } as const;
-    if (o.worker === false) return reviewText(path, text, context);
+    if (o.worker === false) return reviewText(path, Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8"), context);
     this.#worker ??= new PolicyWorker();
     try {
-      return await this.#worker.review({ path, text, ...context });
+      return await this.#worker.review({ path, body, ...context });
     } catch (err) {
       if (err instanceof WorkerStatusError) throw new StatusError(err.code === 400 ? 400 : 500, err.message);
       if (err instanceof BudgetExceededError) {
@@ -210,17 +210,14 @@ export class AdmissionWebhook {
 }
 
 /**
- * Read a request body of at most `limit` bytes.
+ * Read a request body of at most `limit` bytes (decoded as UTF-8 where it is parsed: the worker).
  *
  * @throws StatusError 413 when `Content-Length` or the bytes read pass `limit` (reading stops there)
  */
-async function readBody(request: Request, limit: number): Promise<string> {
+async function readBody(request: Request, limit: number): Promise<Uint8Array> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > limit) {
     throw requestEntityTooLarge(`the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted`);
   }
-  const bytes = await readBounded(request.body, limit, () =>
-    requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`),
-  );
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  return readBounded(request.body, limit, () => requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`));
 }

@@ -42,20 +42,21 @@ function run(id: number, task: WorkerTask): unknown {
       return null;
     }
     case "review": {
+      const text = Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength).toString("utf8");
       if (task.unavailable === true) {
-        const { request } = parseReview(task.text);
+        const { request } = parseReview(text);
         port.postMessage({ id, uid: request.uid } satisfies WorkerReply);
         throw Object.assign(new Error("the cluster policies could not be loaded into the webhook's worker within its CPU budget"), { unavailable: true });
       }
       // kube-apiserver writes request.uid first: read it before the whole text is parsed, so an
       // answer can be made even when parsing and checking pass the budget (confirmed after parsing).
-      const early = /^\s*\{[^{]{0,200}"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"/.exec(task.text.slice(0, 1024));
+      const early = /^\s*\{[^{]{0,200}"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"/.exec(text.slice(0, 1024));
       if (early !== null) port.postMessage({ id, uid: early[1]! } satisfies WorkerReply);
       const set = task.generation !== undefined && policies?.generation === task.generation ? policies.set : undefined;
       if (task.generation !== undefined && set === undefined) throw new Error("the review's policy set is not loaded");
       const draft: ReviewDraft = reviewText(
         task.path,
-        task.text,
+        text,
         { policies: set, mode: task.mode, whenNoneApply: task.whenNoneApply, authenticated: task.authenticated },
         (uid) => port.postMessage({ id, uid } satisfies WorkerReply),
       );

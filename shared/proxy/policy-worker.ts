@@ -128,7 +128,8 @@ export type WorkerTask =
   | {
       op: "review";
       path: AdmissionPath;
-      text: string;
+      /** the AdmissionReview's bytes (UTF-8 JSON), transferred to the worker (not copied) */
+      body: Uint8Array;
       /** the policy set generation the review needs loaded (undefined: none) */
       generation: number | undefined;
       mode: AdmissionMode;
@@ -230,7 +231,8 @@ export class PolicyWorker {
    */
   async review(task: {
     path: AdmissionPath;
-    text: string;
+    /** the body as read; it is copied once into a buffer that is then transferred to the worker (no string is made on this thread) */
+    body: Uint8Array;
     policies: PolicySet | undefined;
     mode: AdmissionMode;
     whenNoneApply: "Defer" | "Deny";
@@ -251,8 +253,10 @@ export class PolicyWorker {
         );
       }
     }
-    const { policies: _p, ...rest } = task;
-    return (await this.#run({ op: "review", ...rest, generation }, this.#o.reviewBudgetMs ?? REVIEW_BUDGET_MS, "the review")) as ReviewDraft;
+    const { policies: _p, body, ...rest } = task;
+    // A buffer of our own: the body's may be shared with the stream that produced it.
+    const owned = new Uint8Array(body);
+    return (await this.#run({ op: "review", ...rest, body: owned, generation }, this.#o.reviewBudgetMs ?? REVIEW_BUDGET_MS, "the review")) as ReviewDraft;
   }
 
   /**
@@ -306,7 +310,8 @@ export class PolicyWorker {
     this.#running = next;
     // The budget counts the task's own work: it starts once the worker has loaded its modules.
     if (this.#ready) this.#timer = setTimeout(() => this.#overBudget(next), next.budgetMs);
-    worker.postMessage({ id: next.id, ...next.task });
+    const transfer = next.task.op === "review" && next.task.body.buffer instanceof ArrayBuffer ? [next.task.body.buffer] : [];
+    worker.postMessage({ id: next.id, ...next.task }, transfer);
   }
 
   #onReady(worker: Worker): void {
