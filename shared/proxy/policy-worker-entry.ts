@@ -15,7 +15,7 @@ import type { PolicySet } from "../policy/evaluate.ts";
 import { compilePolicyObject } from "../policy/objects.ts";
 import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
 import { parseReview, reviewText, type ReviewDraft } from "./admission-review.ts";
-import { restorePolicySet, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
+import { portablePolicy, restorePolicySet, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
 
 if (isMainThread || parentPort === null) throw new Error("policy-worker-entry runs only as a worker thread of policy-worker.ts");
 const port = parentPort;
@@ -64,7 +64,8 @@ function run(id: number, task: WorkerTask): unknown {
     }
     case "vet": {
       const { policy, issues, conditions } = compilePolicyObject(task.obj, new Date(task.nowMs));
-      return { valid: policy !== undefined && issues.length === 0, issues, conditions } satisfies VetResult;
+      const valid = policy !== undefined && issues.length === 0;
+      return { valid, issues, conditions, ...(valid ? { policy: portablePolicy(policy) } : {}) } satisfies VetResult;
     }
   }
 }

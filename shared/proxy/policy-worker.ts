@@ -28,7 +28,7 @@ import { existsSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import type { Selector } from "../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy } from "../policy/evaluate.ts";
-import { compilePolicyObject, type PolicyObjectResult } from "../policy/objects.ts";
+import type { PolicyObjectResult } from "../policy/objects.ts";
 import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
 import type { Action } from "../policy/schema.ts";
 import type { AdmissionMode, AdmissionPath, ReviewDraft } from "./admission-review.ts";
@@ -88,28 +88,34 @@ export function portablePolicySet(set: PolicySet): PortablePolicySet {
   return {
     defaultAction: set.defaultAction,
     defaultNote: set.defaultNote,
-    policies: set.policies.map((p) => ({
-      name: p.name,
-      namespace: p.namespace,
-      id: p.id,
-      subjects: p.subjects === undefined ? undefined : { users: [...p.subjects.users], groups: [...p.subjects.groups] },
-      rules: p.rules.map((r) => ({ index: r.index, metric: r.pattern.source, selector: r.selector, selectorText: r.selectorText, line: r.line })),
-      defaultAction: p.defaultAction,
-      source: p.source,
-      line: p.line,
-    })),
+    policies: set.policies.map(portablePolicy),
+  };
+}
+
+/** The plain-data form of one compiled policy (no pattern is compiled). */
+export function portablePolicy(p: CompiledPolicy): PortablePolicy {
+  return {
+    name: p.name,
+    namespace: p.namespace,
+    id: p.id,
+    subjects: p.subjects === undefined ? undefined : { users: [...p.subjects.users], groups: [...p.subjects.groups] },
+    rules: p.rules.map((r) => ({ index: r.index, metric: r.pattern.source, selector: r.selector, selectorText: r.selectorText, line: r.line })),
+    defaultAction: p.defaultAction,
+    source: p.source,
+    line: p.line,
   };
 }
 
 /**
- * Rebuild a policy set from its plain-data form, compiling each pattern
- * (regex.ts `compileMetricPattern`, with its cost bounds).
+ * Rebuild one compiled policy from its plain-data form: only its patterns
+ * are compiled (regex.ts `compileMetricPattern`, within its cost bounds); the
+ * schema, selectors and subjects were checked where the form was made.
  *
  * @param compile compiles one pattern (default compileMetricPattern; a memo may be passed)
- * @throws PatternError when a pattern is refused (the set came from compiled policies, so it should not be)
+ * @throws PatternError when a pattern is refused (the form came from a compiled policy, so it should not be)
  */
-export function restorePolicySet(p: PortablePolicySet, compile: (source: string) => MetricPattern = compileMetricPattern): PolicySet {
-  const policies: CompiledPolicy[] = p.policies.map((q) => ({
+export function restorePolicy(q: PortablePolicy, compile: (source: string) => MetricPattern = compileMetricPattern): CompiledPolicy {
+  return {
     name: q.name,
     namespace: q.namespace,
     id: q.id,
@@ -118,8 +124,21 @@ export function restorePolicySet(p: PortablePolicySet, compile: (source: string)
     defaultAction: q.defaultAction,
     source: q.source,
     line: q.line,
-  }));
-  return new PolicySet(policies, p.defaultAction, p.defaultNote);
+  };
+}
+
+/**
+ * Rebuild a policy set from its plain-data form ({@link restorePolicy} each policy).
+ *
+ * @param compile compiles one pattern (default compileMetricPattern; a memo may be passed)
+ * @throws PatternError when a pattern is refused (the set came from compiled policies, so it should not be)
+ */
+export function restorePolicySet(p: PortablePolicySet, compile: (source: string) => MetricPattern = compileMetricPattern): PolicySet {
+  return new PolicySet(
+    p.policies.map((q) => restorePolicy(q, compile)),
+    p.defaultAction,
+    p.defaultNote,
+  );
 }
 
 /** What the worker is asked (host → worker). */
@@ -147,8 +166,12 @@ export type WorkerReply =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; message: string; status?: { code: number; message: string }; unavailable?: boolean };
 
-/** The worker's result of a `vet` task: compilePolicyObject's issues and conditions (no compiled policy: it cannot cross threads). */
-export type VetResult = Omit<PolicyObjectResult, "policy"> & { valid: boolean };
+/**
+ * The worker's result of a `vet` task: compilePolicyObject's issues and
+ * conditions, and the compiled policy in its plain-data form when valid (the
+ * compiled patterns cannot cross threads).
+ */
+export type VetResult = Omit<PolicyObjectResult, "policy"> & { valid: boolean; policy?: PortablePolicy };
 
 /** A task failed in the worker with a Status (e.g. a 400 for a body that is not an AdmissionReview). */
 export class WorkerStatusError extends Error {
@@ -385,9 +408,13 @@ export class PolicyWorker {
 /** The compile hook of ClusterPolicies (`ClusterPoliciesOptions.compile`) and its worker. */
 export interface OffThreadCompiler {
   /**
-   * Vet `obj` in the worker within its budget; when valid, compile it on this
-   * thread (bounded by the patterns' cost bounds, regex.ts) and return that;
-   * when invalid, the worker's issues and `Accepted=False` condition.
+   * Compile `obj` in the worker within its budget (schema, selectors,
+   * patterns: everything compilePolicyObject does); when valid, rebuild the
+   * policy on this thread from its plain-data form, compiling only its
+   * patterns (bounded by their cost bounds, regex.ts: a few ms at most, where
+   * compiling the object here would cost ~0.5 ms a KiB of spec); when
+   * invalid, the worker's issues and `Accepted=False` condition. The result
+   * equals compilePolicyObject's.
    *
    * @throws BudgetExceededError when vetting passes its budget (the object
    *   then counts as invalid: fail closed); Error when the worker cannot start
@@ -409,8 +436,8 @@ export function createOffThreadCompiler(options: { worker?: PolicyWorker; vetBud
     async compile(obj: unknown): Promise<PolicyObjectResult> {
       const now = Date.now();
       const vetted = await worker.vet(obj, now);
-      if (!vetted.valid) return { issues: vetted.issues, conditions: vetted.conditions };
-      return compilePolicyObject(obj, new Date(now));
+      if (!vetted.valid || vetted.policy === undefined) return { issues: vetted.issues, conditions: vetted.conditions };
+      return { policy: restorePolicy(vetted.policy), issues: vetted.issues, conditions: vetted.conditions };
     },
     close: () => (options.worker === undefined ? worker.close() : Promise.resolve()),
   };
