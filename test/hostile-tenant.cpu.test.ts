@@ -257,6 +257,19 @@ describe("the policy worker's budgets", () => {
     }
   });
 
+  it("an idle worker thread is stopped and a new one serves the next task", async () => {
+    const worker = new PolicyWorker({ idleMs: 50 });
+    try {
+      const obj = { ...hostilePolicy("idle", "team-d", 0), spec: { rules: [{ metric: "queue_.*", selector: {} }] } };
+      expect((await worker.vet(obj)).valid).toBe(true);
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await worker.vet(obj)).valid).toBe(true);
+      expect(worker.stats.started).toBe(2);
+    } finally {
+      await worker.close();
+    }
+  });
+
   it("the off-thread compile hook: a hostile object is invalid (its reason from the worker), a valid one compiles, an object over budget rejects (fail closed)", async () => {
     const compiler = createOffThreadCompiler();
     try {

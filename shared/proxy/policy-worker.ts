@@ -22,7 +22,9 @@
  *   `policy-worker-entry.ts` from sources (Node's type stripping),
  *   `policy-worker.mjs` beside `main.mjs` or one directory up (from `chunks/`)
  *   in the esbuild bundle (infra/proxy/build.ts).
- * - The worker is `unref`ed: it never keeps the process alive.
+ * - The worker is `unref`ed: it never keeps the process alive. It starts on
+ *   the first task and stops after {@link IDLE_MS} without one (its isolate
+ *   holds several MB).
  */
 import { existsSync } from "node:fs";
 import { Worker } from "node:worker_threads";
@@ -41,6 +43,8 @@ export const POLICIES_BUDGET_MS = 5_000;
 export const VET_BUDGET_MS = 2_000;
 /** Longest a new worker may take to load its modules (not counted in the budgets above), ms. */
 export const START_BUDGET_MS = 10_000;
+/** How long a worker thread with nothing to do is kept before it is stopped (the next task starts one), ms. */
+export const IDLE_MS = 60_000;
 
 /** A task that passed its budget; the worker that ran it was terminated. */
 export class BudgetExceededError extends Error {
@@ -203,6 +207,8 @@ export interface PolicyWorkerOptions {
   vetBudgetMs?: number;
   /** most tasks waiting (default 1 024); beyond, a task fails at once (the callers bound themselves far below) */
   maxQueued?: number;
+  /** how long an idle worker thread is kept, ms (default {@link IDLE_MS}) */
+  idleMs?: number;
 }
 
 let workerFile: URL | undefined;
@@ -234,6 +240,7 @@ export class PolicyWorker {
   #closed = false;
   /** whether the current worker has loaded its modules (budgets run from then) */
   #ready = false;
+  #idle: ReturnType<typeof setTimeout> | undefined;
   readonly #generations = new WeakMap<PolicySet, number>();
   #generation = 0;
   /** counters for logs and tests: workers started, tasks over budget (each terminated a worker), tasks done */
@@ -298,6 +305,7 @@ export class PolicyWorker {
     const failed = [...(this.#running ? [this.#running] : []), ...this.#queue.splice(0)];
     this.#running = undefined;
     clearTimeout(this.#timer);
+    clearTimeout(this.#idle);
     for (const p of failed) p.reject(new Error("the policy worker was closed"));
     const w = this.#worker;
     this.#worker = undefined;
@@ -315,8 +323,16 @@ export class PolicyWorker {
 
   #pump(): void {
     if (this.#running !== undefined || this.#closed) return;
+    clearTimeout(this.#idle);
     const next = this.#queue.shift();
-    if (next === undefined) return;
+    if (next === undefined) {
+      // Idle: let the thread go after a while (its isolate holds several MB); the next task starts a new one.
+      if (this.#worker !== undefined) {
+        this.#idle = setTimeout(() => this.#retire(), this.#o.idleMs ?? IDLE_MS);
+        this.#idle.unref?.();
+      }
+      return;
+    }
     let worker: Worker;
     try {
       worker = this.#ensure();
@@ -391,6 +407,14 @@ export class PolicyWorker {
     void w?.terminate();
     p.reject(new BudgetExceededError(`${p.what} did not finish within its CPU budget of ${p.budgetMs} ms; the worker was stopped`, p.uid));
     this.#pump();
+  }
+
+  #retire(): void {
+    if (this.#running !== undefined || this.#queue.length > 0) return;
+    const w = this.#worker;
+    this.#worker = undefined;
+    this.#loaded = undefined;
+    void w?.terminate();
   }
 
   #lost(worker: Worker, message: string): void {
