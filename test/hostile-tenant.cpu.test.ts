@@ -214,7 +214,10 @@ spec:
     expect(response.status.message).toContain("policy team-a/secret-queues rules[0]");
     expect(a.text).not.toContain("confidential");
     expect(a.text).not.toContain("queue_.*");
+    // The worker's copy of the policies follows the rebuilds: deleted, the policy no longer denies.
     fake.deletePolicy("ExternalMetricPolicy", "team-a", "secret-queues");
+    await eventually(() => h.proxy.clusterPolicies!.current().policies.every((p) => p.id !== "team-a/secret-queues"), 5000, "the policy gone");
+    expect(JSON.parse((await post(h, "/admission/hpa", hpaReview)).text).response).toMatchObject({ uid: "d-1", allowed: true });
   });
 
   it("authenticated (kube-apiserver's client certificate) or not, in the worker: the full explanation only when authenticated", async () => {

@@ -11,17 +11,19 @@
  */
 import { isMainThread, parentPort } from "node:worker_threads";
 import { StatusError } from "../k8s/status.ts";
-import type { PolicySet } from "../policy/evaluate.ts";
+import { PolicySet, type CompiledPolicy } from "../policy/evaluate.ts";
 import { compilePolicyObject } from "../policy/objects.ts";
 import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
 import { parseReview, reviewText, type ReviewDraft } from "./admission-review.ts";
-import { portablePolicy, restorePolicySet, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
+import { portablePolicy, restorePolicy, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
 
 if (isMainThread || parentPort === null) throw new Error("policy-worker-entry runs only as a worker thread of policy-worker.ts");
 const port = parentPort;
 
 /** The policy set loaded last, and its generation. */
-let policies: { generation: number; set: PolicySet | undefined } | undefined;
+let policies: { generation: number; set: PolicySet } | undefined;
+/** This worker's copy of each policy it was sent, by the host's key. */
+const known = new Map<number, CompiledPolicy>();
 /** Compiled patterns by source, reused across loads (a rebuild changes few); cleared past 100 000 entries. */
 let patterns = new Map<string, MetricPattern>();
 
@@ -38,7 +40,15 @@ function compileCached(source: string): MetricPattern {
 function run(id: number, task: WorkerTask): unknown {
   switch (task.op) {
     case "policies": {
-      policies = { generation: task.generation, set: task.set === undefined ? undefined : restorePolicySet(task.set, compileCached) };
+      for (const [key, p] of task.added) known.set(key, restorePolicy(p, compileCached));
+      const list = task.order.map((key) => {
+        const p = known.get(key);
+        if (p === undefined) throw new Error(`policy ${key} was never sent to this worker`);
+        return p;
+      });
+      const keep = new Set(task.order);
+      for (const key of known.keys()) if (!keep.has(key)) known.delete(key);
+      policies = { generation: task.generation, set: new PolicySet(list, task.defaultAction, task.defaultNote) };
       return null;
     }
     case "review": {

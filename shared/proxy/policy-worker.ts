@@ -13,11 +13,13 @@
  *   terminated (whatever it was computing stops), the task fails with
  *   {@link BudgetExceededError}, and a new worker starts for the next task.
  * - **Policies.** A review of an HPA needs the cluster policies: the
- *   {@link PolicySet} in force is sent as plain data
- *   ({@link portablePolicySet}) once per set (its identity changes on every
- *   rebuild of ClusterPolicies), and the worker compiles its own copy
- *   (compiled RE2 programs cannot cross threads), within
- *   {@link POLICIES_BUDGET_MS}.
+ *   {@link PolicySet} in force (its identity changes on every rebuild of
+ *   ClusterPolicies) is sent once per set as a change to the worker's copy —
+ *   the policies it has not seen as plain data ({@link portablePolicy}; a
+ *   policy object that did not change keeps its compiled policy across
+ *   rebuilds, so a rebuild sends what changed), the others by key — and the
+ *   worker compiles the new ones (compiled RE2 programs cannot cross
+ *   threads), within {@link POLICIES_BUDGET_MS}.
  * - **Bundle.** The worker file is found next to this module:
  *   `policy-worker-entry.ts` from sources (Node's type stripping),
  *   `policy-worker.mjs` beside `main.mjs` or one directory up (from `chunks/`)
@@ -80,22 +82,6 @@ export interface PortablePolicy {
   line: number;
 }
 
-/** A {@link PolicySet} as plain data. */
-export interface PortablePolicySet {
-  policies: PortablePolicy[];
-  defaultAction: Action;
-  defaultNote: string | undefined;
-}
-
-/** The plain-data form of a policy set (linear in its size; no pattern is compiled). */
-export function portablePolicySet(set: PolicySet): PortablePolicySet {
-  return {
-    defaultAction: set.defaultAction,
-    defaultNote: set.defaultNote,
-    policies: set.policies.map(portablePolicy),
-  };
-}
-
 /** The plain-data form of one compiled policy (no pattern is compiled). */
 export function portablePolicy(p: CompiledPolicy): PortablePolicy {
   return {
@@ -131,23 +117,22 @@ export function restorePolicy(q: PortablePolicy, compile: (source: string) => Me
   };
 }
 
-/**
- * Rebuild a policy set from its plain-data form ({@link restorePolicy} each policy).
- *
- * @param compile compiles one pattern (default compileMetricPattern; a memo may be passed)
- * @throws PatternError when a pattern is refused (the set came from compiled policies, so it should not be)
- */
-export function restorePolicySet(p: PortablePolicySet, compile: (source: string) => MetricPattern = compileMetricPattern): PolicySet {
-  return new PolicySet(
-    p.policies.map((q) => restorePolicy(q, compile)),
-    p.defaultAction,
-    p.defaultNote,
-  );
-}
-
 /** What the worker is asked (host → worker). */
 export type WorkerTask =
-  | { op: "policies"; generation: number; set: PortablePolicySet | undefined }
+  | {
+      /**
+       * the policy set in force, as a change to the worker's copy: `order`
+       * lists every policy by key (the worker drops the others), `added` the
+       * policies this worker has not been sent yet (a policy object that did
+       * not change keeps its key across rebuilds)
+       */
+      op: "policies";
+      generation: number;
+      order: number[];
+      added: [key: number, policy: PortablePolicy][];
+      defaultAction: Action;
+      defaultNote: string | undefined;
+    }
   | {
       op: "review";
       path: AdmissionPath;
@@ -187,9 +172,12 @@ export class WorkerStatusError extends Error {
   }
 }
 
+/** A task as queued: a policy set to load is turned into its `policies` message when it is handed to the worker. */
+type QueuedTask = Exclude<WorkerTask, { op: "policies" }> | { op: "load"; generation: number; set: PolicySet };
+
 interface Pending {
   id: number;
-  task: WorkerTask;
+  task: QueuedTask;
   budgetMs: number;
   what: string;
   resolve: (value: unknown) => void;
@@ -243,6 +231,9 @@ export class PolicyWorker {
   #idle: ReturnType<typeof setTimeout> | undefined;
   readonly #generations = new WeakMap<PolicySet, number>();
   #generation = 0;
+  /** the key under which each compiled policy was sent to the current worker */
+  #sent = new WeakMap<CompiledPolicy, number>();
+  #nextKey = 1;
   /** counters for logs and tests: workers started, tasks over budget (each terminated a worker), tasks done */
   readonly stats = { started: 0, overBudget: 0, tasks: 0 };
 
@@ -277,7 +268,7 @@ export class PolicyWorker {
       }
       if (this.#loaded !== generation || this.#worker === undefined) {
         await this.#run(
-          { op: "policies", generation, set: portablePolicySet(task.policies) },
+          { op: "load", generation, set: task.policies },
           this.#o.policiesBudgetMs ?? POLICIES_BUDGET_MS,
           "loading the cluster policies into the webhook's worker",
         );
@@ -312,7 +303,7 @@ export class PolicyWorker {
     await w?.terminate();
   }
 
-  #run(task: WorkerTask, budgetMs: number, what: string): Promise<unknown> {
+  #run(task: QueuedTask, budgetMs: number, what: string): Promise<unknown> {
     if (this.#closed) return Promise.reject(new Error("the policy worker was closed"));
     if (this.#queue.length >= (this.#o.maxQueued ?? 1024)) return Promise.reject(new Error("the policy worker has too many tasks waiting"));
     return new Promise((resolve, reject) => {
@@ -350,7 +341,23 @@ export class PolicyWorker {
     // The budget counts the task's own work: it starts once the worker has loaded its modules.
     if (this.#ready) this.#timer = setTimeout(() => this.#overBudget(next), next.budgetMs);
     const transfer = next.task.op === "review" && next.task.body.buffer instanceof ArrayBuffer ? [next.task.body.buffer] : [];
-    worker.postMessage({ id: next.id, ...next.task }, transfer);
+    worker.postMessage({ id: next.id, ...(next.task.op === "load" ? this.#policiesMessage(next.task.generation, next.task.set) : next.task) }, transfer);
+  }
+
+  /** The `policies` message for `set`: only the policies this worker has not been sent are converted and cloned. */
+  #policiesMessage(generation: number, set: PolicySet): WorkerTask {
+    const order: number[] = [];
+    const added: [number, PortablePolicy][] = [];
+    for (const p of set.policies) {
+      let key = this.#sent.get(p);
+      if (key === undefined) {
+        key = this.#nextKey++;
+        this.#sent.set(p, key);
+        added.push([key, portablePolicy(p)]);
+      }
+      order.push(key);
+    }
+    return { op: "policies", generation, order, added, defaultAction: set.defaultAction, defaultNote: set.defaultNote };
   }
 
   #onReady(worker: Worker): void {
@@ -367,6 +374,7 @@ export class PolicyWorker {
     worker.unref();
     this.stats.started++;
     this.#loaded = undefined;
+    this.#sent = new WeakMap();
     this.#ready = false;
     // A worker that never finishes loading counts against the task waiting for it.
     clearTimeout(this.#timer);
@@ -390,8 +398,14 @@ export class PolicyWorker {
     this.#running = undefined;
     this.stats.tasks++;
     if (reply.ok) {
-      if (p.task.op === "policies") this.#loaded = p.task.generation;
+      if (p.task.op === "load") this.#loaded = p.task.generation;
       p.resolve(reply.result);
+    } else if (p.task.op === "load") {
+      // Its copy may be half updated: start over with a new worker.
+      this.#worker = undefined;
+      this.#loaded = undefined;
+      void worker.terminate();
+      p.reject(new BudgetExceededError(`loading the cluster policies into the webhook's worker failed: ${reply.message}`));
     } else if (reply.unavailable === true) p.reject(new BudgetExceededError(reply.message, p.uid));
     else p.reject(reply.status !== undefined ? new WorkerStatusError(reply.status.code, reply.status.message) : new Error(reply.message));
     this.#pump();
