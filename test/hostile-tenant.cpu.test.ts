@@ -173,12 +173,37 @@ describe("a CPU budget no request and no object can exceed", () => {
       expect(response.allowed).toBe(false);
       expect(response.status.code).toBe(422);
       if (i % 2 === 0) expect(response.status.message).toMatch(/spec\.rules\[0\]\.metric: .*too costly/);
-      else expect(response.status.message).toMatch(/spec\.metrics: 18000 metrics, more than the 256/);
+      else expect(response.status.message).toMatch(/longer than 262144 bytes/);
     }
     // The hostile objects are refused (how an invalid object fails closed is the policy layer's).
     const invalid = h.proxy.clusterPolicies!.summary().invalid;
     expect(invalid.map((x) => x.message).join("\n")).toMatch(/too costly/);
   }, 180_000);
+});
+
+describe("caps of a reviewed HPA", () => {
+  it("more than 64 External metrics (or 256 metrics) is refused in either mode, before the metrics are parsed, with a short answer", async () => {
+    for (const [n, message] of [
+      [65, /spec\.metrics: 65 External metrics, more than the 64/],
+      [200, /spec\.metrics: 200 External metrics, more than the 64/],
+    ] as const) {
+      const a = await post(h, "/admission/hpa", reviewOf(`cap-${n}`, HPA_KIND, hugeHpa(n)));
+      const response = JSON.parse(a.text).response;
+      expect(response).toMatchObject({ uid: `cap-${n}`, allowed: false, status: { code: 422, reason: "Invalid" } });
+      expect(response.status.message).toMatch(message);
+      expect(a.text.length).toBeLessThan(2048);
+    }
+    const many = hugeHpa(0);
+    many.spec.metrics = Array.from({ length: 300 }, () => ({ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 50 } } })) as never;
+    const a = JSON.parse((await post(h, "/admission/hpa", reviewOf("cap-r", HPA_KIND, many))).text).response;
+    expect(a.status.message).toMatch(/300 metrics, more than the 256/);
+    const ok = JSON.parse((await post(h, "/admission/hpa", reviewOf("cap-ok", HPA_KIND, hugeHpa(64)))).text).response;
+    expect(ok.allowed).toBe(true);
+    // Warn mode refuses it too (the cap is not a policy decision).
+    const warn = new AdmissionWebhook({ policies: () => undefined, mode: "Warn", worker: false });
+    const w = await warn.serve("hpa", new Request("https://proxy/admission/hpa", { method: "POST", body: reviewOf("cap-w", HPA_KIND, hugeHpa(65)) }));
+    expect(JSON.parse(w.body).response).toMatchObject({ uid: "cap-w", allowed: false, status: { code: 422 } });
+  });
 });
 
 describe("what the webhook discloses", () => {

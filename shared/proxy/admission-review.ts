@@ -96,6 +96,18 @@ export interface ReviewDraft {
 }
 
 /**
+ * `request.uid` read from the first KiB of an AdmissionReview's text, without
+ * parsing it: kube-apiserver writes `{"kind":…,"apiVersion":…,"request":{"uid":"…"`
+ * (the Go struct's field order, k8s.io/api `admission/v1/types.go`). Used to
+ * answer a review that cannot be parsed within its budget or is too large.
+ *
+ * @returns the uid, or undefined when the text does not begin that way
+ */
+export function uidFromPrefix(text: string): string | undefined {
+  return /^\s*\{[^{]{0,200}"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"/.exec(text.slice(0, 1024))?.[1];
+}
+
+/**
  * Parse an `admission.k8s.io/v1` AdmissionReview request.
  *
  * @throws StatusError 400 when the text is not JSON or not an AdmissionReview v1 with `request.uid`

@@ -31,9 +31,11 @@
  * (apiserver `pkg/admission/plugin/webhook/errors/statuserror.go`).
  *
  * A malformed request (not JSON, not an AdmissionReview v1, no uid) is an
- * HTTP 400 Status, a body over {@link MAX_ADMISSION_BODY_BYTES} a 413 Status;
- * kube-apiserver counts either as a failed call, which `failurePolicy:
- * Ignore` admits.
+ * HTTP 400 Status; kube-apiserver counts it as a failed call, which
+ * `failurePolicy: Ignore` admits. A body over {@link MAX_ADMISSION_BODY_BYTES}
+ * ({@link MAX_HPA_REVIEW_BODY_BYTES} on `/admission/hpa`) is refused
+ * (`allowed: false`, 422) when its uid can be read from its first KiB, and a
+ * 413 Status otherwise; reading stops at the limit.
  *
  * CPU budget (issue 23): the body is only read here; parsing, compiling and
  * evaluating run in the policy worker thread (policy-worker.ts) within
@@ -56,7 +58,6 @@
  * rules[0]`), never what it allows; authenticated, the full explanation
  * (the allowed selector and the requirement the HPA's selector misses).
  */
-import { readBounded } from "../bounded-body.ts";
 import { invalid, requestEntityTooLarge, serviceUnavailable, StatusError, tooManyRequests } from "../k8s/status.ts";
 import { MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS } from "../policy/check-hpa.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
@@ -69,6 +70,7 @@ import {
   MAX_WARNING_CHARS,
   MAX_WARNINGS_TOTAL_CHARS,
   reviewText,
+  uidFromPrefix,
   type AdmissionMode,
   type AdmissionPath,
   type ReviewDraft,
@@ -95,6 +97,14 @@ export type { AdmissionRequest, AdmissionResponse } from "./admission-review.ts"
  * `pkg/server/config.go`); HPAs and policies are a few KiB.
  */
 export const MAX_ADMISSION_BODY_BYTES = 3 * 1024 * 1024;
+/**
+ * Largest body accepted on `/admission/hpa`, bytes: an HPA (object and, on
+ * UPDATE, oldObject) is a few KiB, one at {@link MAX_HPA_EXTERNAL_METRICS}
+ * External metrics with long names and selectors far under this; a larger
+ * review is refused (`allowed: false`, 422) after its first bytes, without
+ * the rest being read.
+ */
+export const MAX_HPA_REVIEW_BODY_BYTES = 256 * 1024;
 
 /**
  * Most AdmissionReviews read or checked at once: the paths need no
@@ -159,12 +169,12 @@ export class AdmissionWebhook {
    * Answer one HTTP request of the webhook.
    *
    * @param path which check
-   * @param request the POST (its body is read up to {@link MAX_ADMISSION_BODY_BYTES})
+   * @param request the POST (its body is read up to {@link MAX_ADMISSION_BODY_BYTES}, {@link MAX_HPA_REVIEW_BODY_BYTES} on `hpa`)
    * @param caller whether kube-apiserver's client certificate authenticated
    *   the caller (default: not authenticated, the least disclosed)
    * @returns 200 with an AdmissionReview (`allowed: false` with a 422 Status
    *   when the review passed its CPU budget)
-   * @throws StatusError 413 when the body is too large, 400 when it is not
+   * @throws StatusError 413 when the body is too large and has no readable uid, 400 when it is not
    *   an AdmissionReview v1, 429 when {@link MAX_ADMISSION_IN_FLIGHT} reviews
    *   are in progress, 503 when the review passed its budget before its uid
    *   was read or the worker could not run
@@ -175,8 +185,8 @@ export class AdmissionWebhook {
     }
     this.#inFlight++;
     try {
-      const body = await readBody(request, MAX_ADMISSION_BODY_BYTES);
-      const draft = await this.#decide(path, body, caller.authenticated);
+      const read = await readReview(request, path === "hpa" ? MAX_HPA_REVIEW_BODY_BYTES : MAX_ADMISSION_BODY_BYTES);
+      const draft = "bytes" in read ? await this.#decide(path, read.bytes, caller.authenticated) : tooLargeDraft(read.uid, read.limit);
       return { status: 200, body: completeReview(draft, this.#options.serves) };
     } finally {
       this.#inFlight--;
@@ -210,14 +220,43 @@ export class AdmissionWebhook {
 }
 
 /**
- * Read a request body of at most `limit` bytes (decoded as UTF-8 where it is parsed: the worker).
+ * Read a review's body of at most `limit` bytes.
  *
- * @throws StatusError 413 when `Content-Length` or the bytes read pass `limit` (reading stops there)
+ * @returns the bytes, or — when the body (or its `Content-Length`) passes
+ *   `limit` and `request.uid` can be read from its first KiB
+ *   (admission-review.ts `uidFromPrefix`) — that uid: reading stops there and
+ *   the review is refused with an answer rather than failed
+ * @throws StatusError 413 when the body passes `limit` and no uid could be read
  */
-async function readBody(request: Request, limit: number): Promise<Uint8Array> {
+async function readReview(request: Request, limit: number): Promise<{ bytes: Uint8Array } | { uid: string; limit: number }> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > limit) {
-    throw requestEntityTooLarge(`the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted`);
+  const body = request.body;
+  if (body === null) return { bytes: new Uint8Array(0) };
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const over = Number.isFinite(declared) && declared > limit;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    chunks.push(value);
+    if (over || size > limit) {
+      await reader.cancel().catch(() => {});
+      const head = Buffer.concat(chunks).subarray(0, 1024).toString("utf8");
+      const uid = uidFromPrefix(head);
+      if (uid !== undefined) return { uid, limit };
+      throw requestEntityTooLarge(
+        over ? `the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted` : `the AdmissionReview is longer than ${limit} bytes, the most accepted`,
+      );
+    }
   }
-  return readBounded(request.body, limit, () => requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`));
+  if (chunks.length === 1) return { bytes: chunks[0]! };
+  return { bytes: Buffer.concat(chunks, size) };
+}
+
+/** The refusal of a review whose body is over `limit` bytes (see {@link readReview}). */
+function tooLargeDraft(uid: string, limit: number): ReviewDraft {
+  const message = `the AdmissionReview is longer than ${limit} bytes, the most the external metrics proxy's webhook reviews on this path, so the object is refused`;
+  return { response: { uid, allowed: false, status: invalid(message).toStatus() }, warnings: [] };
 }

@@ -14,7 +14,7 @@ import { StatusError } from "../k8s/status.ts";
 import { PolicySet, type CompiledPolicy } from "../policy/evaluate.ts";
 import { compilePolicyObject } from "../policy/objects.ts";
 import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
-import { parseReview, reviewText, type ReviewDraft } from "./admission-review.ts";
+import { parseReview, reviewText, uidFromPrefix, type ReviewDraft } from "./admission-review.ts";
 import { portablePolicy, restorePolicy, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
 
 if (isMainThread || parentPort === null) throw new Error("policy-worker-entry runs only as a worker thread of policy-worker.ts");
@@ -60,8 +60,8 @@ function run(id: number, task: WorkerTask): unknown {
       }
       // kube-apiserver writes request.uid first: read it before the whole text is parsed, so an
       // answer can be made even when parsing and checking pass the budget (confirmed after parsing).
-      const early = /^\s*\{[^{]{0,200}"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"/.exec(text.slice(0, 1024));
-      if (early !== null) port.postMessage({ id, uid: early[1]! } satisfies WorkerReply);
+      const early = uidFromPrefix(text);
+      if (early !== undefined) port.postMessage({ id, uid: early } satisfies WorkerReply);
       const set = task.generation !== undefined && policies?.generation === task.generation ? policies.set : undefined;
       if (task.generation !== undefined && set === undefined) throw new Error("the review's policy set is not loaded");
       const draft: ReviewDraft = reviewText(
