@@ -285,6 +285,26 @@ describe("the policy worker's budgets", () => {
     }
   });
 
+  it("cluster policies that cannot be loaded into the worker within their budget: the HPA review is refused with its uid", async () => {
+    const yaml = Array.from(
+      { length: 2000 },
+      (_, i) => `apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ExternalMetricPolicy\nmetadata: { name: p${i}, namespace: team-${i} }\nspec:\n  rules:\n    - { metric: "queue_${i}_(a|b|c)_.*", selector: {} }\n`,
+    ).join("---\n");
+    const { policies } = compilePolicies(parseYamlDocuments(yaml, "many.yaml"));
+    const set = new PolicySet(policies, "Allow");
+    const worker = new PolicyWorker({ policiesBudgetMs: 5 });
+    const webhook = new AdmissionWebhook({ policies: () => set, mode: "Warn", worker });
+    try {
+      const answer = await webhook.serve("hpa", new Request("https://proxy/admission/hpa", { method: "POST", body: reviewOf("load-1", HPA_KIND, hugeHpa(1)) }));
+      const response = JSON.parse(answer.body).response;
+      expect(response).toMatchObject({ uid: "load-1", allowed: false, status: { code: 422 } });
+      expect(response.status.message).toMatch(/cluster policies could not be loaded/);
+      expect(worker.stats.overBudget).toBe(1);
+    } finally {
+      await worker.close();
+    }
+  });
+
   it("an idle worker thread is stopped and a new one serves the next task", async () => {
     const worker = new PolicyWorker({ idleMs: 50 });
     try {

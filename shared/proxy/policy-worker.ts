@@ -267,10 +267,10 @@ export class PolicyWorker {
         this.#generations.set(task.policies, generation);
       }
       if (this.#loaded !== generation || this.#worker === undefined) {
-        await this.#run(
-          { op: "load", generation, set: task.policies },
-          this.#o.policiesBudgetMs ?? POLICIES_BUDGET_MS,
-          "loading the cluster policies into the webhook's worker",
+        // Queued right before the review (nothing can come between): when loading fails, the review
+        // finds its set missing and is refused with its uid (see #pump).
+        this.#run({ op: "load", generation, set: task.policies }, this.#o.policiesBudgetMs ?? POLICIES_BUDGET_MS, "loading the cluster policies into the webhook's worker").catch(
+          () => undefined,
         );
       }
     }
