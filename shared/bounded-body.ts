@@ -1,6 +1,6 @@
 /**
  * Reading a web stream body (a `Request`'s or a `Response`'s) without
- * trusting its length: shared by the proxy's admission webhook and the GCP
+ * trusting its length: shared by the proxy's in-process bridge and the GCP
  * Workload Identity Federation subject-token reader. Runs on Node and in
  * Workers (no `Buffer`).
  */

@@ -8,6 +8,7 @@
  * bundle with and without those chunks.)
  */
 import { execFileSync } from "node:child_process";
+import { Worker } from "node:worker_threads";
 import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -75,6 +76,27 @@ describe("proxy bundle", () => {
       `proxy loads ${out.staticFiles.length} files, ${(out.bytes / 1024).toFixed(0)} KiB (gzip ${(out.gzipBytes / 1024).toFixed(0)} KiB); ` +
         `in-process bridge chunks: ${out.lazy.files.length} files, ${(out.lazy.bytes / 1024).toFixed(0)} KiB (gzip ${(out.lazy.gzipBytes / 1024).toFixed(0)} KiB)`,
     );
+  });
+
+  it("ships the policy worker (policy-worker.mjs): it runs from a copy without node_modules and vets a policy object", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-proxy-policy-worker-"));
+    cpSync(out.outdir, dir, { recursive: true });
+    for (const file of out.lazy.files) rmSync(join(dir, file));
+    expect(out.policyWorker.inputs).toContain("shared/proxy/policy-worker-entry.ts");
+    expect(out.policyWorker.inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)))).toEqual([]);
+    const worker = new Worker(join(dir, "policy-worker.mjs"));
+    try {
+      const obj = { apiVersion: "external-metrics-bridge.io/v1alpha1", kind: "ExternalMetricPolicy", metadata: { name: "p", namespace: "a" }, spec: { rules: [{ metric: "(?:\\pL|\\pN){1000}", deny: true }] } };
+      const reply = await new Promise<any>((resolve, reject) => {
+        worker.on("message", (m: { id?: number }) => m.id === 1 && resolve(m));
+        worker.on("error", reject);
+        worker.postMessage({ id: 1, op: "vet", obj, nowMs: 0 });
+      });
+      expect(reply).toMatchObject({ id: 1, ok: true, result: { valid: false } });
+      expect(reply.result.issues[0].message).toMatch(/too costly/);
+    } finally {
+      await worker.terminate();
+    }
   });
 
   it("refuses a bundle that would pull in a cloud SDK", () => {

@@ -12,6 +12,7 @@
  *   fauxqs) with the caller's policy applied, with no BRIDGE_SIGNING_KEYS.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import https from "node:https";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -75,7 +76,18 @@ async function startBundled(name: string, appDir: string, configText: string, en
       headers: { "X-Remote-User": user },
     });
   const rssBytes = () => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? NaN) * 1024;
-  return { child, lines, read, rssBytes };
+  /** POST without credentials (as kube-apiserver calls the admission webhook) */
+  const post = (path: string, body: string) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = https.request(`https://127.0.0.1:${port}${path}`, { method: "POST", ca, agent: false, headers: { "Content-Type": "application/json" } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  return { child, lines, read, rssBytes, post };
 }
 
 describe("the bundled proxy and the in-process bridge's chunks", () => {
@@ -89,6 +101,29 @@ describe("the bundled proxy and the in-process bridge's chunks", () => {
     expect(res.status, res.text).toBe(200);
     expect(res.json().items[0].value).toBe("42");
     console.log(`plain bundled proxy RSS after one read: ${(proxy.rssBytes() / 1024 / 1024).toFixed(1)} MiB`);
+  }, 60_000);
+
+  it("the bundled proxy decides admission reviews in its policy worker (policy-worker.mjs beside main.mjs)", async () => {
+    const appDir = join(dir, "admission");
+    cpSync(out.outdir, appDir, { recursive: true });
+    for (const file of out.lazy.files) rmSync(join(appDir, file));
+    const proxy = await startBundled("admission", appDir, proxyConfigText({ echo: backend.url }, [[".*", "echo"]], "admission: { mode: Deny }"), { BRIDGE_SIGNING_KEYS: KEYS });
+    const object = {
+      apiVersion: "external-metrics-bridge.io/v1alpha1",
+      kind: "ExternalMetricPolicy",
+      metadata: { name: "hostile", namespace: "team-a" },
+      spec: { rules: [{ metric: "(?:\\pL|\\pN|\\pP){1000}", deny: true }] },
+    };
+    const review = {
+      apiVersion: "admission.k8s.io/v1",
+      kind: "AdmissionReview",
+      request: { uid: "bundle-1", kind: { group: "external-metrics-bridge.io", version: "v1alpha1", kind: "ExternalMetricPolicy" }, operation: "CREATE", namespace: "team-a", name: "hostile", object },
+    };
+    const res = await proxy.post("/admission/policies", JSON.stringify(review));
+    expect(res.status, res.text).toBe(200);
+    const response = JSON.parse(res.text).response;
+    expect(response).toMatchObject({ uid: "bundle-1", allowed: false, status: { code: 422 } });
+    expect(response.status.message).toMatch(/spec\.rules\[0\]\.metric: pattern is too costly/);
   }, 60_000);
 
   it("a proxy with an inProcess backend serves from the bundled bridge with the caller's policy, without BRIDGE_SIGNING_KEYS", async () => {

@@ -12,7 +12,10 @@
  * A second entry point, `x509-worker.mjs` (shared/proxy/x509-worker.ts), is
  * the worker thread that makes certificates with @peculiar/x509
  * (shared/proxy/cert-generation.ts): the library sits only in it and the
- * chunks it imports, never in what the main thread loads (issue 11 P5).
+ * chunks it imports, never in what the main thread loads (issue 11 P5). A
+ * third, `policy-worker.mjs` (shared/proxy/policy-worker-entry.ts), is the
+ * thread that decides admission reviews and vets policy objects within a CPU
+ * budget (shared/proxy/policy-worker.ts).
  *
  *   node infra/proxy/build.ts [--outdir dist/proxy]
  *
@@ -122,6 +125,12 @@ export interface ProxyBuild {
    * loaded only inside a generation worker thread; ship them with main.mjs
    */
   worker: { file: string; files: string[]; inputs: string[] };
+  /**
+   * the policy worker's entry (`policy-worker.mjs`, shared/proxy/policy-worker-entry.ts:
+   * admission reviews and policy objects off the request loop) and the chunks
+   * it imports statically; ship them with main.mjs
+   */
+  policyWorker: { file: string; files: string[]; inputs: string[] };
 }
 
 /**
@@ -135,7 +144,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/x509-worker.ts" },
+    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/x509-worker.ts", "policy-worker": "shared/proxy/policy-worker-entry.ts" },
     bundle: true,
     splitting: true,
     platform: "node",
@@ -159,6 +168,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const rel = (abs: string) => relative(outdir, resolve(ROOT, abs));
   const mainKey = Object.keys(outputs).find((k) => rel(k) === "main.mjs")!;
   const workerKey = Object.keys(outputs).find((k) => rel(k) === "x509-worker.mjs")!;
+  const policyWorkerKey = Object.keys(outputs).find((k) => rel(k) === "policy-worker.mjs")!;
   // Follow static imports only: what Node loads before main.mjs runs.
   const visit = (key: string, loaded: Set<string>) => {
     if (loaded.has(key)) return loaded;
@@ -168,10 +178,12 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   };
   const loaded = visit(mainKey, new Set());
   const workerLoaded = visit(workerKey, new Set());
+  const policyWorkerLoaded = visit(policyWorkerKey, new Set());
   const code = Object.keys(outputs).filter((k) => k.endsWith(".mjs"));
   const staticKeys = code.filter((k) => loaded.has(k));
   const workerKeys = code.filter((k) => workerLoaded.has(k));
-  const lazyKeys = code.filter((k) => !loaded.has(k) && !workerLoaded.has(k));
+  const policyWorkerKeys = code.filter((k) => policyWorkerLoaded.has(k));
+  const lazyKeys = code.filter((k) => !loaded.has(k) && !workerLoaded.has(k) && !policyWorkerLoaded.has(k));
   const inputsOf = (keys: string[]) => [...new Set(keys.flatMap((k) => Object.entries(outputs[k]!.inputs).filter(([, v]) => v.bytesInOutput > 0).map(([i]) => i)))];
   const inputs = inputsOf(staticKeys);
   const bad = inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)));
@@ -189,6 +201,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
     staticFiles: staticKeys.map(rel),
     lazy: { files: lazyKeys.map(rel), ...sizes(lazyKeys), inputs: inputsOf(lazyKeys) },
     worker: { file: join(outdir, "x509-worker.mjs"), files: workerKeys.map(rel), inputs: inputsOf(workerKeys) },
+    policyWorker: { file: join(outdir, "policy-worker.mjs"), files: policyWorkerKeys.map(rel), inputs: inputsOf(policyWorkerKeys) },
   };
 }
 

@@ -169,6 +169,31 @@ export interface HpaCheckView {
   policies?: PolicySet | undefined;
 }
 
+/**
+ * Most External metrics of one HPA that are checked: the HPA controller
+ * reads each one every sync period (15 s), and no autoscaler has a real use
+ * for more than a few (the HPA takes the largest of the replica counts they
+ * give). An HPA over it is refused (the webhook: 422) without its metrics
+ * being parsed.
+ */
+export const MAX_HPA_EXTERNAL_METRICS = 64;
+/** Most entries of `spec.metrics` (of any type) of one HPA that are checked; refused beyond, as {@link MAX_HPA_EXTERNAL_METRICS}. */
+export const MAX_HPA_METRICS = 256;
+
+/**
+ * Count the entries of an HPA object's `spec.metrics` and those of `type:
+ * External`, without parsing anything else (microseconds for any size).
+ *
+ * @returns zeros when `value` has no `spec.metrics` array
+ */
+export function hpaMetricCount(value: unknown): { metrics: number; external: number } {
+  const metrics = (value as { spec?: { metrics?: unknown } } | null | undefined)?.spec?.metrics;
+  if (!Array.isArray(metrics)) return { metrics: 0, external: 0 };
+  let external = 0;
+  for (const m of metrics) if ((m as { type?: unknown } | null)?.type === "External") external++;
+  return { metrics: metrics.length, external };
+}
+
 /** One External metric of one HPA, checked ({@link checkHpaObject}). */
 export interface HpaObjectMetric {
   /** position in `spec.metrics` */
@@ -185,13 +210,23 @@ export interface HpaObjectMetric {
  * @param namespace overrides `metadata.namespace` (default `default`, as kubectl)
  * @returns the HPA's `namespace/name` and one check per External metric, or
  *   the schema problems (field paths relative to the object) when `value` is
- *   not a well-formed `autoscaling/v2` HPA
+ *   not a well-formed `autoscaling/v2` HPA or has more than
+ *   {@link MAX_HPA_METRICS} metrics or {@link MAX_HPA_EXTERNAL_METRICS} External ones
  */
 export function checkHpaObject(
   value: unknown,
   view: HpaCheckView,
   namespace?: string,
 ): { hpa: string; namespace: string; metrics: HpaObjectMetric[] } | { issues: { path: PropertyKey[]; message: string }[] } {
+  const count = hpaMetricCount(value);
+  if (count.metrics > MAX_HPA_METRICS) {
+    return { issues: [{ path: ["spec", "metrics"], message: `${count.metrics} metrics, more than the ${MAX_HPA_METRICS} that are checked; split the HorizontalPodAutoscaler` }] };
+  }
+  if (count.external > MAX_HPA_EXTERNAL_METRICS) {
+    return {
+      issues: [{ path: ["spec", "metrics"], message: `${count.external} External metrics, more than the ${MAX_HPA_EXTERNAL_METRICS} that are checked; split the HorizontalPodAutoscaler` }],
+    };
+  }
   const parsed = hpaSchema.safeParse(value);
   if (!parsed.success) return { issues: parsed.error.issues.map((i) => ({ path: i.path as PropertyKey[], message: i.message })) };
   const hpa = parsed.data;

@@ -13,7 +13,7 @@ import { ConfigError, issueAt, locate, parseYamlDocuments, zodIssues, type Confi
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { fromLabelSelector, parseSelector, SelectorError, selectorToString, type Selector } from "../k8s/selector.ts";
 import { PolicySet, serviceAccountUser, type CompiledPolicy, type CompiledRule } from "./evaluate.ts";
-import { compileMetricPattern, PatternError } from "./regex.ts";
+import { checkPolicyPatterns, compileMetricPattern, PatternError } from "./regex.ts";
 import { CLUSTER_POLICY_KIND, clusterPolicySchema, POLICY_KIND, policySchema, policySettingsSchema, type Action, type SelectorInput } from "./schema.ts";
 
 /** The bridge's compiled policy configuration (`BridgeConfig.policy`). */
@@ -92,7 +92,9 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
     issues.push(...zodIssues(sd, parsed.error));
     // Still report the patterns that do not compile, so one run shows all.
     const rules = (sd.value as { spec?: { rules?: unknown } } | null)?.spec?.rules;
-    if (Array.isArray(rules)) {
+    const over = Array.isArray(rules) ? checkPolicyPatterns(rules.map((r: unknown) => (r as { metric?: unknown } | null)?.metric)) : undefined;
+    if (over !== undefined) issues.push(issueAt(sd, ["spec", "rules", over.index, "metric"], over.message));
+    else if (Array.isArray(rules)) {
       rules.forEach((rule: unknown, index) => {
         const metric = (rule as { metric?: unknown } | null)?.metric;
         if (typeof metric !== "string") return;
@@ -108,6 +110,12 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
   }
   const { metadata, spec } = parsed.data;
   const namespace = parsed.data.kind === CLUSTER_POLICY_KIND || metadata.namespace === "" ? undefined : metadata.namespace;
+  // The patterns' cost together, before compiling any (regex.ts): one policy never costs more than this to compile or to look up.
+  const over = checkPolicyPatterns(spec.rules.map((r) => r.metric));
+  if (over !== undefined) {
+    issues.push(issueAt(sd, ["spec", "rules", over.index, "metric"], over.message));
+    return undefined;
+  }
   const before = issues.length;
   const rules: CompiledRule[] = [];
   spec.rules.forEach((rule, index) => {

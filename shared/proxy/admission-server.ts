@@ -48,7 +48,7 @@ import type { TLSSocket } from "node:tls";
 import { StatusError, toStatusError, tooManyRequests, requestEntityTooLarge, notFound } from "../k8s/status.ts";
 import { applyServerLimits, GO_TRANSPORT_IDLE_TIMEOUT_MS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import { requestIdFrom } from "../request-id.ts";
-import { ADMISSION_PATHS, MAX_ADMISSION_BODY_BYTES, type AdmissionAnswer, type AdmissionPath } from "./admission.ts";
+import { ADMISSION_PATHS, MAX_ADMISSION_BODY_BYTES, type AdmissionAnswer, type AdmissionCaller, type AdmissionPath } from "./admission.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { certificatesFromPem } from "./pem.ts";
@@ -93,7 +93,7 @@ export const ADMISSION_LIMITS: Readonly<AdmissionLimits> = {
 
 /** What the listener calls: the webhook of admission.ts. */
 export interface AdmissionService {
-  serve(path: AdmissionPath, request: Request): Promise<AdmissionAnswer>;
+  serve(path: AdmissionPath, request: Request, caller: AdmissionCaller): Promise<AdmissionAnswer>;
 }
 
 /** Options of {@link startAdmissionServer}. */
@@ -190,8 +190,8 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
         headers: { "Content-Type": headerText(req.headers["content-type"]) ?? "application/json" },
         body: new Uint8Array(body.buffer as ArrayBuffer, body.byteOffset, body.byteLength),
       });
-      // `authenticated` goes to the webhook with the disclosure bound of admission.ts: webhook.serve(name, request, { authenticated })
-      const answer = await webhook.serve(name, request);
+      // Unauthenticated callers learn at most a policy's name and rule index (admission.ts, disclosure).
+      const answer = await webhook.serve(name, request, { authenticated });
       code = answer.status;
       write(res, answer.status, answer.body, requestId);
     } catch (err) {

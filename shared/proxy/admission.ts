@@ -14,10 +14,14 @@
  * Equivalent`, so an `autoscaling/v1` HPA arrives converted to v2.
  *
  * The caller, kube-apiserver, presents no client certificate unless its
- * admission configuration names one, so these two paths are served before
- * the proxy's authentication (app.ts); they only read the request body and
- * answer about it (no backend call, no Kubernetes API call), and every other
- * path stays authenticated.
+ * admission configuration names one, so these two paths are served on a
+ * listener of their own (admission-server.ts: its own connection, header
+ * and body deadlines, optional client-certificate authentication with
+ * ProxyConfig `admission.clientCA`), never on the API listener; they only
+ * read the request body and answer about it (no backend call, no Kubernetes
+ * API call). The listener says whether the caller was authenticated
+ * ({@link AdmissionCaller}); an unauthenticated one learns at most a
+ * policy's name and rule index.
  *
  * Answer shape: `response.uid` echoes `request.uid`; `allowed`; `warnings`
  * (each at most {@link MAX_WARNING_CHARS} characters, all together at most
@@ -31,23 +35,65 @@
  * (apiserver `pkg/admission/plugin/webhook/errors/statuserror.go`).
  *
  * A malformed request (not JSON, not an AdmissionReview v1, no uid) is an
- * HTTP 400 Status, a body over {@link MAX_ADMISSION_BODY_BYTES} a 413 Status;
- * kube-apiserver counts either as a failed call, which `failurePolicy:
- * Ignore` admits. The work is synchronous and in memory (one policy
- * evaluation per External metric), far inside the webhook's 3 s timeout.
+ * HTTP 400 Status; kube-apiserver counts it as a failed call, which
+ * `failurePolicy: Ignore` admits. A body over {@link MAX_ADMISSION_BODY_BYTES}
+ * ({@link MAX_HPA_REVIEW_BODY_BYTES} on `/admission/hpa`) is refused
+ * (`allowed: false`, 422) when its uid can be read from its first KiB, and a
+ * 413 Status otherwise; reading stops at the limit.
+ *
+ * CPU budget (issue 23): the body is only read here; parsing, compiling and
+ * evaluating run in the policy worker thread (policy-worker.ts) within
+ * {@link REVIEW_BUDGET_MS}. A review over it — or whose cluster policies
+ * could not be loaded into the worker within their budget — is REFUSED
+ * (`allowed: false`, a 422 Status saying so) rather than failed: a failed
+ * call is what `failurePolicy: Ignore` admits, so an answer is the only way
+ * an object too costly to check is kept out. (Without the review's uid — the
+ * worker could not even read it — the answer is a 503 Status, a failed call.)
+ * An HPA with more than {@link MAX_HPA_EXTERNAL_METRICS} External metrics (or
+ * {@link MAX_HPA_METRICS} metrics) is refused in both modes (422) before its
+ * metrics are parsed; a denial's message is cut to
+ * {@link MAX_STATUS_MESSAGE_CHARS} characters, its causes to
+ * {@link MAX_STATUS_CAUSES}, the whole answer to
+ * {@link MAX_ADMISSION_ANSWER_BYTES}.
+ *
+ * Disclosure: {@link AdmissionWebhook.serve} is told whether kube-apiserver's
+ * client certificate authenticated the caller. Unauthenticated, a policy
+ * denial names only the policy and the rule index (`policy team-a/queues
+ * rules[0]`), never what it allows; authenticated, the full explanation
+ * (the allowed selector and the requirement the HPA's selector misses).
  */
-import { readBounded } from "../bounded-body.ts";
-import type { ConfigIssue } from "../config/yaml.ts";
-import { badRequest, forbidden, invalid, requestEntityTooLarge, tooManyRequests, type Status } from "../k8s/status.ts";
-import { metricKey } from "../metric-name.ts";
-import { checkHpaObject, POLICY_DENIED } from "../policy/check-hpa.ts";
+import { invalid, requestEntityTooLarge, serviceUnavailable, StatusError, tooManyRequests } from "../k8s/status.ts";
+import { MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS } from "../policy/check-hpa.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
-import { lintPolicies } from "../policy/lint.ts";
-import { compilePolicyObject, policyObjectRef } from "../policy/objects.ts";
+import {
+  ADMISSION_PATHS,
+  completeReview,
+  MAX_ADMISSION_ANSWER_BYTES,
+  MAX_STATUS_CAUSES,
+  MAX_STATUS_MESSAGE_CHARS,
+  MAX_WARNING_CHARS,
+  MAX_WARNINGS_TOTAL_CHARS,
+  reviewText,
+  uidFromPrefix,
+  type AdmissionMode,
+  type AdmissionPath,
+  type ReviewDraft,
+} from "./admission-review.ts";
+import { BudgetExceededError, PolicyWorker, REVIEW_BUDGET_MS, WorkerStatusError } from "./policy-worker.ts";
 
-/** The webhook's paths on the proxy's HTTPS server. */
-export const ADMISSION_PATHS = { hpa: "/admission/hpa", policies: "/admission/policies" } as const;
-export type AdmissionPath = keyof typeof ADMISSION_PATHS;
+export {
+  ADMISSION_PATHS,
+  MAX_ADMISSION_ANSWER_BYTES,
+  MAX_HPA_EXTERNAL_METRICS,
+  MAX_HPA_METRICS,
+  MAX_STATUS_CAUSES,
+  MAX_STATUS_MESSAGE_CHARS,
+  MAX_WARNING_CHARS,
+  MAX_WARNINGS_TOTAL_CHARS,
+  REVIEW_BUDGET_MS,
+};
+export type { AdmissionMode, AdmissionPath };
+export type { AdmissionRequest, AdmissionResponse } from "./admission-review.ts";
 
 /**
  * Largest AdmissionReview body accepted, bytes: 3 MiB, kube-apiserver's own
@@ -55,10 +101,14 @@ export type AdmissionPath = keyof typeof ADMISSION_PATHS;
  * `pkg/server/config.go`); HPAs and policies are a few KiB.
  */
 export const MAX_ADMISSION_BODY_BYTES = 3 * 1024 * 1024;
-/** Longest warning, characters (kube-apiserver may truncate longer ones). */
-export const MAX_WARNING_CHARS = 256;
-/** Most characters of all warnings of one answer (kube-apiserver drops warnings past 4096). */
-export const MAX_WARNINGS_TOTAL_CHARS = 4096;
+/**
+ * Largest body accepted on `/admission/hpa`, bytes: an HPA (object and, on
+ * UPDATE, oldObject) is a few KiB, one at {@link MAX_HPA_EXTERNAL_METRICS}
+ * External metrics with long names and selectors far under this; a larger
+ * review is refused (`allowed: false`, 422) after its first bytes, without
+ * the rest being read.
+ */
+export const MAX_HPA_REVIEW_BODY_BYTES = 256 * 1024;
 
 /**
  * Most AdmissionReviews read or checked at once: the paths need no
@@ -68,9 +118,6 @@ export const MAX_WARNINGS_TOTAL_CHARS = 4096;
  * failed call, which `failurePolicy: Ignore` admits.
  */
 export const MAX_ADMISSION_IN_FLIGHT = 16;
-
-/** `Warn`: a policy Deny is a warning, the object is admitted; `Deny`: it is refused. */
-export type AdmissionMode = "Warn" | "Deny";
 
 /** What the webhook needs. */
 export interface AdmissionOptions {
@@ -86,14 +133,23 @@ export interface AdmissionOptions {
   whenNoneApply?: "Defer" | "Deny";
   /** whether this proxy routes the metric (lookup key) to a backend; a metric it does not is reported (its read would be 404) */
   serves?: (metricKey: string) => boolean;
+  /**
+   * where reviews are decided: a {@link PolicyWorker} (default: one the
+   * webhook starts on its first review and stops in {@link AdmissionWebhook.close}),
+   * or `false` to decide them on the calling thread (no CPU budget: for
+   * runtimes without worker threads and for unit tests only)
+   */
+  worker?: PolicyWorker | false;
 }
 
-/** `admission.k8s.io/v1` AdmissionResponse (the fields this webhook sets). */
-export interface AdmissionResponse {
-  uid: string;
-  allowed: boolean;
-  status?: Status;
-  warnings?: string[];
+/** What the listener knows about the caller of one webhook request. */
+export interface AdmissionCaller {
+  /**
+   * whether the caller presented a client certificate that authenticates
+   * kube-apiserver (the webhook listener's `admission.clientCA`); false: a
+   * denial names at most the policy and the rule index
+   */
+  authenticated: boolean;
 }
 
 /** An HTTP answer of the webhook. */
@@ -106,180 +162,105 @@ export interface AdmissionAnswer {
 export class AdmissionWebhook {
   readonly #options: AdmissionOptions;
   #inFlight = 0;
+  #worker: PolicyWorker | undefined;
 
   constructor(options: AdmissionOptions) {
     this.#options = options;
+    if (options.worker !== false && options.worker !== undefined) this.#worker = options.worker;
   }
 
   /**
    * Answer one HTTP request of the webhook.
    *
    * @param path which check
-   * @param request the POST (its body is read up to {@link MAX_ADMISSION_BODY_BYTES})
-   * @returns 200 with an AdmissionReview
-   * @throws StatusError 413 when the body is too large, 400 when it is not
-   *   an AdmissionReview v1, 429 when {@link MAX_ADMISSION_IN_FLIGHT} reviews are in progress
+   * @param request the POST (its body is read up to {@link MAX_ADMISSION_BODY_BYTES}, {@link MAX_HPA_REVIEW_BODY_BYTES} on `hpa`)
+   * @param caller whether kube-apiserver's client certificate authenticated
+   *   the caller (default: not authenticated, the least disclosed)
+   * @returns 200 with an AdmissionReview (`allowed: false` with a 422 Status
+   *   when the review passed its CPU budget)
+   * @throws StatusError 413 when the body is too large and has no readable uid, 400 when it is not
+   *   an AdmissionReview v1, 429 when {@link MAX_ADMISSION_IN_FLIGHT} reviews
+   *   are in progress, 503 when the review passed its budget before its uid
+   *   was read or the worker could not run
    */
-  async serve(path: AdmissionPath, request: Request): Promise<AdmissionAnswer> {
+  async serve(path: AdmissionPath, request: Request, caller: AdmissionCaller = { authenticated: false }): Promise<AdmissionAnswer> {
     if (this.#inFlight >= MAX_ADMISSION_IN_FLIGHT) {
       throw tooManyRequests(`${MAX_ADMISSION_IN_FLIGHT} admission reviews are in progress; try again`, 1);
     }
     this.#inFlight++;
-    let text: string;
     try {
-      text = await readBody(request, MAX_ADMISSION_BODY_BYTES);
+      const read = await readReview(request, path === "hpa" ? MAX_HPA_REVIEW_BODY_BYTES : MAX_ADMISSION_BODY_BYTES);
+      const draft = "bytes" in read ? await this.#decide(path, read.bytes, caller.authenticated) : tooLargeDraft(read.uid, read.limit);
+      return { status: 200, body: completeReview(draft, this.#options.serves) };
     } finally {
       this.#inFlight--;
     }
-    const review = parseReview(text);
-    const response = path === "hpa" ? this.reviewHpa(review.request) : this.reviewPolicy(review.request);
-    return {
-      status: 200,
-      body: JSON.stringify({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response: finish(response) }),
-    };
   }
 
-  /** The answer for an HPA (see the module comment). */
-  reviewHpa(req: AdmissionRequest): AdmissionResponse {
-    const allowed: AdmissionResponse = { uid: req.uid, allowed: true };
-    const kind = req.kind;
-    if (kind?.group !== "autoscaling" || kind.version !== "v2" || kind.kind !== "HorizontalPodAutoscaler") return allowed;
-    if ((req.operation !== "CREATE" && req.operation !== "UPDATE") || (req.subResource ?? "") !== "") return allowed;
-    const namespace = req.namespace ?? (req.object as { metadata?: { namespace?: string } } | undefined)?.metadata?.namespace ?? "default";
-    const policies = this.#options.policies();
-    const checked = checkHpaObject(req.object, policies !== undefined ? { policies } : {}, namespace);
-    if ("issues" in checked) return allowed; // not the v2 shape: the API server's own validation answers
-    const warnings: string[] = [];
-    const denials: string[] = [];
-    for (const m of checked.metrics) {
-      const at = `spec.metrics[${m.index}] (External "${m.check.metric}")`;
-      for (const problem of m.check.problems) {
-        if (problem.startsWith(POLICY_DENIED)) continue; // the decision below says more
-        warnings.push(`${at}: ${problem}`);
+  /** Stop the webhook's own worker (a worker passed in options is left alone). Never throws. */
+  async close(): Promise<void> {
+    if (this.#options.worker === undefined) await this.#worker?.close();
+    this.#worker = undefined;
+  }
+
+  async #decide(path: AdmissionPath, body: Uint8Array, authenticated: boolean): Promise<ReviewDraft> {
+    const o = this.#options;
+    const context = { policies: o.policies(), mode: o.mode ?? "Warn", whenNoneApply: o.whenNoneApply ?? "Defer", authenticated } as const;
+    if (o.worker === false) return reviewText(path, Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8"), context);
+    this.#worker ??= new PolicyWorker();
+    try {
+      return await this.#worker.review({ path, body, ...context });
+    } catch (err) {
+      if (err instanceof WorkerStatusError) throw new StatusError(err.code === 400 ? 400 : 500, err.message);
+      if (err instanceof BudgetExceededError) {
+        if (err.uid === undefined) throw serviceUnavailable(`the admission review could not be checked: ${err.message}`, 1);
+        const what = path === "hpa" ? "HorizontalPodAutoscaler" : "policy object";
+        const message = `the external metrics proxy's webhook could not check this ${what} within its CPU budget, so it is refused: ${err.message}`;
+        return { response: { uid: err.uid, allowed: false, status: invalid(message).toStatus() }, warnings: [] };
       }
-      const serves = this.#options.serves;
-      if (serves !== undefined && !serves(metricKey(m.check.metric))) {
-        warnings.push(`${at}: no backend of the external metrics proxy serves this metric, so the HPA's read would fail with 404`);
-      }
-      const d = m.check.decision;
-      if (d === undefined || d.decision !== "Deny") continue;
-      if (d.byDefault && (this.#options.whenNoneApply ?? "Defer") === "Defer") continue;
-      const message = `${at}: the HPA controller's read would be denied by cluster policy: ${d.message}`;
-      if ((this.#options.mode ?? "Warn") === "Deny") denials.push(message);
-      else warnings.push(message);
+      throw serviceUnavailable(`the admission review could not be checked: ${(err as Error).message}`, 1);
     }
-    if (denials.length > 0) {
-      return { uid: req.uid, allowed: false, status: forbidden(denials.join("; ")).toStatus(), ...(warnings.length > 0 ? { warnings } : {}) };
-    }
-    return warnings.length > 0 ? { ...allowed, warnings } : allowed;
   }
-
-  /** The answer for an ExternalMetricPolicy or ClusterExternalMetricPolicy (see the module comment). */
-  reviewPolicy(req: AdmissionRequest): AdmissionResponse {
-    const allowed: AdmissionResponse = { uid: req.uid, allowed: true };
-    const kind = req.kind;
-    if (kind?.group !== POLICY_GROUP || !POLICY_KINDS.has(kind.kind ?? "")) return allowed;
-    if ((req.operation !== "CREATE" && req.operation !== "UPDATE") || (req.subResource ?? "") !== "") return allowed;
-    const object = withNamespace(req.object, kind.kind!, req.namespace);
-    const { policy, issues } = compilePolicyObject(object);
-    if (policy === undefined) {
-      const list = issues.length > 0 ? issues : [{ path: "", message: "the object could not be compiled" } as ConfigIssue];
-      const id = policyObjectRef(object);
-      return {
-        uid: req.uid,
-        allowed: false,
-        status: invalid(`${id} is invalid: ${list.map(issueText).join("; ")}`, {
-          kind: kind.kind!,
-          group: POLICY_GROUP,
-          ...(req.name !== undefined ? { name: req.name } : {}),
-          causes: list.map((i) => ({ reason: "FieldValueInvalid", message: i.message, field: i.path })),
-        }).toStatus(),
-      };
-    }
-    const warnings = lintPolicies([policy], undefined, undefined).map(issueText);
-    return warnings.length > 0 ? { ...allowed, warnings } : allowed;
-  }
-}
-
-/** The API group of the policy kinds. */
-const POLICY_GROUP = "external-metrics-bridge.io";
-const POLICY_KINDS = new Set(["ExternalMetricPolicy", "ClusterExternalMetricPolicy"]);
-
-/** `admission.k8s.io/v1` AdmissionRequest (the fields read here). */
-export interface AdmissionRequest {
-  uid: string;
-  kind?: { group?: string; version?: string; kind?: string };
-  subResource?: string;
-  name?: string;
-  namespace?: string;
-  operation?: string;
-  object?: unknown;
-}
-
-/** The object with the request's namespace (a namespaced CREATE may omit metadata.namespace). */
-function withNamespace(object: unknown, kind: string, namespace: string | undefined): unknown {
-  if (kind === "ClusterExternalMetricPolicy" || namespace === undefined || object === null || typeof object !== "object") return object;
-  const o = object as { metadata?: Record<string, unknown> };
-  return { ...o, metadata: { ...(o.metadata ?? {}), namespace } };
-}
-
-/** A loader or lint issue without its file position: `spec.rules[1].metric: message`. */
-function issueText(issue: Pick<ConfigIssue, "path" | "message">): string {
-  return issue.path === "" ? issue.message : `${issue.path}: ${issue.message}`;
-}
-
-/** Bound the warnings as kube-apiserver would (see the module comment) and drop an empty list. */
-function finish(response: AdmissionResponse): AdmissionResponse {
-  if (response.warnings === undefined) return response;
-  const out: string[] = [];
-  let total = 0;
-  for (const w of response.warnings) {
-    let text = w.replace(/[\u0000-\u001f\u007f]/g, " ");
-    const chars = [...text];
-    if (chars.length > MAX_WARNING_CHARS) text = `${chars.slice(0, MAX_WARNING_CHARS - 1).join("")}…`;
-    const length = [...text].length;
-    if (total + length > MAX_WARNINGS_TOTAL_CHARS) break;
-    total += length;
-    out.push(text);
-  }
-  const { warnings: _w, ...rest } = response;
-  return out.length > 0 ? { ...rest, warnings: out } : rest;
 }
 
 /**
- * Read a request body of at most `limit` bytes.
+ * Read a review's body of at most `limit` bytes.
  *
- * @throws StatusError 413 when `Content-Length` or the bytes read pass `limit` (reading stops there)
+ * @returns the bytes, or — when the body (or its `Content-Length`) passes
+ *   `limit` and `request.uid` can be read from its first KiB
+ *   (admission-review.ts `uidFromPrefix`) — that uid: reading stops there and
+ *   the review is refused with an answer rather than failed
+ * @throws StatusError 413 when the body passes `limit` and no uid could be read
  */
-async function readBody(request: Request, limit: number): Promise<string> {
+async function readReview(request: Request, limit: number): Promise<{ bytes: Uint8Array } | { uid: string; limit: number }> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > limit) {
-    throw requestEntityTooLarge(`the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted`);
+  const body = request.body;
+  if (body === null) return { bytes: new Uint8Array(0) };
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const over = Number.isFinite(declared) && declared > limit;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    chunks.push(value);
+    if (over || size > limit) {
+      await reader.cancel().catch(() => {});
+      const head = Buffer.concat(chunks).subarray(0, 1024).toString("utf8");
+      const uid = uidFromPrefix(head);
+      if (uid !== undefined) return { uid, limit };
+      throw requestEntityTooLarge(
+        over ? `the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted` : `the AdmissionReview is longer than ${limit} bytes, the most accepted`,
+      );
+    }
   }
-  const bytes = await readBounded(request.body, limit, () =>
-    requestEntityTooLarge(`the AdmissionReview is longer than ${limit} bytes, the most accepted`),
-  );
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  if (chunks.length === 1) return { bytes: chunks[0]! };
+  return { bytes: Buffer.concat(chunks, size) };
 }
 
-/**
- * Parse an `admission.k8s.io/v1` AdmissionReview request.
- *
- * @throws StatusError 400 when the text is not JSON or not an AdmissionReview v1 with `request.uid`
- */
-function parseReview(text: string): { request: AdmissionRequest } {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw badRequest(`the body is not JSON: ${(err as Error).message}`);
-  }
-  const v = value as { apiVersion?: unknown; kind?: unknown; request?: { uid?: unknown } } | null;
-  if (v === null || typeof v !== "object" || v.apiVersion !== "admission.k8s.io/v1" || v.kind !== "AdmissionReview") {
-    throw badRequest("expected an AdmissionReview of apiVersion admission.k8s.io/v1 (the webhook's admissionReviewVersions is [v1])");
-  }
-  if (v.request === null || typeof v.request !== "object" || typeof v.request.uid !== "string" || v.request.uid === "") {
-    throw badRequest("the AdmissionReview has no request.uid");
-  }
-  return { request: v.request as AdmissionRequest };
+/** The refusal of a review whose body is over `limit` bytes (see {@link readReview}). */
+function tooLargeDraft(uid: string, limit: number): ReviewDraft {
+  const message = `the AdmissionReview is longer than ${limit} bytes, the most the external metrics proxy's webhook reviews on this path, so the object is refused`;
+  return { response: { uid, allowed: false, status: invalid(message).toStatus() }, warnings: [] };
 }

@@ -42,6 +42,7 @@ import type { KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
+import { createOffThreadCompiler } from "./policy-worker.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
 import type { ServingMaterial } from "./tls.ts";
 
@@ -172,9 +173,19 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   if (config.clusterPolicies?.enabled === true && options.clusterPolicies === undefined) {
     throw new Error("the ProxyConfig sets clusterPolicies.enabled but the proxy has no Kubernetes client to watch the policy objects");
   }
+  // Policy objects are compiled in a worker thread of their own (policy-worker.ts: a
+  // CPU budget per object, fail closed past it), so no object, and no queue of hostile
+  // admission reviews in the webhook's worker, holds the request loop or delays a rebuild.
+  const policyCompiler = config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined && options.clusterPolicies.compile === undefined ? createOffThreadCompiler() : undefined;
   const clusterPolicies =
     config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined
-      ? new ClusterPolicies({ ...options.clusterPolicies, whenNoneApply: config.clusterPolicies.whenNoneApply, log, metrics })
+      ? new ClusterPolicies({
+          ...(policyCompiler !== undefined ? { compile: policyCompiler.compile } : {}),
+          ...options.clusterPolicies,
+          whenNoneApply: config.clusterPolicies.whenNoneApply,
+          log,
+          metrics,
+        })
       : undefined;
   clusterPolicies?.start();
 
@@ -247,6 +258,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     } catch (err) {
       server.close();
       await clusterPolicies?.stop();
+      await admission.close();
+      await policyCompiler?.close();
       throw err;
     }
     log({ level: "info", msg: "admission webhook listening", url: `https://${options.host ?? "0.0.0.0"}:${admissionServer.port}`, clientCertificates: admissionServer.authenticating ? "required" : "not checked" });
@@ -343,6 +356,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       await admissionClosed;
       forwarder.close();
       await clusterPolicies?.stop();
+      await admission?.close();
+      await policyCompiler?.close();
       await options.authentication.stop();
       log({ level: "info", msg: "shut down" });
     })();

@@ -56,6 +56,7 @@ export const SCRIPTS: readonly { script: string; quickArgs?: string[] }[] = [
   { script: "bench:http-overhead" },
   { script: "bench:latency" },
   { script: "bench:memory" },
+  { script: "bench:hostile", quickArgs: ["--seconds", "3"] },
 ];
 
 /** Longest a script may run, ms, before it is killed and counted as failed. */
