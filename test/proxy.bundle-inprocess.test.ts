@@ -58,10 +58,15 @@ async function startBundled(name: string, appDir: string, configText: string, en
   const config = join(dir, `${name}.proxy.yaml`);
   writeFileSync(config, configText);
   const port = await freePort();
+  const admissionPort = await freePort();
   const lines: string[] = [];
   const child = spawn(
     process.execPath,
-    [...imageNodeFlags(), join(appDir, "main.mjs"), "--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--shutdown-delay-seconds", "0"],
+    [
+      ...imageNodeFlags(),
+      join(appDir, "main.mjs"),
+      ...["--config", config, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", String(port), "--admission-port", String(admissionPort), "--shutdown-delay-seconds", "0"],
+    ],
     { cwd: appDir, env: { ...process.env, ...imageEnv(), BRIDGE_SIGNING_KEYS: undefined, ...env, POD_NAMESPACE: "emb" }, stdio: ["ignore", "pipe", "pipe"] },
   );
   running.push({ child, fake });
@@ -76,10 +81,10 @@ async function startBundled(name: string, appDir: string, configText: string, en
       headers: { "X-Remote-User": user },
     });
   const rssBytes = () => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? NaN) * 1024;
-  /** POST without credentials (as kube-apiserver calls the admission webhook) */
+  /** POST without credentials to the webhook's own listener (as kube-apiserver calls the admission webhook) */
   const post = (path: string, body: string) =>
     new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = https.request(`https://127.0.0.1:${port}${path}`, { method: "POST", ca, agent: false, headers: { "Content-Type": "application/json" } }, (res) => {
+      const req = https.request(`https://127.0.0.1:${admissionPort}${path}`, { method: "POST", ca, agent: false, headers: { "Content-Type": "application/json" } }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));

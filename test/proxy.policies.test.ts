@@ -294,6 +294,8 @@ describe("before the policies are known", () => {
     try {
       // All objects together pass the cluster-wide limit: the namespace with the most is refused, whole.
       await eventually(() => h.logs.some((l) => String(l.msg).includes('values reads in namespace "team-a" are refused')), 3000, "the limit logged");
+      // the first rebuild's compiles (a worker thread) may still be running when the limit is logged: reads are refused meanwhile too
+      await eventually(async () => String((await read(h, "team-a", "queue_messages_ready")).json().message).includes("limit"), 5000, "the limit in force");
       const r = await read(h, "team-a", "queue_messages_ready");
       expect(r.status).toBe(503);
       expect(r.headers["retry-after"]).toBeUndefined();

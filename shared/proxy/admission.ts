@@ -111,13 +111,16 @@ export const MAX_ADMISSION_BODY_BYTES = 3 * 1024 * 1024;
 export const MAX_HPA_REVIEW_BODY_BYTES = 256 * 1024;
 
 /**
- * Most AdmissionReviews read or checked at once: the paths need no
- * credentials, so a caller that opens many slow uploads is refused (429)
- * instead of holding the proxy's memory (at most this many bodies of
- * {@link MAX_ADMISSION_BODY_BYTES}); kube-apiserver counts the refusal as a
- * failed call, which `failurePolicy: Ignore` admits.
+ * Most AdmissionReviews being checked or waiting for the policy worker at
+ * once; past it a review is refused (429), which kube-apiserver counts as a
+ * failed call (`failurePolicy: Ignore` admits it). The bodies are read
+ * before a review counts here, by the webhook's listener
+ * (admission-server.ts: 2 s body deadline, 16 MiB buffered across all
+ * connections), so slow uploads hold no slot; this bounds the worker's
+ * queue. A burst of ordinary reviews (a few KiB each, well under a
+ * millisecond in the worker) fits.
  */
-export const MAX_ADMISSION_IN_FLIGHT = 16;
+export const MAX_ADMISSION_IN_FLIGHT = 64;
 
 /** What the webhook needs. */
 export interface AdmissionOptions {
