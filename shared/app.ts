@@ -140,7 +140,8 @@ const REQUEST_ID = "requestId" as never;
  * missing-credentials 500's text — at info (2xx), warn (4xx) or error (5xx);
  * probes (`/healthz`, `/livez`, `/readyz`) at debug; every other answer
  * as `{ msg: "request", requestId, method, path, code, durationMs }` (plus
- * `errorKind` and `error` when it failed). It also counts requests, their duration and policy
+ * `errorKind`, `error` and `target` — the path and query as received, cut at
+ * 1 KiB, so a refused spelling shows as sent — when it failed). It also counts requests, their duration and policy
  * decisions in `options.metrics`.
  *
  * @throws Error when a metric rule names a provider that was not built, or
@@ -310,6 +311,8 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
         if (failure !== undefined) {
           record["errorKind"] = errorKind(failure);
           record["error"] = failure.message;
+          // `path` is the runtime's decoded path: a refused spelling (`team%2Db`) shows as sent here
+          record["target"] = rawTarget(c).slice(0, 1024);
         }
         log(record);
       }

@@ -252,6 +252,9 @@ describe("the bridge refuses the same spellings itself", () => {
       const r = await atBridge(target);
       expect(r.status, r.text).toBe(code);
       expect(r.json()).toMatchObject({ kind: "Status", status: "Failure", code });
+      // the bridge's log line names the target as sent, not only the runtime's decoded path
+      const record = bridgeLogs.filter((l) => l["msg"] === "request").at(-1)!;
+      expect(record["target"]).toBe(target);
     });
   }
 });
