@@ -12,6 +12,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { listAll, POLICY_COLLECTIONS } from "../functions/cli/cluster.ts";
+import { kubeConfigFor, type KubeObject } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { ROOT } from "./helpers/worker.ts";
 
@@ -96,10 +98,10 @@ describe("--kubeconfig", () => {
       "ExternalMetricPolicy/team-b/broken: error: spec.rules[0].metric: invalid RE2 pattern: error parsing regexp: missing closing ): `queue_(a`\n",
     );
     expect(r.stdout).toContain("2 policies, 1 error, 0 warnings\n");
-    // read-only: two lists, no watch, no write
-    expect(fake.listsAndWatches.slice(before).map((l) => `${l.resource} ${l.watch}`).sort()).toEqual([
-      "clusterexternalmetricpolicies false",
-      "externalmetricpolicies false",
+    // read-only: two lists (paginated, as the proxy lists), no watch, no write
+    expect(fake.listsAndWatches.slice(before).map((l) => `${l.resource} ${l.watch} ${l.limit}`).sort()).toEqual([
+      "clusterexternalmetricpolicies false 500",
+      "externalmetricpolicies false 500",
     ]);
     expect(fake.writes.filter((w) => w.resource.includes("policies"))).toEqual([]);
   });
@@ -180,6 +182,35 @@ describe("--kubeconfig", () => {
     expect(human.stdout).toContain("2 external metrics, 1 ok, 1 failing");
     expect(fake.listsAndWatches.filter((l) => l.resource === "horizontalpodautoscalers")).toHaveLength(2);
     expect((await cli("check-hpa", "--config", `${EX}/bridge.yaml`)).code).toBe(2); // neither FILEs nor --kubeconfig
+  });
+
+  it("lists page by page (limit and continue), starting again from the first page when a continue token expires mid-way", async () => {
+    for (let i = 0; i < 5; i++) fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: `paged${i}`, namespace: `team-p${i}` }, spec: { rules: [{ metric: "queue_.*", deny: true }] } });
+    const client = kubeConfigFor(fake.url, fake.caPem, fake.token);
+    let expired = false;
+    fake.onPolicyListPage = (page) => {
+      if (page.continue !== undefined && !expired) {
+        expired = true;
+        fake.expireContinueTokens();
+      }
+    };
+    try {
+      const before = fake.listsAndWatches.length;
+      const items = await listAll<KubeObject>(client, POLICY_COLLECTIONS[1].path, 2);
+      const names = items.map((o) => `${o.metadata?.namespace}/${o.metadata?.name}`);
+      expect(names).toHaveLength(new Set(names).size);
+      expect(names).toEqual(expect.arrayContaining(["team-a/queues", "team-b/broken", ...[0, 1, 2, 3, 4].map((i) => `team-p${i}/paged${i}`)]));
+      expect(names).toHaveLength(7);
+      const pages = fake.listsAndWatches.slice(before);
+      expect(pages.every((l) => l.resource === "externalmetricpolicies" && l.limit === 2)).toBe(true);
+      expect(pages.filter((l) => l.continue === undefined), "started again from the first page").toHaveLength(2);
+      expect(pages.length).toBeGreaterThanOrEqual(6); // 3 pages after the restart, and at least 2 before it
+      expect(expired).toBe(true);
+    } finally {
+      delete fake.onPolicyListPage;
+      for (let i = 0; i < 5; i++) fake.deletePolicy("ExternalMetricPolicy", `team-p${i}`, `paged${i}`);
+      await client.close();
+    }
   });
 
   it("exit 2 with the reason when the cluster cannot be read: CRDs not installed, unreachable, unknown context, --context alone", async () => {

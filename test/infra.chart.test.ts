@@ -235,10 +235,23 @@ describe("values.schema.json", () => {
     ["a backend timeout over 4.5 s", ["--set", "backends.functions.timeoutSeconds=9"], "/backends/functions/timeoutSeconds"],
     ["a tls.mode the chart does not know", ["--set", "tls.mode=selfSigned"], "/tls/mode"],
     ["a metrics reader that is not namespace/name", ["--set-json", 'metricsReaders=["prometheus"]'], "/metricsReaders/0"],
+    ["a policy limit that is not a positive integer", ["--set", "clusterPolicies.limits.maxNamespaceObjects=0"], "/clusterPolicies/limits/maxNamespaceObjects"],
+    ["a misspelled policy limit", ["--set", "clusterPolicies.limits.maxNamespaceObject=5"], "additional properties 'maxNamespaceObject' not allowed"],
+    ["a resync timeout of zero", ["--set", "clusterPolicies.resyncTimeoutSeconds=0"], "/clusterPolicies/resyncTimeoutSeconds"],
   ])("helm refuses %s", (_what, args, message) => {
     const error = renderError(...args);
     expect(error).toContain("values don't meet the specifications of the schema");
     expect(error).toContain(message);
+  });
+});
+
+describe("clusterPolicies.limits and resyncTimeoutSeconds", () => {
+  it("are absent from the rendered ProxyConfig by default and passed to it when set", () => {
+    const configOf = (list: K8sObject[]) => loadProxyConfig(find(list, "ConfigMap").data["proxy.yaml"], "configmap");
+    expect(configOf(render()).clusterPolicies).toEqual({ enabled: true, whenNoneApply: "Defer" });
+    const list = render("--set", "clusterPolicies.limits.maxNamespaceObjects=200", "--set", "clusterPolicies.limits.maxSpecBytes=4194304", "--set", "clusterPolicies.resyncTimeoutSeconds=60");
+    expect(configOf(list).clusterPolicies).toEqual({ enabled: true, whenNoneApply: "Defer", limits: { maxNamespaceObjects: 200, maxSpecBytes: 4194304 }, resyncTimeoutSeconds: 60 });
+    expectValid(list);
   });
 });
 

@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor, type KubeClient } from "../shared/proxy/kube.ts";
+import { clusterPolicySettings } from "../shared/proxy/server.ts";
 import { loadServingMaterial } from "../shared/proxy/tls.ts";
 import { certificatesFromPem } from "../shared/proxy/certs.ts";
 import { x509 } from "../shared/proxy/x509.ts";
@@ -418,6 +419,54 @@ passthrough: a
       "7:routes[1].backend: no backend named \"nope\" in backends",
       '8:passthrough: backend "a" has type bridge; the pass-through backend must have type passthrough',
     ]);
+  });
+
+  it("reads clusterPolicies.limits and resyncTimeoutSeconds, naming a bad field with its line", () => {
+    const backends = `backends: { a: { url: "https://a" } }\nroutes: [{ metric: ".*", backend: a }]\n`;
+    const plain = loadProxyConfig(`${head}${backends}clusterPolicies: { enabled: true }\n`, "p.yaml");
+    expect(plain.clusterPolicies).toEqual({ enabled: true, whenNoneApply: "Defer" });
+    const set = loadProxyConfig(
+      `${head}${backends}clusterPolicies:
+  enabled: true
+  limits: { maxObjects: 5000, maxSpecBytes: 4194304, maxRules: 50000, maxNamespaceObjects: 2, maxNamespaceSpecBytes: 65536, maxNamespaceRules: 100 }
+  resyncTimeoutSeconds: 90
+`,
+      "p.yaml",
+    );
+    expect(set.clusterPolicies).toEqual({
+      enabled: true,
+      whenNoneApply: "Defer",
+      limits: { maxObjects: 5000, maxSpecBytes: 4194304, maxRules: 50000, maxNamespaceObjects: 2, maxNamespaceSpecBytes: 65536, maxNamespaceRules: 100 },
+      resyncTimeoutSeconds: 90,
+    });
+    expect(
+      issues(`${head}${backends}clusterPolicies:
+  enabled: true
+  limits:
+    maxNamespaceObjects: 0
+    maxNamespaceRules: 1.5
+    maxSpecByte: 10
+  resyncTimeoutSeconds: -1
+`),
+    ).toEqual([
+      "8:clusterPolicies.limits.maxNamespaceObjects: Too small: expected number to be >0",
+      "9:clusterPolicies.limits.maxNamespaceRules: Invalid input: expected int, received number",
+      "10:clusterPolicies.limits.maxSpecByte: unknown field",
+      "11:clusterPolicies.resyncTimeoutSeconds: Too small: expected number to be >0",
+    ]);
+  });
+
+  it("passes the ProxyConfig's policy settings to the policy layer under the caller's own, field by field", () => {
+    const kc = {} as KubeClient;
+    expect(clusterPolicySettings({ enabled: true, whenNoneApply: "Defer", limits: { maxNamespaceObjects: 2, maxRules: 10 }, resyncTimeoutSeconds: 90 }, { kc })).toEqual({
+      kc,
+      limits: { maxNamespaceObjects: 2, maxRules: 10 },
+      resyncTimeoutMs: 90_000,
+    });
+    expect(
+      clusterPolicySettings({ enabled: true, whenNoneApply: "Defer", limits: { maxNamespaceObjects: 2, maxRules: 10 }, resyncTimeoutSeconds: 90 }, { kc, limits: { maxRules: 7 }, resyncTimeoutMs: 500 }),
+    ).toEqual({ kc, limits: { maxNamespaceObjects: 2, maxRules: 7 }, resyncTimeoutMs: 500 });
+    expect(clusterPolicySettings({ enabled: true, whenNoneApply: "Defer" }, { kc })).toEqual({ kc });
   });
 
   it("compiles routes as whole-name, case-insensitive RE2 patterns", () => {

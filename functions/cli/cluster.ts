@@ -1,11 +1,12 @@
 /**
  * `--kubeconfig FILE [--context NAME]`: the policy objects of a live
  * cluster, listed with the proxy's own Kubernetes client
- * (`shared/proxy/kube.ts`, read-only: two list calls) and compiled by
+ * (`shared/proxy/kube.ts`, read-only: two paginated lists, {@link listAll})
+ * and compiled by
  * `compilePolicyObject` (`shared/policy/objects.ts`), the path the
  * in-cluster proxy uses. Messages name objects as `<kind>/<namespace>/<name>`.
  */
-import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, type KubeObject } from "../../shared/proxy/kube.ts";
+import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, LIST_PAGE_SIZE, ResponseTooLargeError, type KubeList, type KubeObject } from "../../shared/proxy/kube.ts";
 import type { ConfigIssue } from "../../shared/config/yaml.ts";
 import type { CompiledPolicy } from "../../shared/policy/evaluate.ts";
 import { POLICY_API_VERSION } from "../../shared/policy/schema.ts";
@@ -17,8 +18,56 @@ export const POLICY_COLLECTIONS = [
   { kind: "ExternalMetricPolicy", path: `/apis/${POLICY_API_VERSION}/externalmetricpolicies` },
 ] as const;
 
-/** Deadline of each list call, ms. */
+/** Deadline of each list call (one page), ms. */
 export const LIST_DEADLINE_MS = 10_000;
+
+/** Times a list starts again from its first page after its `continue` token expired (410), as the proxy's Informer (kube.ts). */
+export const LIST_RESTARTS = 3;
+
+/**
+ * Every item of a collection, page by page as the proxy's Informer lists
+ * (shared/proxy/kube.ts `Informer`; client-go `tools/pager/pager.go`):
+ * `limit` items a page (default kube.ts `LIST_PAGE_SIZE`, 500) and the
+ * previous page's `metadata.continue`, each page with its own deadline
+ * ({@link LIST_DEADLINE_MS}) and at most kube.ts `MAX_RESPONSE_BYTES`. A
+ * page over that bound is asked again with half the items; a `continue`
+ * token that expired (410 Expired, `k8s.io/apiserver/pkg/storage/errors.go`)
+ * starts the list again from its first page, at most {@link LIST_RESTARTS}
+ * times, so the items are one consistent snapshot.
+ *
+ * @param path a collection path, e.g. `/apis/autoscaling/v2/horizontalpodautoscalers`
+ * @param pageSize items a page (at least 1)
+ * @throws ApiError (the server's answer; 410 after {@link LIST_RESTARTS} restarts),
+ *   ResponseTooLargeError when a page of one item is over the bound, or the
+ *   deadline's abort error
+ */
+export async function listAll<T extends KubeObject>(client: KubeClient, path: string, pageSize = LIST_PAGE_SIZE): Promise<T[]> {
+  let limit = Math.max(1, Math.floor(pageSize));
+  const items: T[] = [];
+  let next: string | undefined;
+  let restarts = 0;
+  for (;;) {
+    let page: KubeList<T>;
+    try {
+      page = await client.list<T>(path, { limit, ...(next !== undefined ? { continue: next } : {}) }, apiDeadline(LIST_DEADLINE_MS));
+    } catch (err) {
+      if (err instanceof ResponseTooLargeError && limit > 1) {
+        limit = Math.max(1, Math.floor(limit / 2));
+        continue;
+      }
+      if (err instanceof ApiError && err.code === 410 && next !== undefined && restarts < LIST_RESTARTS) {
+        restarts++;
+        items.length = 0;
+        next = undefined;
+        continue;
+      }
+      throw err;
+    }
+    items.push(...(page.items ?? []));
+    next = page.metadata?.continue || undefined;
+    if (next === undefined) return items;
+  }
+}
 
 /** Raised when the cluster cannot be read (kubeconfig, TLS, RBAC, CRDs not installed). */
 export class ClusterReadError extends Error {
@@ -48,8 +97,8 @@ export async function readClusterHpas(kubeconfig: string, context: string | unde
   const client = clientFor(kubeconfig, context);
   const path = `/apis/autoscaling/v2/${namespace !== undefined ? `namespaces/${encodeURIComponent(namespace)}/` : ""}horizontalpodautoscalers`;
   try {
-    const list = await client.list<KubeObject>(path, {}, apiDeadline(LIST_DEADLINE_MS));
-    return list.items.map((item) => ({ ...item, apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler" }));
+    const items = await listAll<KubeObject>(client, path);
+    return items.map((item) => ({ ...item, apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler" }));
   } catch (err) {
     throw new ClusterReadError(`listing HorizontalPodAutoscalers from ${client.server.origin}: ${(err as Error).message}`);
   } finally {
@@ -73,16 +122,16 @@ export async function readClusterPolicies(kubeconfig: string, context?: string):
   const issues: ConfigIssue[] = [];
   try {
     for (const { kind, path } of POLICY_COLLECTIONS) {
-      let list;
+      let items: KubeObject[];
       try {
-        list = await client.list<KubeObject>(path, {}, apiDeadline(LIST_DEADLINE_MS));
+        items = await listAll<KubeObject>(client, path);
       } catch (err) {
         if (err instanceof ApiError && err.code === 404) {
           throw new ClusterReadError(`${client.server.origin} does not serve ${POLICY_API_VERSION} ${kind} (404): install the CRDs (infra/helm/external-metrics-bridge/crds/)`);
         }
         throw new ClusterReadError(`listing ${kind} from ${client.server.origin}: ${(err as Error).message}`);
       }
-      for (const item of list.items) {
+      for (const item of items) {
         // list items of a custom resource carry apiVersion and kind; set them when a server leaves them out
         const obj = { apiVersion: POLICY_API_VERSION, kind, ...item };
         const compiled = compilePolicyObject(obj);

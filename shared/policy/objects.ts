@@ -26,7 +26,8 @@ export const ACCEPTED = "Accepted";
 
 /**
  * Reasons of the `Accepted` condition: `Valid` (status True); when False,
- * `InvalidPattern` (a rule's metric is not an RE2 pattern we accept),
+ * `InvalidPattern` (a rule's metric is not an RE2 pattern we accept, or is
+ * over the cost bound of regex.ts `patternCost`),
  * `InvalidSelector` (a rule's selector does not parse: bad key, value or
  * operator), `InvalidSpec` (anything else: wrong kind, unknown field, a rule
  * with both selector and deny, …).
@@ -52,7 +53,7 @@ export const MAX_CONDITION_MESSAGE = 32768;
 
 /** What {@link compilePolicyObject} returns. */
 export interface PolicyObjectResult {
-  /** the compiled policy; undefined when any problem was found (then it is not enforced) */
+  /** the compiled policy; undefined when any problem was found (then this generation is not enforced: shared/proxy/policies.ts keeps the last valid one, or denies the object's scope) */
   policy?: CompiledPolicy;
   /** every problem; `source` is the object's reference, `path` the field */
   issues: ConfigIssue[];

@@ -24,6 +24,8 @@
  * admission: { mode: Warn }    # serve the admission webhook on its own port (Warn | Deny; default: not served)
  *   # clientCA: /etc/…/ca.crt   # only kube-apiserver's client certificate may call it (optional)
  * clusterPolicies: { enabled: true, whenNoneApply: Defer }   # watch ExternalMetricPolicy objects (default off)
+ *   # limits: { maxNamespaceObjects: 1000, maxNamespaceSpecBytes: 1048576 }   # counts, bytes (optional)
+ *   # resyncTimeoutSeconds: 300   # reads refused after the watch failed this long (optional)
  * ```
  */
 import { readFileSync } from "node:fs";
@@ -105,6 +107,16 @@ const routeSchema = z.strictObject({
   backend: z.string().check(z.minLength(1)),
 });
 
+/**
+ * Longest `clusterPolicies.resyncTimeoutSeconds`, seconds (one day): a watch
+ * failing for longer than that while reads are still answered from the last
+ * listed policies is not a setting but an outage.
+ */
+export const MAX_RESYNC_TIMEOUT_SECONDS = 24 * 60 * 60;
+
+/** A positive integer (counts and bytes of the policy layer's limits); at most 2^31 − 1. */
+const positiveInt = z.number().check(z.int(), z.positive(), z.maximum(2 ** 31 - 1));
+
 /** Schema of the ProxyConfig document. */
 export const proxyConfigSchema = z.strictObject({
   apiVersion: z.literal(PROXY_API_VERSION),
@@ -144,6 +156,28 @@ export const proxyConfigSchema = z.strictObject({
       enabled: z._default(z.boolean(), false),
       /** a read no policy applies to: Defer (to the backend's own policy) or Deny */
       whenNoneApply: z._default(z.enum(["Defer", "Deny"]), "Defer"),
+      /**
+       * bounds of the policy objects kept (shared/proxy/policies.ts
+       * `ClusterPolicyLimits`; each absent field keeps its default there)
+       */
+      limits: z.optional(
+        z.strictObject({
+          /** objects of all kinds together, and cluster-scoped ones alone (default 10 000) */
+          maxObjects: z.optional(positiveInt),
+          /** bytes of specs (JSON) of all objects together, and of cluster-scoped ones alone (default 8 MiB) */
+          maxSpecBytes: z.optional(positiveInt),
+          /** rules of all objects together, and of cluster-scoped ones alone (default 100 000) */
+          maxRules: z.optional(positiveInt),
+          /** ExternalMetricPolicy objects in one namespace (default 1 000) */
+          maxNamespaceObjects: z.optional(positiveInt),
+          /** bytes of specs (JSON) in one namespace (default 1 MiB) */
+          maxNamespaceSpecBytes: z.optional(positiveInt),
+          /** rules in one namespace (default 10 000) */
+          maxNamespaceRules: z.optional(positiveInt),
+        }),
+      ),
+      /** longest time a kind's list and watch may fail before values reads are refused, seconds (default 300) */
+      resyncTimeoutSeconds: z.optional(z.number().check(z.positive(), z.maximum(MAX_RESYNC_TIMEOUT_SECONDS))),
     }),
     { enabled: false, whenNoneApply: "Defer" },
   ),
@@ -205,7 +239,34 @@ export interface ProxyConfig {
    * decides a read no policy applies to: Defer leaves it to the backend's
    * own policy, Deny refuses it. Absent (a config built by hand): off.
    */
-  clusterPolicies?: { enabled: boolean; whenNoneApply: "Defer" | "Deny" };
+  clusterPolicies?: {
+    enabled: boolean;
+    whenNoneApply: "Defer" | "Deny";
+    /**
+     * Bounds of the objects kept, counts and bytes (policies.ts
+     * `ClusterPolicyLimits`: `maxObjects`, `maxSpecBytes`, `maxRules` for all
+     * objects and for the cluster-scoped ones alone; `maxNamespaceObjects`,
+     * `maxNamespaceSpecBytes`, `maxNamespaceRules` for one namespace). Absent
+     * fields keep the defaults there.
+     */
+    limits?: ClusterPolicyLimitsConfig;
+    /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
+    resyncTimeoutSeconds?: number;
+  };
+}
+
+/**
+ * `clusterPolicies.limits` as configured: positive integers, each optional;
+ * the same fields as shared/proxy/policies.ts `ClusterPolicyLimits` (not
+ * imported: this module stays free of the policy layer).
+ */
+export interface ClusterPolicyLimitsConfig {
+  maxObjects?: number;
+  maxSpecBytes?: number;
+  maxRules?: number;
+  maxNamespaceObjects?: number;
+  maxNamespaceSpecBytes?: number;
+  maxNamespaceRules?: number;
 }
 
 /**

@@ -181,7 +181,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined
       ? new ClusterPolicies({
           ...(policyCompiler !== undefined ? { compile: policyCompiler.compile } : {}),
-          ...options.clusterPolicies,
+          ...clusterPolicySettings(config.clusterPolicies, options.clusterPolicies),
           whenNoneApply: config.clusterPolicies.whenNoneApply,
           log,
           metrics,
@@ -385,5 +385,27 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       if (caChanged && registered) void register();
     },
     close,
+  };
+}
+
+/**
+ * The cluster policy layer's settings from the ProxyConfig
+ * (`clusterPolicies.limits`, `clusterPolicies.resyncTimeoutSeconds`, seconds
+ * → `resyncTimeoutMs`, ms) under those a caller of {@link startProxy} gave
+ * (`options.clusterPolicies`, which win field by field, limits included).
+ * Absent everywhere: the defaults of policies.ts.
+ *
+ * @param config the ProxyConfig's `clusterPolicies` section (config.ts)
+ * @param given the caller's options (how the layer reaches the API, and test settings)
+ */
+export function clusterPolicySettings(
+  config: ProxyConfig["clusterPolicies"],
+  given: NonNullable<ProxyOptions["clusterPolicies"]>,
+): NonNullable<ProxyOptions["clusterPolicies"]> {
+  const limits = config?.limits !== undefined || given.limits !== undefined ? { ...config?.limits, ...given.limits } : undefined;
+  return {
+    ...(config?.resyncTimeoutSeconds !== undefined ? { resyncTimeoutMs: config.resyncTimeoutSeconds * 1000 } : {}),
+    ...given,
+    ...(limits !== undefined ? { limits } : {}),
   };
 }
