@@ -74,9 +74,15 @@ const NARROW = {
 };
 
 /** Both kinds listed and watched, and the rebuild after it done (debounce 20 ms). */
-async function listed(fake: FakeKubeApiServer): Promise<void> {
+/**
+ * Both kinds listed and watched, and the first rebuild in force: its compiles
+ * run in a worker thread (policy-worker.ts), so the set is swapped in some
+ * time after the lists; `team-a`'s read (allowed in the suites that call this)
+ * answering 200 says it is.
+ */
+async function listed(fake: FakeKubeApiServer, h: Harness): Promise<void> {
   await eventually(() => new Set(fake.listsAndWatches.filter((l) => l.watch && l.resource.endsWith("policies")).map((l) => l.resource)).size === 2, 5000, "both kinds listed and watched");
-  await new Promise((r) => setTimeout(r, 300));
+  await eventually(async () => (await read(h, "team-a", "queue_messages_ready")).status === 200, 10_000, "the first policy set in force");
 }
 
 const accepted = (fake: FakeKubeApiServer, key: string) => (fake.policies.get(key) as any)?.status?.conditions?.find((c: { type: string }) => c.type === "Accepted");
@@ -183,7 +189,7 @@ describe("one namespace's blast radius is that namespace", () => {
     fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "mine", namespace: "team-a" }, spec: { rules: [{ metric: "queue_.*", selector: {} }] } });
     const h = await proxyWith(fake, { limits: { maxObjects: 50 } });
     try {
-      await listed(fake);
+      await listed(fake, h);
       expect((await read(h, "team-a", "queue_messages_ready")).status).toBe(200);
       expect((await read(h, "team-b", "queue_messages_ready")).status).toBe(200);
       expect((await read(h, "team-b", "secret_depth")).status, "the guardrail stays in force").toBe(403);
@@ -208,7 +214,7 @@ describe("one namespace's blast radius is that namespace", () => {
     fake.applyPolicy({ kind: "ExternalMetricPolicy", metadata: { name: "rules", namespace: "team-rules" }, spec: { rules } });
     const h = await proxyWith(fake, { limits: { maxNamespaceObjects: 3, maxNamespaceSpecBytes: 2048, maxNamespaceRules: 8 } });
     try {
-      await listed(fake);
+      await listed(fake, h);
       const many = await read(h, "team-many", "queue_messages_ready");
       expect(many.status).toBe(503);
       expect(many.json().message).toContain('4 ExternalMetricPolicy objects in namespace "team-many" exceed the limit of 3 objects');
