@@ -19,7 +19,7 @@ import type { Context } from "hono";
 import { Hono } from "./hono.ts";
 import type { BridgeConfig } from "./config/config.ts";
 import { fitsMilliValue, formatDecimal, formatQuantity, type Decimal } from "./k8s/quantity.ts";
-import { parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";
+import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "./k8s/selector.ts";
 import {
   badRequest,
   internalError,
@@ -51,8 +51,8 @@ import { BridgeMetrics, errorKind, type Count, type Histogram, type RequestKind,
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
-/** Longest `labelSelector` accepted, characters. */
-export const MAX_SELECTOR_LENGTH = 4096;
+/** Longest `labelSelector` accepted, characters (one home: shared/k8s/selector). */
+export { MAX_SELECTOR_LENGTH } from "./k8s/selector.ts";
 
 
 /** One structured log record (JSON lines, `shared/observability/log.ts`). */

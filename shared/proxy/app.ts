@@ -36,7 +36,7 @@ import type { HttpBindings } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import type { TLSSocket } from "node:tls";
 import type { Caller } from "../identity.ts";
-import type { Selector } from "../k8s/selector.ts";
+import { MAX_SELECTOR_LENGTH, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
@@ -92,8 +92,8 @@ type Env = {
  * `url.Values.Encode` does) plus the path; far under Node's header limit.
  */
 export const MAX_REQUEST_TARGET_BYTES = 16 * 1024;
-/** Longest `labelSelector`, characters: the bridge's own limit (`MAX_SELECTOR_LENGTH` in shared/app.ts). */
-export const MAX_SELECTOR_LENGTH = 4096;
+/** Longest `labelSelector`, characters: the bridge's own limit (one home: shared/k8s/selector). */
+export { MAX_SELECTOR_LENGTH };
 
 /**
  * Refuse an oversized request before any work.

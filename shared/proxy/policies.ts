@@ -91,7 +91,7 @@ import { hostname } from "node:os";
 import { BoundedMap } from "../cache.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
-import { parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
+import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
 import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../policy/objects.ts";
 import { apiDeadline, apiStatus, Informer, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube.ts";
@@ -307,8 +307,6 @@ export class ClusterPolicyDenied extends StatusError {}
  * {@link ClusterPolicyRequest.selector}.
  */
 export const SELECTOR_MEMO_BOUNDS = { maxEntries: 1024, maxBytes: 1024 * 1024 } as const;
-/** Longest `labelSelector`, characters (app.ts `MAX_SELECTOR_LENGTH`, the bridge's limit). */
-const MAX_SELECTOR_LENGTH = 4096;
 
 /** A kind whose list and watch are failing: since when (performance.now, ms) and the last error. */
 interface Unsynced {

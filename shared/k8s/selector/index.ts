@@ -25,6 +25,7 @@ export { newRequirement } from "./requirement.ts";
 export { tokenize, type Token, type TokenKind } from "./lexer.ts";
 export {
   DEFAULT_MAX_SELECTOR_LENGTH,
+  MAX_SELECTOR_LENGTH,
   EVERYTHING,
   NOTHING,
   SelectorError,

@@ -67,8 +67,17 @@ export const EVERYTHING: Selector = Object.freeze({ requirements: Object.freeze(
 /** `labels.Nothing()`: matches no label set; `selectorToString` gives `""`. */
 export const NOTHING: Selector = Object.freeze({ requirements: Object.freeze([]), nothing: true });
 
-/** `parseSelector`'s default limit on the length of its input, in UTF-16 code units. */
-export const DEFAULT_MAX_SELECTOR_LENGTH = 4096;
+/**
+ * Longest `labelSelector` the bridge and the proxy accept, in UTF-16 code
+ * units (characters): `parseSelector`'s default limit, the bridge's values
+ * route (shared/app.ts), the proxy's request intake (proxy/app.ts
+ * `checkRequestSize`) and its cluster policy layer (proxy/policies.ts). An
+ * HPA's selector is a few dozen characters; apimachinery sets no limit of
+ * its own (the request line's size bounds it).
+ */
+export const MAX_SELECTOR_LENGTH = 4096;
+/** `parseSelector`'s default limit on the length of its input: {@link MAX_SELECTOR_LENGTH}. */
+export const DEFAULT_MAX_SELECTOR_LENGTH = MAX_SELECTOR_LENGTH;
 
 /**
  * `metav1.LabelSelector` (`pkg/apis/meta/v1/types.go`), e.g. an HPA's
