@@ -6,7 +6,7 @@
  * cached read's CPU was one `console.log` per request), flushed
  * synchronously at process exit.
  */
-import type { LogRecord } from "../shared/app.ts";
+import type { LogRecord } from "../shared/observability/log.ts";
 import { createLogger, MAX_PENDING_LOG_CHARS, type Level } from "../shared/observability/log.ts";
 import { processSink } from "../shared/observability/node-sink.ts";
 

@@ -48,7 +48,7 @@ import { loadBridge, type Bridge } from "../shared/bridge.ts";
 import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
-import type { LogRecord } from "../shared/app.ts";
+import type { LogRecord } from "../shared/observability/log.ts";
 import { batchedJsonLog } from "./node-log.ts";
 import { BridgeMetrics } from "../shared/observability/metrics.ts";
 import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";

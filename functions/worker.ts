@@ -58,7 +58,7 @@ import { loadBridge } from "../shared/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
-import type { LogRecord } from "../shared/app.ts";
+import type { LogRecord } from "../shared/observability/log.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";

@@ -46,7 +46,7 @@ import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./pr
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
 import { BoundedMap } from "./cache.ts";
-import { createLogger, parseLevel, LOG_LEVEL_ENV } from "./observability/log.ts";
+import { createLogger, parseLevel, LOG_LEVEL_ENV, type LogRecord } from "./observability/log.ts";
 import { BridgeMetrics, errorKind, type Count, type Histogram, type RequestKind, type Served } from "./observability/metrics.ts";
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
@@ -55,8 +55,8 @@ export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 export { MAX_SELECTOR_LENGTH } from "./k8s/selector.ts";
 
 
-/** One structured log record (JSON lines, `shared/observability/log.ts`). */
-export type LogRecord = Record<string, unknown> & { level: "debug" | "info" | "warn" | "error"; msg: string };
+/** One structured log record (JSON lines): the type of `shared/observability/log.ts`. */
+export type { LogRecord } from "./observability/log.ts";
 
 /** What an entry point hands to {@link createApp}. */
 export interface BridgeOptions {

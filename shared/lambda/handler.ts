@@ -10,7 +10,7 @@
  */
 import { Hono } from "hono";
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
-import type { LogRecord } from "../app.ts";
+import type { LogRecord } from "../observability/log.ts";
 import { loadBridge } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
 import { ConfigError } from "../config/yaml.ts";

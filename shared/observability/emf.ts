@@ -23,7 +23,7 @@
  * (each dimension combination is a billed CloudWatch custom metric).
  * Only values-read records (those with `metric` and `provider`) get `_aws`.
  */
-import type { LogRecord } from "../app.ts";
+import type { LogRecord } from "./log.ts";
 
 /** The CloudWatch namespace of the metrics, unless `BRIDGE_METRICS_NAMESPACE` names another. */
 export const DEFAULT_EMF_NAMESPACE = "ExternalMetricsBridge";

@@ -26,8 +26,11 @@ export const LEVELS = ["debug", "info", "warn", "error"] as const;
 /** One log level. */
 export type Level = (typeof LEVELS)[number];
 
-/** One structured log record. */
-export type LogEntry = Record<string, unknown> & { level: Level; msg: string };
+/**
+ * One structured log record: a JSON line of the bridge, the proxy and the
+ * CLI (the one record type; shared/app.ts re-exports it for its callers).
+ */
+export type LogRecord = Record<string, unknown> & { level: Level; msg: string };
 
 /** The environment variable naming the lowest level written. */
 export const LOG_LEVEL_ENV = "LOG_LEVEL";
@@ -150,7 +153,7 @@ export interface LoggerOptions {
 
 /** A logger: call it with a record; `enabled(level)` says whether a record of that level would be written (to skip building one). */
 export interface Logger {
-  (record: LogEntry): void;
+  (record: LogRecord): void;
   enabled(level: Level): boolean;
   readonly level: Level;
 }
@@ -164,7 +167,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   const min = RANK[level];
   const sink = options.sink ?? consoleSink;
   const now = options.now ?? Date.now;
-  const logger = ((record: LogEntry) => {
+  const logger = ((record: LogRecord) => {
     if ((RANK[record.level] ?? 1) < min) return;
     sink(jsonLine(now(), redact(record)), record.level);
   }) as Logger;

@@ -7,7 +7,8 @@
  * `403 Forbidden`, worded like apimachinery's `NewForbidden`
  * (`pkg/api/errors/errors.go`: `<resource> "<name>" is forbidden: <reason>`).
  */
-import type { AuthorizationRequest, BridgeOptions, LogRecord } from "../app.ts";
+import type { AuthorizationRequest, BridgeOptions } from "../app.ts";
+import type { LogRecord } from "../observability/log.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, forbidden } from "../k8s/status.ts";

@@ -5,7 +5,7 @@
  * `metric`, `backend`, `code`, `durationMs`. The request id is the one the
  * proxy forwards to the function (`X-Request-Id`), so both sides' lines join.
  */
-import type { LogRecord } from "../app.ts";
+import type { LogRecord } from "../observability/log.ts";
 import { createLogger, MAX_PENDING_LOG_CHARS, type Level } from "../observability/log.ts";
 import { processSink } from "../observability/node-sink.ts";
 
