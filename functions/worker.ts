@@ -58,6 +58,7 @@ import { loadBridge } from "../shared/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
+import { isApisPath } from "../shared/k8s/request-path.ts";
 import type { LogRecord } from "../shared/observability/log.ts";
 import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
@@ -144,11 +145,6 @@ function logSigningMode(mode: SigningMode): void {
   if (notice !== undefined) log(notice);
 }
 
-/** `/apis` and everything under it: the paths that need a caller. */
-function isApiPath(url: string): boolean {
-  const path = new URL(url).pathname;
-  return path === "/apis" || path.startsWith("/apis/");
-}
 
 /** The string-valued bindings (vars and secrets) of a Worker `env`. */
 function stringBindings(env: WorkerEnv): Record<string, string> {
@@ -201,7 +197,7 @@ export default {
       };
     }
     if (found.app === undefined) return found.error!.toResponse();
-    if (mode.mode === "refused" && isApiPath(request.url)) return internalError(mode.message).toResponse();
+    if (mode.mode === "refused" && isApisPath(new URL(request.url).pathname)) return internalError(mode.message).toResponse();
     return found.app.fetch(request, env, ctx as never);
   },
 };

@@ -40,7 +40,7 @@ import {
   type ExternalMetricValue,
 } from "./k8s/types.ts";
 import { discoveryName, metricName } from "./metric-name.ts";
-import { externalMetricsRead, notFoundPath, parseRequestTarget } from "./k8s/request-path.ts";
+import { externalMetricsRead, isApisPath, notFoundPath, parseRequestTarget } from "./k8s/request-path.ts";
 import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
@@ -257,7 +257,7 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
       try {
         const given = (c as unknown as Partial<DirectContext>).caller;
         if (given !== undefined) read.caller = given;
-        else if (path === "/apis" || path.startsWith("/apis/")) {
+        else if (isApisPath(path)) {
           const authenticated = authenticate(c.req.raw);
           read.caller = authenticated instanceof Promise ? await authenticated : authenticated;
         }

@@ -133,6 +133,16 @@ const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 const UTF8 = new TextEncoder();
 
 /**
+ * Whether a decoded URL path is `/apis` or under it: the API paths, which
+ * need a caller (an authenticated identity or, on a bridge, a signature), as
+ * opposed to the probes (`/healthz`, `/livez`, `/readyz`) and `/metrics`.
+ * The one test of it (the bridge's app and its Worker entry use it).
+ */
+export function isApisPath(path: string): boolean {
+  return path === "/apis" || path.startsWith("/apis/");
+}
+
+/**
  * `validation.IsDNS1123Label`: at most 63 characters of `[a-z0-9-]`,
  * starting and ending with an alphanumeric.
  */
