@@ -30,12 +30,12 @@ import {
   kubeConfigFor,
   loadKubeConfig,
   microTime,
-  subjectAccessReviewer,
-  tokenReviewer,
   type ConfigMap,
   type KubeClient,
   type KubeObject,
 } from "../shared/proxy/kube.ts";
+import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
+import { tokenReviewer } from "../shared/proxy/token-review.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
 

@@ -39,9 +39,6 @@ import https from "node:https";
 import type { IncomingMessage } from "node:http";
 import { delimiter, dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import type { TokenReviewer, TokenReviewResult } from "./authenticate.ts";
-import type { SubjectAccessReviewer, SubjectAccessReviewSpec } from "./authorize.ts";
-import { withCallSignal } from "../deadline.ts";
 
 /**
  * Deadline of one TokenReview or SubjectAccessReview, ms: the agreed budget of
@@ -169,17 +166,6 @@ export interface APIServiceSpec {
 /** `apiregistration/v1.APIService`. */
 export interface APIService extends KubeObject {
   spec?: APIServiceSpec;
-}
-
-/** `authentication/v1.TokenReview` status (k8s.io/api/authentication/v1/types.go). */
-type TokenReviewStatus = Partial<TokenReviewResult>;
-
-/** `authorization/v1.SubjectAccessReview` status (k8s.io/api/authorization/v1/types.go). */
-interface SubjectAccessReviewStatus {
-  allowed?: boolean;
-  denied?: boolean;
-  reason?: string;
-  evaluationError?: string;
 }
 
 // ---------------------------------------------------------------------------
@@ -666,63 +652,10 @@ export function kubeConfigFor(server: string, caPem: string, token: string, opti
 // ---------------------------------------------------------------------------
 // Reviews
 
-/** Options of the reviewers. */
+/** Options of the reviewers (`token-review.ts`, `subject-access-review.ts`). */
 export interface ReviewOptions {
   /** deadline of each review, ms (default {@link KUBE_API_TIMEOUT_MS}) */
   timeoutMs?: number;
-}
-
-/**
- * TokenReview (`authentication.k8s.io/v1`) with the server's default audiences.
- *
- * @returns a reviewer; it rejects with a `TimeoutError` DOMException past
- *   `timeoutMs` (the request is aborted), with the caller's `signal.reason`
- *   when that aborts first, or with an {@link ApiError} on an error answer
- */
-export function tokenReviewer(kc: KubeClient, options: ReviewOptions = {}): TokenReviewer {
-  const timeoutMs = options.timeoutMs ?? KUBE_API_TIMEOUT_MS;
-  return async (token, signal) => {
-    const review = await withCallSignal(signal, timeoutMs, (bounded) =>
-      kc.create<KubeObject & { spec: { token: string }; status?: TokenReviewStatus }>(
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
-        { signal: bounded },
-      ),
-    );
-    const status = review.status ?? { authenticated: false };
-    return {
-      authenticated: status.authenticated === true,
-      ...(status.user ? { user: status.user } : {}),
-      ...(status.error ? { error: status.error } : {}),
-    };
-  };
-}
-
-/**
- * SubjectAccessReview (`authorization.k8s.io/v1`).
- *
- * @returns a reviewer; it rejects with a `TimeoutError` DOMException past
- *   `timeoutMs` (the request is aborted), with the caller's `signal.reason`
- *   when that aborts first, or with an {@link ApiError} on an error answer
- */
-export function subjectAccessReviewer(kc: KubeClient, options: ReviewOptions = {}): SubjectAccessReviewer {
-  const timeoutMs = options.timeoutMs ?? KUBE_API_TIMEOUT_MS;
-  return async (spec: SubjectAccessReviewSpec, signal) => {
-    const review = await withCallSignal(signal, timeoutMs, (bounded) =>
-      kc.create<KubeObject & { spec: SubjectAccessReviewSpec; status?: SubjectAccessReviewStatus }>(
-        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
-        { signal: bounded },
-      ),
-    );
-    const status = review.status;
-    return {
-      allowed: status?.allowed === true,
-      ...(status?.denied !== undefined ? { denied: status.denied } : {}),
-      ...(status?.reason ? { reason: status.reason } : {}),
-      ...(status?.evaluationError ? { evaluationError: status.evaluationError } : {}),
-    };
-  };
 }
 
 // ---------------------------------------------------------------------------
