@@ -19,7 +19,8 @@ import {
   SUPERSEDE_GRACE_MS,
   WEBHOOK_CONFIGURATION_NAME,
 } from "../shared/proxy/registration.ts";
-import { loadServingMaterial, type ServingMaterial } from "../shared/proxy/tls.ts";
+import type { ServingMaterial } from "../shared/proxy/serving-material.ts";
+import { loadServingMaterial } from "../shared/proxy/tls.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 

@@ -52,7 +52,7 @@ import { ADMISSION_PATHS, MAX_ADMISSION_BODY_BYTES, type AdmissionAnswer, type A
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { certificatesFromPem } from "./pem.ts";
-import type { ServingMaterial } from "./tls.ts";
+import type { ServingMaterial } from "./serving-material.ts";
 
 /** The webhook's port when `--admission-port` is not given. */
 export const DEFAULT_ADMISSION_PORT = 8443;

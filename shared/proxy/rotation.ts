@@ -81,7 +81,7 @@ import type { LeaderElector } from "./lease.ts";
 import { parseRfc3339 } from "../k8s/time.ts";
 import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
-import type { ServiceName, ServingMaterial } from "./tls.ts";
+import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 
 /** When `ca.crt` last changed (RFC 3339). */
 export const CA_BUNDLE_CHANGED_AT = "external-metrics-bridge.io/ca-bundle-changed-at";

@@ -44,7 +44,7 @@ import { createMetrics, recordRegistration, registerCacheSizes, registerServingC
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
 import { createOffThreadCompiler } from "./policy-worker.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
-import type { ServingMaterial } from "./tls.ts";
+import type { ServingMaterial } from "./serving-material.ts";
 
 /** Everything {@link startProxy} needs. */
 export interface ProxyOptions {

@@ -18,7 +18,8 @@ import type { KubeClient } from "./kube.ts";
 import { LeaderElector } from "./lease.ts";
 import type { Logger } from "./log.ts";
 import { startSecretServing, validateRotation, type RotationSettings, type SecretServing } from "./rotation.ts";
-import { filesVersion, loadServingMaterial, readServingFiles, type ServiceName, type ServingMaterial, type ServingSource } from "./tls.ts";
+import type { ServiceName, ServingMaterial } from "./serving-material.ts";
+import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "./tls.ts";
 
 /** How often mounted certificate files are checked for a change, ms. */
 export const FILES_RECHECK_MS = 30_000;

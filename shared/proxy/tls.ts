@@ -18,26 +18,13 @@ import { generateServingPair } from "./cert-generation.ts";
 import { apiDeadline, apiStatus, type KubeClient, type Secret } from "./kube.ts";
 import type { Logger } from "./log.ts";
 import { DEFAULT_ROTATION, reconcileSecret, secretPath, servingFromSecret } from "./rotation.ts";
-
-/** Serving certificate, key and the CA bundle clients verify it with. */
-export interface ServingMaterial {
-  certPem: string;
-  keyPem: string;
-  /** PEM CA bundle for `caBundle`; undefined when unknown (files without a CA file) */
-  caPem?: string;
-}
+import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 
 /** Where the serving certificate comes from. */
 export type ServingSource =
   | { kind: "files"; certFile: string; keyFile: string; caFile?: string }
   | { kind: "secret"; namespace: string; name: string }
   | { kind: "generate" };
-
-/** The Service the certificate must cover. */
-export interface ServiceName {
-  namespace: string;
-  name: string;
-}
 
 /**
  * Obtain serving material.
