@@ -5,7 +5,7 @@
  * `pkg/provider/interfaces.go`: a provider module declares the schema of its
  * provider instances and of its rules' `query` section, and builds a
  * {@link Provider} that answers one resolved rule plus one parsed selector
- * with a list of series. New providers are added to `registry.ts` without
+ * with a list of series. New providers are added to `provider-list.ts` without
  * touching the others.
  */
 import type { ZodMiniType } from "zod/mini";
