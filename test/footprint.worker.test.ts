@@ -13,8 +13,8 @@ import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, PROVIDER_IMPLEMENTATIONS, p
 import { NOT_JSON } from "../infra/worker/json-yaml.ts";
 import { EventStreamSerde, eventStreamSerdeProvider, NO_EVENT_STREAMS } from "../infra/worker/no-event-streams.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
+import { PROVIDER_TYPES } from "../shared/providers/provider-list.ts";
 import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
-import { PROVIDER_TYPES } from "../shared/providers/registry.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { buildWorker, ROOT, startWorker, type WorkerBuild } from "./helpers/worker.ts";
 

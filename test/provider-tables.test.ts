@@ -1,5 +1,5 @@
 /**
- * The provider tables agree (issue 11 review): `registry.ts`
+ * The provider tables agree (issue 11 review): `provider-list.ts`
  * `PROVIDER_TYPES` is the source; `provider-loaders.ts` (Node, Lambda: a
  * dynamic import per provider), `infra/worker/providers.ts` (the Worker's
  * default build: static imports) and `infra/worker/build.ts`
@@ -15,8 +15,9 @@ import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { PROVIDER_IMPLEMENTATIONS, providerTable } from "../infra/worker/build.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
+import { isProviderType, PROVIDER_TYPES, type ProviderEntry } from "../shared/providers/provider-list.ts";
 import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
-import { builtProviderTypes, isProviderType, notBuiltMessage, PROVIDER_TYPES, type ProviderEntry } from "../shared/providers/registry.ts";
+import { builtProviderTypes, notBuiltMessage } from "../shared/providers/registry.ts";
 import type { ProviderModule } from "../shared/providers/types.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

@@ -54,7 +54,7 @@ import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import type { BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError } from "../../shared/config/yaml.ts";
-import { PROVIDER_TYPES, type ProviderType } from "../../shared/providers/registry.ts";
+import { PROVIDER_TYPES, type ProviderType } from "../../shared/providers/provider-list.ts";
 import { checkBridgeConfig, checkBridgeConfigFile, INVALID_CONFIG_EXIT, printConfigIssues, type ConfigCheck } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 import { ROOT } from "../build-common.ts";
@@ -134,7 +134,7 @@ export function providerTable(types: readonly string[], dir: string): string {
   }
   return [
     `// Written by infra/worker/build.ts: the Worker's provider table with ${types.join(", ") || "no provider"} only.`,
-    `import { bundledEntry } from ${JSON.stringify(relative(dir, join(ROOT, "shared/providers/registry.ts")))};`,
+    `import { bundledEntry } from ${JSON.stringify(relative(dir, join(ROOT, "shared/providers/provider-list.ts")))};`,
     ...imports,
     "export const PROVIDERS = {",
     ...entries,

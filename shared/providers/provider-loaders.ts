@@ -11,7 +11,7 @@
  * for `./provider-loaders.ts` at it, so the other providers' code is not in
  * the bundle at all (wrangler bundles a dynamic import into the one script).
  * Keep the import path `./provider-loaders.ts` in `registry.ts` as it is.
- * The entries are exactly `registry.ts` `PROVIDER_TYPES` (the source; the
+ * The entries are exactly `provider-list.ts` `PROVIDER_TYPES` (the source; the
  * compiler checks it), literal because esbuild splits only a static
  * `import("./…")` into a chunk.
  */
@@ -19,7 +19,7 @@ import { awsProviderSchema } from "./aws/common.ts";
 import { cloudWatchProviderSchema, cloudWatchQuerySchema } from "./aws-cloudwatch/schema.ts";
 import { sqsQuerySchema } from "./aws-sqs/schema.ts";
 import { monitoringProviderSchema, monitoringQuerySchema } from "./gcp-monitoring/schema.ts";
-import type { ProviderEntry, ProviderType } from "./registry.ts";
+import type { ProviderEntry, ProviderType } from "./provider-list.ts";
 
 /** Every provider, by `type:`. */
 export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {

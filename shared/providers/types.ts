@@ -5,13 +5,12 @@
  * `pkg/provider/interfaces.go`: a provider module declares the schema of its
  * provider instances and of its rules' `query` section, and builds a
  * {@link Provider} that answers one resolved rule plus one parsed selector
- * with a list of series. New providers are added to `registry.ts` without
+ * with a list of series. New providers are added to `provider-list.ts` without
  * touching the others.
  */
 import type { ZodMiniType } from "zod/mini";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
-import type { MonitoringTransportFactory } from "./gcp-monitoring/transport.ts";
 import type { BridgeMetrics } from "../observability/metrics.ts";
 
 /**
@@ -109,15 +108,14 @@ export interface Provider<Q = unknown> {
 /**
  * How providers reach their backends, chosen by the entry point, keyed by
  * module `type`; a module uses its own default for an absent key.
- * - `gcp-monitoring`: a `MonitoringTransportFactory`
- *   (`./gcp-monitoring/transport.ts`); default REST over fetch. Node and
- *   Lambda pass the official gRPC client (`grpc.ts` `nodeTransports`); the
- *   Worker passes nothing, so its bundle never contains a client that
- *   cannot run there.
+ *
+ * Empty here: the generic contract names no provider. A provider that takes
+ * a transport declares its own key and type in its folder, by augmenting
+ * this interface (`declare module "../types.ts"`), and reads its entry
+ * itself — `gcp-monitoring`: `./gcp-monitoring/transport.ts`. The compiler
+ * then refuses a wrong value or an unknown key, as if it were listed here.
  */
-export interface ProviderTransports {
-  "gcp-monitoring"?: MonitoringTransportFactory;
-}
+export interface ProviderTransports {}
 
 /**
  * Runtime bindings a provider may use: an environment bag (process.env on

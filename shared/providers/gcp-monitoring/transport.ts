@@ -98,6 +98,20 @@ export interface TransportContext {
 /** Builds a transport for one provider instance. */
 export type MonitoringTransportFactory = (context: TransportContext) => MonitoringTransport;
 
+declare module "../types.ts" {
+  /**
+   * The `gcp-monitoring` entry of the entry point's transports
+   * (`RuntimeEnv.transports`): a {@link MonitoringTransportFactory}; default
+   * REST over fetch. Node and Lambda pass the official gRPC client
+   * (`grpc.ts` `nodeTransports`); the Worker passes nothing, so its bundle
+   * never contains a client that cannot run there. Read by
+   * `index.ts` `transportFactoryOf`.
+   */
+  interface ProviderTransports {
+    "gcp-monitoring"?: MonitoringTransportFactory;
+  }
+}
+
 /** Key of the transport override in `RuntimeEnv.transports`. */
 export const TRANSPORT_KEY = "gcp-monitoring" satisfies keyof ProviderTransports;
 
