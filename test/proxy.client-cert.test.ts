@@ -9,7 +9,8 @@
 import { X509Certificate } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/certs.ts";
-import { CertificateVerifyError, certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate, type CertPool } from "../shared/proxy/client-cert.ts";
+import { CertificateVerifyError, type CertPool } from "../shared/proxy/client-cert-checks.ts";
+import { certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate } from "../shared/proxy/client-cert.ts";
 import { certificatesFromPem, dnsNames, keyMatchesCertificate, signedBy } from "../shared/proxy/pem.ts";
 
 const node = (c: IssuedCertificate) => new X509Certificate(c.certPem);

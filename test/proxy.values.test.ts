@@ -22,7 +22,7 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import type { Backend } from "../shared/proxy/backends.ts";
+import type { Backend } from "../shared/proxy/backend-contract.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { answerBytes, Forwarder } from "../shared/proxy/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";

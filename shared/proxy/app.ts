@@ -43,7 +43,8 @@ import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarg
 import { metricName } from "../metric-name.ts";
 import type { Authenticator } from "./authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
-import { BackendStatusError, DISCOVERY_PATH, VALUES_PATH_PREFIX, type Answer, type Forwarder } from "./forward.ts";
+import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./backend-contract.ts";
+import { BackendStatusError, type Answer, type Forwarder } from "./forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";

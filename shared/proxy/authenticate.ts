@@ -37,7 +37,8 @@ import { ANONYMOUS, type Caller } from "../identity.ts";
 import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
 import { digestKey } from "./cache-key.ts";
-import { subjectOf, thumbprint, verifyClientCertificate, type CertPool } from "./client-cert.ts";
+import type { CertPool } from "./client-cert-checks.ts";
+import { subjectOf, thumbprint, verifyClientCertificate } from "./client-cert.ts";
 
 /** `user.CredentialIDKey` (apiserver `pkg/authentication/user/user.go`). */
 export const CREDENTIAL_ID_KEY = "authentication.kubernetes.io/credential-id";

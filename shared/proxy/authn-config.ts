@@ -14,7 +14,8 @@
  * absent = none).
  */
 import { certificatesFromPem } from "./pem.ts";
-import { certPool, type CertPool } from "./client-cert.ts";
+import type { CertPool } from "./client-cert-checks.ts";
+import { certPool } from "./client-cert.ts";
 import { Informer, type ConfigMap, type KubeClient } from "./kube.ts";
 import type { Logger } from "./log.ts";
 

@@ -26,15 +26,11 @@
 import { readFileSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import type { Registry } from "prom-client";
-import type { Caller } from "../identity.ts";
-import { signRequest, type SigningKey } from "../signing.ts";
+import { signRequest } from "../signing.ts";
+import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendClientOptions, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
 import type { BackendConfig } from "./config.ts";
-import type { LogRecord } from "./log.ts";
 import { certificatesFromPem } from "./pem.ts";
 
-/** Largest backend answer read, bytes. */
-export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 const TOKEN_REREAD_MS = 30_000;
 /**
  * Longest time a rotated `caFile` goes unnoticed, ms: before a call, at most
@@ -42,81 +38,6 @@ const TOKEN_REREAD_MS = 30_000;
  * update swaps a symlink, changing all three) is compared with the one read.
  */
 export const CA_RECHECK_MS = 5_000;
-
-/** A backend's answer. */
-export interface BackendResponse {
-  status: number;
-  /** lowercase header names */
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-/** Why a backend call failed. */
-export type BackendErrorKind = "timeout" | "connect" | "protocol" | "too-large" | "unsigned" | "aborted";
-
-/** A failed backend call (no HTTP answer to pass on). */
-export class BackendError extends Error {
-  readonly kind: BackendErrorKind;
-  readonly backend: string;
-  constructor(backend: string, kind: BackendErrorKind, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "BackendError";
-    this.backend = backend;
-    this.kind = kind;
-  }
-}
-
-/** What a request to a backend carries. */
-export interface BackendRequest {
-  /** path and query, e.g. `/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m?labelSelector=…` */
-  pathAndQuery: string;
-  /** the authenticated caller (signed to bridge backends) */
-  caller: Caller;
-  requestId: string;
-  /** cancels the call (the connection is destroyed; rejects with kind `aborted`) */
-  signal?: AbortSignal;
-}
-
-/** Options shared by all backends. */
-export interface BackendClientOptions {
-  /** current signing keys (first signs); undefined = none configured */
-  signingKeys: () => readonly SigningKey[] | undefined;
-  /** clock, ms since the epoch (request signatures, the {@link CA_RECHECK_MS} period of a `caFile`) */
-  now?: () => number;
-  /** the proxy's log (a `caFile` that cannot be re-read; an in-process bridge's warnings and errors) */
-  log?: (record: LogRecord) => void;
-}
-
-/**
- * What the {@link Forwarder} (forward.ts) calls: a network client
- * ({@link BackendClient}) or the bridge in this process
- * (`in-process.ts` `InProcessBackend`).
- */
-export interface Backend {
-  readonly name: string;
-  readonly config: BackendConfig;
-  /** the deadline of one call, ms (`timeoutSeconds`) */
-  readonly timeoutMs: number;
-  /**
-   * Make one GET.
-   * @throws BackendError (kinds as {@link BackendClient.get})
-   */
-  get(request: BackendRequest): Promise<BackendResponse>;
-  /** Release connections (or nothing). */
-  close(): void;
-}
-
-/** Options of {@link createBackend}. */
-export interface CreateBackendOptions extends BackendClientOptions {
-  /** environment of an in-process bridge's providers (cloud credentials); default `process.env` */
-  env?: Readonly<Record<string, string | undefined>>;
-  /**
-   * the proxy's Prometheus registry (its `/metrics`): an in-process bridge
-   * adds its `emb_bridge_*` families there, once per registry whatever the
-   * number of inProcess backends (in-process.ts); network backends ignore it
-   */
-  registry?: Registry;
-}
 
 /**
  * The backend for one configured entry: a {@link BackendClient} for `bridge`

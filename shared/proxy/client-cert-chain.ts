@@ -8,7 +8,7 @@
  * documented in `client-cert.ts`.
  */
 import { X509Certificate } from "node:crypto";
-import { CertificateVerifyError, checkValidity, type CertPool } from "./client-cert.ts";
+import { CertificateVerifyError, checkValidity, type CertPool } from "./client-cert-checks.ts";
 import { fingerprintHex } from "./pem.ts";
 import { x509 } from "./x509.ts";
 

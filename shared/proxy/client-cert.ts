@@ -35,17 +35,11 @@
  *   `X509ChainBuilder`, with the same checks.
  */
 import type { X509Certificate } from "node:crypto";
-import { fingerprintHex, notAfter, notBefore, signedBy, subjectNames } from "./pem.ts";
+import { CertificateVerifyError, checkValidity, validityProblem, type CertPool } from "./client-cert-checks.ts";
+import { fingerprintHex, signedBy, subjectNames } from "./pem.ts";
 
 const OID_CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 const OID_ANY_EKU = "2.5.29.37.0";
-
-/** A set of trust anchors (a PEM bundle such as `client-ca-file`). */
-export interface CertPool {
-  certs: X509Certificate[];
-  /** SHA-256 thumbprints (lowercase hex of the DER) of `certs` */
-  thumbprints: Set<string>;
-}
 
 /** Build a pool from parsed certificates (async for the callers written when hashing was WebCrypto's). */
 export async function certPool(certs: X509Certificate[]): Promise<CertPool> {
@@ -59,14 +53,6 @@ export function thumbprint(cert: X509Certificate): string {
 
 /** Which path verified how many chains (for tests and metrics). */
 export const verificationStats = { direct: 0, withIntermediates: 0 };
-
-/** Thrown when a chain does not verify; `message` follows Go's wording where there is one. */
-export class CertificateVerifyError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "CertificateVerifyError";
-  }
-}
 
 /**
  * Verify `leaf` (with the intermediates the client sent) against `pool` for
@@ -113,27 +99,6 @@ export async function verifyClientCertificate(
     throw new CertificateVerifyError("x509: certificate specifies an incompatible key usage");
   }
   return chain;
-}
-
-/**
- * Every certificate of `chain` within its validity period at `now` (Go's `isValid`).
- *
- * @throws CertificateVerifyError naming the first that is not
- */
-export function checkValidity(chain: readonly X509Certificate[], now: Date): void {
-  for (const cert of chain) {
-    const problem = validityProblem(cert, now);
-    if (problem !== undefined) throw problem;
-  }
-}
-
-function validityProblem(cert: X509Certificate, now: Date): CertificateVerifyError | undefined {
-  const from = notBefore(cert);
-  const to = notAfter(cert);
-  if (now >= from && now <= to) return undefined;
-  return new CertificateVerifyError(
-    `x509: certificate has expired or is not yet valid: current time ${now.toISOString()} is outside ${from.toISOString()}–${to.toISOString()} (${cert.subject.trim().replaceAll("\n", ", ")})`,
-  );
 }
 
 /** Go's `checkChainForKeyUsage` for the single usage clientAuth (`keyUsage` is Node's list of extended key usage OIDs; undefined without the extension). */

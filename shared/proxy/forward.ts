@@ -50,7 +50,7 @@ import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
-import { BackendError, type Backend, type BackendRequest, type BackendResponse } from "./backends.ts";
+import { BackendError, DISCOVERY_PATH, type Backend, type BackendRequest, type BackendResponse } from "./backend-contract.ts";
 import { digestKey } from "./cache-key.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
@@ -65,10 +65,6 @@ import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values
 export const BACKEND_RETRY_AFTER_SECONDS = MIN_RETRY_AFTER_SECONDS;
 /** Back-off kept after a failure that carries no hint of its own (a transport error, an invalid answer), ms: 1 s. */
 const DEFAULT_BACKOFF_MS = MIN_RETRY_AFTER_SECONDS * 1000;
-/** The discovery path. */
-export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
-/** The prefix of every values read (`…/namespaces/<ns>/<metric>`): its answers never carry Retry-After. */
-export const VALUES_PATH_PREFIX = `${DISCOVERY_PATH}/namespaces/`;
 /**
  * Most resources the held discovery list keeps (backends listing more are
  * cut, with a warning): bounds its memory and the `metric` label of the

@@ -46,9 +46,8 @@ import { BridgeMetrics } from "../observability/metrics.ts";
 import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
-import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backends.ts";
+import { BackendError, MAX_RESPONSE_BYTES, VALUES_PATH_PREFIX, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
 import type { BackendConfig } from "./config.ts";
-import { VALUES_PATH_PREFIX } from "./forward.ts";
 
 /** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
 export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
