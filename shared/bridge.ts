@@ -12,7 +12,7 @@ import type { Selector } from "./k8s/selector.ts";
 import { loadConfig, type BridgeConfig } from "./config/config.ts";
 import { buildProviders, loadProviderModules } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
-import { ANONYMOUS } from "./identity.ts";
+import { ANONYMOUS, callerKey } from "./identity.ts";
 import { signatureAuthenticator } from "./signing.ts";
 import type { Provider, RuntimeEnv } from "./providers/types.ts";
 
@@ -135,7 +135,7 @@ export function rememberAllowed(
     // read of it, and an unsigned bridge the same caller object (no key text
     // to build or hash, issue 11 P1).
     if (known !== undefined && known.lastCaller === request.caller && known.lastNamespace === request.namespace && known.lastMetric === request.metric) return;
-    const key = `${request.namespace}\u0000${request.metric}\u0000${callerKey(request.caller)}`;
+    const key = `${request.namespace}\u0000${request.metric}\u0000${memoCallerKey(request.caller)}`;
     if (known?.keys.has(key) !== true) {
       const result = authorize(request); // throws StatusError 403 on Deny
       if (result !== undefined) return result;
@@ -162,11 +162,11 @@ interface RememberedAllows {
 
 const callerKeys = new WeakMap<Caller, string>();
 
-/** Everything a policy may match on in a caller, as one string (made once per caller object). */
-function callerKey(caller: Caller): string {
+/** Everything a policy may match on in a caller, as one string (identity.ts `callerKey`, made once per caller object). */
+function memoCallerKey(caller: Caller): string {
   let key = callerKeys.get(caller);
   if (key === undefined) {
-    key = JSON.stringify([caller.user, caller.uid ?? null, caller.groups, caller.extra]);
+    key = callerKey(caller);
     callerKeys.set(caller, key);
   }
   return key;

@@ -21,7 +21,7 @@
  */
 import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
 import { untilAborted, withCallSignal } from "../deadline.ts";
-import type { Caller } from "../identity.ts";
+import { callerKey, type Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
 import { digestKey } from "./cache-key.ts";
@@ -240,12 +240,6 @@ function prepare(info: RequestInfo, withSelector: boolean): PreparedRequest {
   return { alwaysAllowed: ALWAYS_ALLOW_PATHS.has(info.path), cacheable: shouldCache(info), key: undefined, selector: withSelector ? (info.labelSelector ?? null) : undefined };
 }
 
-/** The caller's whole identity as a memo key part (user, uid, groups, extra in key order): JSON, so distinct identities never give the same text. */
-function callerMemoKey(caller: Caller): string {
-  const extraKeys = Object.keys(caller.extra);
-  if (extraKeys.length === 0) return JSON.stringify([caller.user, caller.uid ?? "", caller.groups]);
-  return JSON.stringify([caller.user, caller.uid ?? "", caller.groups, extraKeys.sort().map((k) => [k, caller.extra[k]])]);
-}
 
 /** Sizes of the decision caches (for /metrics and tests). */
 export interface AuthorizerCacheStats {
@@ -268,7 +262,7 @@ export class Authorizer {
   readonly #onReview: ((trigger: "read" | "renewal") => void) | undefined;
   /** (caller number, method, path + query) → what is remembered of the request (see {@link authorizeRequest}) */
   readonly #memo = new BoundedMap<string, PreparedRequest>({ ...REQUEST_MEMO_BOUNDS, sizeOf: requestMemoEntryBytes });
-  /** caller JSON ({@link callerMemoKey}) → its number in memo keys; numbers are never re-used */
+  /** caller JSON (identity.ts {@link callerKey}) → its number in memo keys; numbers are never re-used */
   readonly #callerNumbers = new BoundedMap<string, number>({ ...CALLER_NUMBER_BOUNDS, sizeOf: (json) => json.length * 2 + 64 });
   #nextCallerNumber = 0;
 
@@ -410,7 +404,7 @@ export class Authorizer {
    * matched again).
    */
   #callerNumber(caller: Caller): number | undefined {
-    const json = callerMemoKey(caller);
+    const json = callerKey(caller);
     let n = this.#callerNumbers.get(json);
     if (n === undefined) {
       n = this.#nextCallerNumber++;

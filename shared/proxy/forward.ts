@@ -46,7 +46,7 @@
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
 import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
-import type { Caller } from "../identity.ts";
+import { callerKey, type Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
 import { metricKey } from "../metric-name.ts";
@@ -538,13 +538,6 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** A stable key for a caller's whole identity. */
-export function callerKey(caller: Caller): string {
-  const extra = Object.keys(caller.extra)
-    .sort()
-    .map((k) => [k, caller.extra[k]]);
-  return JSON.stringify([caller.user, caller.uid ?? "", caller.groups, extra]);
-}
 
 function discoveryAnswer(resources: APIResource[]): Answer {
   const list: APIResourceList = { kind: "APIResourceList", apiVersion: "v1", groupVersion: GROUP_VERSION, resources };
