@@ -655,7 +655,7 @@ const STAMPED = Symbol("X-Request-Id set");
 /**
  * A JSON response with the headers every answer carries: `Content-Type`,
  * `Cache-Control` — `no-store` (errors, discovery) unless a values answer
- * says how long it stays fresh (see {@link freshForSeconds}) — and
+ * says how long it stays fresh (see {@link freshFor}) — and
  * `X-Request-Id`, plus `extra` (e.g. `Retry-After`). The headers are a plain
  * object, which @hono/node-server writes without building a `Headers`.
  */
@@ -694,19 +694,13 @@ function offeredRequestId(c: Context): string | undefined {
 }
 
 /**
- * `max-age` of a values answer, whole seconds: how long every item stays
- * within its rule's `maxAgeSeconds` — max(0, floor(maxAgeSeconds − age of
- * the oldest item)). The contract with the in-cluster proxy (docs/proxy.md):
- * it stores the answer for at most min(its own TTL, this); `max-age=0` is
- * not stored. `private`: the answer was made for one caller's authorization.
+ * `max-age` of a values answer, whole seconds, from the oldest item's
+ * timestamp (ms since the epoch): how long every item stays within its
+ * rule's `maxAgeSeconds` — max(0, floor(maxAgeSeconds − age of the oldest
+ * item)). The contract with the in-cluster proxy (docs/proxy.md): it stores
+ * the answer for at most min(its own TTL, this); `max-age=0` is not stored.
+ * `private`: the answer was made for one caller's authorization.
  */
-export function freshForSeconds(series: readonly Series[], rule: MetricRule, now: number): number {
-  let oldest = now;
-  for (const s of series) oldest = Math.min(oldest, s.timestamp);
-  return freshFor(oldest, rule, now);
-}
-
-/** {@link freshForSeconds} from the oldest timestamp (ms since the epoch). */
 function freshFor(oldest: number, rule: MetricRule, now: number): number {
   return Math.max(0, Math.floor(rule.maxAgeSeconds - (now - oldest) / 1000));
 }
