@@ -6,7 +6,7 @@
  * `compilePolicyObject` (`shared/policy/objects.ts`), the path the
  * in-cluster proxy uses. Messages name objects as `<kind>/<namespace>/<name>`.
  */
-import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, LIST_PAGE_SIZE, ResponseTooLargeError, type KubeList, type KubeObject } from "../../shared/proxy/kube.ts";
+import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, LIST_PAGE_SIZE, listAllPages, type KubeObject } from "../../shared/proxy/kube.ts";
 import type { ConfigIssue } from "../../shared/config/yaml.ts";
 import type { CompiledPolicy } from "../../shared/policy/evaluate.ts";
 import { POLICY_API_VERSION } from "../../shared/policy/schema.ts";
@@ -21,52 +21,20 @@ export const POLICY_COLLECTIONS = [
 /** Deadline of each list call (one page), ms. */
 export const LIST_DEADLINE_MS = 10_000;
 
-/** Times a list starts again from its first page after its `continue` token expired (410), as the proxy's Informer (kube.ts). */
-export const LIST_RESTARTS = 3;
-
 /**
  * Every item of a collection, page by page as the proxy's Informer lists
- * (shared/proxy/kube.ts `Informer`; client-go `tools/pager/pager.go`):
- * `limit` items a page (default kube.ts `LIST_PAGE_SIZE`, 500) and the
- * previous page's `metadata.continue`, each page with its own deadline
- * ({@link LIST_DEADLINE_MS}) and at most kube.ts `MAX_RESPONSE_BYTES`. A
- * page over that bound is asked again with half the items; a `continue`
- * token that expired (410 Expired, `k8s.io/apiserver/pkg/storage/errors.go`)
- * starts the list again from its first page, at most {@link LIST_RESTARTS}
- * times, so the items are one consistent snapshot.
+ * (shared/proxy/kube.ts {@link listAllPages}: `limit` items a page, default
+ * `LIST_PAGE_SIZE` 500, halved for a page over the response bound; an
+ * expired `continue` token starts again from the first page, at most
+ * `MAX_LIST_RESTARTS` times), each page with its own deadline
+ * ({@link LIST_DEADLINE_MS}).
  *
  * @param path a collection path, e.g. `/apis/autoscaling/v2/horizontalpodautoscalers`
  * @param pageSize items a page (at least 1)
- * @throws ApiError (the server's answer; 410 after {@link LIST_RESTARTS} restarts),
- *   ResponseTooLargeError when a page of one item is over the bound, or the
- *   deadline's abort error
+ * @throws as listAllPages: ApiError, ResponseTooLargeError, or a page's deadline error
  */
 export async function listAll<T extends KubeObject>(client: KubeClient, path: string, pageSize = LIST_PAGE_SIZE): Promise<T[]> {
-  let limit = Math.max(1, Math.floor(pageSize));
-  const items: T[] = [];
-  let next: string | undefined;
-  let restarts = 0;
-  for (;;) {
-    let page: KubeList<T>;
-    try {
-      page = await client.list<T>(path, { limit, ...(next !== undefined ? { continue: next } : {}) }, apiDeadline(LIST_DEADLINE_MS));
-    } catch (err) {
-      if (err instanceof ResponseTooLargeError && limit > 1) {
-        limit = Math.max(1, Math.floor(limit / 2));
-        continue;
-      }
-      if (err instanceof ApiError && err.code === 410 && next !== undefined && restarts < LIST_RESTARTS) {
-        restarts++;
-        items.length = 0;
-        next = undefined;
-        continue;
-      }
-      throw err;
-    }
-    items.push(...(page.items ?? []));
-    next = page.metadata?.continue || undefined;
-    if (next === undefined) return items;
-  }
+  return (await listAllPages<T>(client, path, { pageSize, pageOptions: () => apiDeadline(LIST_DEADLINE_MS) })).items;
 }
 
 /** Raised when the cluster cannot be read (kubeconfig, TLS, RBAC, CRDs not installed). */

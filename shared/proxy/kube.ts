@@ -703,23 +703,92 @@ interface WatchEvent<T> {
 class Gone extends Error {}
 
 /** Most times one list starts again from its first page after a 410 Expired `continue` token before it counts as failed. */
-const MAX_LIST_RESTARTS = 3;
+export const MAX_LIST_RESTARTS = 3;
+
+/** Options of {@link listAllPages}. */
+export interface PagedListOptions<T extends KubeObject> {
+  fieldSelector?: string;
+  /** items a page (default {@link LIST_PAGE_SIZE}; at least 1) */
+  pageSize?: number;
+  /** the call options of each page, asked once a page (so each page has its own deadline) */
+  pageOptions: () => CallOptions;
+  /** the whole list's cancellation: aborted, the list throws its reason */
+  stop?: AbortSignal;
+  /** applied to each item as its page arrives (default: none) */
+  transform?: (obj: T) => T;
+  /** counters to add to: pages asked, pages asked again smaller, restarts after an expired token */
+  stats?: { pages: number; pagesTooLarge: number; listRestarts: number };
+  /** told the smaller page size after a page over the bound (a caller that lists again may start from it) */
+  onPageSize?: (pageSize: number) => void;
+}
+
+/**
+ * Every item of a collection, page by page (`limit`, `continue`: client-go
+ * `tools/pager/pager.go`), without `resourceVersion` (a consistent read: the
+ * watch cache ignores `limit` for `resourceVersion=0`). A page over
+ * {@link MAX_RESPONSE_BYTES} is asked again with half the items (the
+ * `continue` token does not fix the limit); a 410 Expired on a `continue`
+ * token (the snapshot was compacted) starts the list again from its first
+ * page, at most {@link MAX_LIST_RESTARTS} times, so the items are one
+ * consistent snapshot (client-go's pager would fall back to one unpaginated
+ * list, which would drop the page bound). Used by the {@link Informer} and
+ * the CLI's cluster reads (functions/cli/cluster.ts).
+ *
+ * @returns the items (transformed) and the list's resourceVersion ("" when
+ *   the server gave none)
+ * @throws ApiError (the server's answer; a 410 after the restarts),
+ *   {@link ResponseTooLargeError} when a page of one item is over the bound,
+ *   a page's deadline error, or `stop`'s reason
+ */
+export async function listAllPages<T extends KubeObject>(kc: KubeClient, path: string, options: PagedListOptions<T>): Promise<{ items: T[]; resourceVersion: string }> {
+  const { stop, stats } = options;
+  let pageSize = Math.max(1, Math.floor(options.pageSize ?? LIST_PAGE_SIZE));
+  const items: T[] = [];
+  let next: string | undefined;
+  let resourceVersion = "";
+  let restarts = 0;
+  for (;;) {
+    let page: KubeList<T>;
+    try {
+      if (stats) stats.pages++;
+      page = await kc.list<T>(path, { ...(options.fieldSelector ? { fieldSelector: options.fieldSelector } : {}), limit: pageSize, ...(next !== undefined ? { continue: next } : {}) }, options.pageOptions());
+    } catch (err) {
+      if (stop?.aborted) throw stop.reason;
+      if (err instanceof ResponseTooLargeError && pageSize > 1) {
+        if (stats) stats.pagesTooLarge++;
+        pageSize = Math.max(1, Math.floor(pageSize / 2));
+        options.onPageSize?.(pageSize);
+        continue;
+      }
+      if (apiStatus(err) === 410 && next !== undefined && restarts < MAX_LIST_RESTARTS) {
+        restarts++;
+        if (stats) stats.listRestarts++;
+        items.length = 0;
+        next = undefined;
+        continue;
+      }
+      throw err;
+    }
+    if (stop?.aborted) throw stop.reason;
+    for (const obj of page.items ?? []) items.push(options.transform ? options.transform(obj) : obj);
+    resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+    next = page.metadata?.continue || undefined;
+    if (next === undefined) return { items, resourceVersion };
+  }
+}
 
 /**
  * List, then watch from the list's resourceVersion, as client-go's reflector
  * does (`tools/cache/reflector.go` `ListAndWatch`, `watchHandler`):
  *
- * - the list is paginated (`limit`, {@link LIST_PAGE_SIZE} by default, and
- *   `continue`, as `tools/pager/pager.go`), without `resourceVersion` (a
- *   consistent read: the watch cache ignores `limit` for
- *   `resourceVersion=0`), each page with its deadline and at most
- *   {@link MAX_RESPONSE_BYTES} (a page over it is asked again with half the
- *   limit); {@link InformerOptions.transform} is applied to each item as the
- *   page arrives. A 410 Expired on a `continue` token (the snapshot was
- *   compacted) starts the list again from its first page, at most
- *   {@link MAX_LIST_RESTARTS} times (the reflector's re-list with
- *   `resourceVersion=""` after `isExpiredError`; client-go's pager would
- *   fall back to one unpaginated list, which would drop the page bound);
+ * - the list is paginated ({@link listAllPages}: `limit`,
+ *   {@link LIST_PAGE_SIZE} by default, and `continue`), each page with its
+ *   deadline and at most {@link MAX_RESPONSE_BYTES} (a page over it is asked
+ *   again with half the limit, which later lists keep);
+ *   {@link InformerOptions.transform} is applied to each item as the page
+ *   arrives. A 410 Expired on a `continue` token starts the list again from
+ *   its first page, at most {@link MAX_LIST_RESTARTS} times (the reflector's
+ *   re-list with `resourceVersion=""` after `isExpiredError`);
  * - the list replaces the known objects: new ones are added, changed ones
  *   (another `resourceVersion`) updated, vanished ones deleted;
  * - the watch (`?watch=1&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=N`,
@@ -798,44 +867,15 @@ export class Informer<T extends KubeObject> {
   /** @returns the list's resourceVersion */
   async #list(stop: AbortSignal): Promise<string> {
     this.stats.lists++;
-    const transform = this.#o.transform ?? ((obj: T) => obj);
-    const items: T[] = [];
-    let next: string | undefined;
-    let rv = "";
-    let restarts = 0;
-    for (;;) {
-      const signal = AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]);
-      let page: KubeList<T>;
-      try {
-        this.stats.pages++;
-        page = await this.#kc.list<T>(
-          this.#o.path,
-          { ...(this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}), limit: this.#pageSize, ...(next !== undefined ? { continue: next } : {}) },
-          { signal },
-        );
-      } catch (err) {
-        if (stop.aborted) throw stop.reason;
-        if (err instanceof ResponseTooLargeError && this.#pageSize > 1) {
-          // The same page again with half the items (the continue token does not fix the limit).
-          this.stats.pagesTooLarge++;
-          this.#pageSize = Math.max(1, Math.floor(this.#pageSize / 2));
-          continue;
-        }
-        if (apiStatus(err) === 410 && next !== undefined && restarts < MAX_LIST_RESTARTS) {
-          restarts++;
-          this.stats.listRestarts++;
-          items.length = 0;
-          next = undefined;
-          continue;
-        }
-        throw err;
-      }
-      if (stop.aborted) throw stop.reason;
-      for (const obj of page.items ?? []) items.push(transform(obj));
-      rv = page.metadata?.resourceVersion ?? rv;
-      next = page.metadata?.continue || undefined;
-      if (next === undefined) break;
-    }
+    const { items, resourceVersion } = await listAllPages<T>(this.#kc, this.#o.path, {
+      ...(this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}),
+      pageSize: this.#pageSize,
+      pageOptions: () => ({ signal: AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]) }),
+      stop,
+      ...(this.#o.transform ? { transform: this.#o.transform } : {}),
+      stats: this.stats,
+      onPageSize: (size) => (this.#pageSize = size),
+    });
     this.#o.onListed?.(items);
     const seen = new Set<string>();
     for (const obj of items) {
@@ -851,7 +891,7 @@ export class Informer<T extends KubeObject> {
       this.#store.delete(key);
       this.#o.onDelete?.(obj);
     }
-    return rv;
+    return resourceVersion;
   }
 
   /** Watch from `rv` until the server ends the stream. @returns the last resourceVersion seen */
