@@ -1,8 +1,8 @@
 /**
  * Reading a web stream body (a `Request`'s or a `Response`'s) without
- * trusting its length: shared by the proxy's in-process bridge and the GCP
- * Workload Identity Federation subject-token reader. Runs on Node and in
- * Workers (no `Buffer`).
+ * trusting its length: shared by the proxy's admission webhook, its in-process
+ * bridge and the GCP Workload Identity Federation subject-token reader. Runs
+ * on Node and in Workers (no `Buffer`).
  */
 
 /**
@@ -10,8 +10,11 @@
  *
  * - `null` (no body) reads as zero bytes.
  * - As soon as the bytes read pass `limit`, reading stops, the stream is
- *   cancelled (a failure to cancel is ignored) and `tooLarge()`'s error is
- *   thrown; nothing past the chunk that crossed the limit is read.
+ *   cancelled (a failure to cancel is ignored) and `tooLarge(read)`'s error
+ *   is thrown, `read` being the chunks read so far, the one that crossed the
+ *   limit included (e.g. for the admission webhook, which answers a refusal
+ *   naming the uid in the first bytes of a review too large to check);
+ *   nothing past that chunk is read.
  * - An error of the stream itself (a reset connection, an aborted fetch)
  *   propagates as is.
  *
@@ -20,10 +23,11 @@
  * keeps it).
  *
  * @param limit the most bytes accepted
- * @param tooLarge builds the error thrown when the body is longer than `limit`
- * @throws the error of `tooLarge()`, or the stream's own error
+ * @param tooLarge builds the error thrown when the body is longer than
+ *   `limit`, given the chunks read
+ * @throws the error of `tooLarge(read)`, or the stream's own error
  */
-export async function readBounded(body: ReadableStream<Uint8Array> | null, limit: number, tooLarge: () => Error): Promise<Uint8Array> {
+export async function readBounded(body: ReadableStream<Uint8Array> | null, limit: number, tooLarge: (read: readonly Uint8Array[]) => Error): Promise<Uint8Array> {
   if (body === null) return new Uint8Array(0);
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
@@ -32,11 +36,11 @@ export async function readBounded(body: ReadableStream<Uint8Array> | null, limit
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
+    chunks.push(value);
     if (size > limit) {
       await reader.cancel().catch(() => {});
-      throw tooLarge();
+      throw tooLarge(chunks);
     }
-    chunks.push(value);
   }
   if (chunks.length === 1) return chunks[0]!;
   const all = new Uint8Array(size);

@@ -63,6 +63,7 @@
  * (the allowed selector and the requirement the HPA's selector misses).
  */
 import { invalid, requestEntityTooLarge, serviceUnavailable, StatusError, tooManyRequests } from "../k8s/status.ts";
+import { readBounded } from "../bounded-body.ts";
 import { MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS } from "../policy/check-hpa.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
 import {
@@ -237,29 +238,21 @@ export class AdmissionWebhook {
  */
 async function readReview(request: Request, limit: number): Promise<{ bytes: Uint8Array } | { uid: string; limit: number }> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
-  const body = request.body;
-  if (body === null) return { bytes: new Uint8Array(0) };
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
   const over = Number.isFinite(declared) && declared > limit;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    chunks.push(value);
-    if (over || size > limit) {
-      await reader.cancel().catch(() => {});
-      const head = Buffer.concat(chunks).subarray(0, 1024).toString("utf8");
-      const uid = uidFromPrefix(head);
-      if (uid !== undefined) return { uid, limit };
-      throw requestEntityTooLarge(
+  let uid: string | undefined;
+  try {
+    // Declared over the limit: only the first chunk is read, for its uid.
+    const bytes = await readBounded(request.body, over ? 0 : limit, (read) => {
+      uid = uidFromPrefix(Buffer.concat(read).subarray(0, 1024).toString("utf8"));
+      return requestEntityTooLarge(
         over ? `the AdmissionReview is ${declared} bytes long; at most ${limit} are accepted` : `the AdmissionReview is longer than ${limit} bytes, the most accepted`,
       );
-    }
+    });
+    return { bytes };
+  } catch (err) {
+    if (uid !== undefined) return { uid, limit };
+    throw err;
   }
-  if (chunks.length === 1) return { bytes: chunks[0]! };
-  return { bytes: Buffer.concat(chunks, size) };
 }
 
 /** The refusal of a review whose body is over `limit` bytes (see {@link readReview}). */
