@@ -176,12 +176,13 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   // Policy objects are compiled in a worker thread of their own (policy-worker.ts: a
   // CPU budget per object, fail closed past it), so no object, and no queue of hostile
   // admission reviews in the webhook's worker, holds the request loop or delays a rebuild.
-  const policyCompiler = config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined && options.clusterPolicies.compile === undefined ? createOffThreadCompiler() : undefined;
+  const watched = config.clusterPolicies?.enabled === true ? options.clusterPolicies : undefined;
+  const policyCompiler = watched !== undefined && watched.compile === undefined ? createOffThreadCompiler() : undefined;
   const clusterPolicies =
-    config.clusterPolicies?.enabled === true && options.clusterPolicies !== undefined
+    watched !== undefined && config.clusterPolicies !== undefined
       ? new ClusterPolicies({
           ...(policyCompiler !== undefined ? { compile: policyCompiler.compile } : {}),
-          ...clusterPolicySettings(config.clusterPolicies, options.clusterPolicies),
+          ...clusterPolicySettings(config.clusterPolicies, watched),
           whenNoneApply: config.clusterPolicies.whenNoneApply,
           log,
           metrics,
