@@ -14,12 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, type Reply } from "./proxy.harness.ts";
-
-const HPA = {
-  "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-  "X-Remote-Group": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
-};
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, type Reply, HPA_FRONT_PROXY as HPA } from "./proxy.harness.ts";
 
 let pki: Pki;
 let backend: EchoBackend;

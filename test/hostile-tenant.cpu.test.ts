@@ -19,7 +19,7 @@ import { compilePolicyObject, type PolicyObjectResult } from "../shared/policy/o
 import { AdmissionWebhook, MAX_ADMISSION_ANSWER_BYTES } from "../shared/proxy/admission.ts";
 import { BudgetExceededError, createOffThreadCompiler, PolicyWorker } from "../shared/proxy/policy-worker.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, HPA_FRONT_PROXY as HPA_CALLER } from "./proxy.harness.ts";
 
 /** 60 Unicode classes (general categories and scripts), as the issue's author used. */
 const CLASSES = (
@@ -73,10 +73,6 @@ export function reviewOf(uid: string, kind: { group: string; version: string; ki
 export const HPA_KIND = { group: "autoscaling", version: "v2", kind: "HorizontalPodAutoscaler" };
 export const POLICY_KIND = { group: "external-metrics-bridge.io", version: "v1alpha1", kind: "ExternalMetricPolicy" };
 
-const HPA_CALLER = {
-  "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-  "X-Remote-Group": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
-};
 
 /** POST without credentials (as an unauthenticated caller, or kube-apiserver without a client certificate). */
 function post(h: Harness, path: string, body: string): Promise<{ status: number; text: string }> {

@@ -30,6 +30,15 @@ import { fixtureKey } from "./helpers/keys.ts";
 /** Keys shared by the proxy and the bridges in tests: `id:secret,id:secret`. */
 export const KEYS = `k1:${fixtureKey(11).toString("base64")},k2:${fixtureKey(22).toString("base64")}`;
 export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
+/**
+ * Front-proxy headers of the HPA controller's reads as the aggregator sends
+ * them (its ServiceAccount and the groups a ServiceAccount token
+ * authenticates with); send with the front-proxy client certificate.
+ */
+export const HPA_FRONT_PROXY = {
+  "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+  "X-Remote-Group": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+};
 
 /** Generated certificate authorities and certificates. */
 export interface Pki {

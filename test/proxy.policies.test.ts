@@ -28,13 +28,9 @@ import {
   type Harness,
   type Pki,
   type Reply,
+  HPA_FRONT_PROXY as HPA,
 } from "./proxy.harness.ts";
 import { freePort } from "./helpers/ports.ts";
-
-const HPA = {
-  "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
-  "X-Remote-Group": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
-};
 
 let pki: Pki;
 let backend: EchoBackend;
