@@ -8,7 +8,6 @@
  * over 1 s. Plus what the webhook discloses with and without authentication,
  * and the budget path of the policy worker.
  */
-import https from "node:https";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kubeConfigFor } from "../shared/proxy/kube.ts";
@@ -19,7 +18,7 @@ import { compilePolicyObject, type PolicyObjectResult } from "../shared/policy/o
 import { AdmissionWebhook, MAX_ADMISSION_ANSWER_BYTES } from "../shared/proxy/admission.ts";
 import { BudgetExceededError, createOffThreadCompiler, PolicyWorker } from "../shared/proxy/policy-worker.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, HPA_FRONT_PROXY as HPA_CALLER } from "./proxy.harness.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, HPA_FRONT_PROXY as HPA_CALLER, postTls } from "./proxy.harness.ts";
 
 /** 60 Unicode classes (general categories and scripts), as the issue's author used. */
 const CLASSES = (
@@ -74,23 +73,9 @@ export const HPA_KIND = { group: "autoscaling", version: "v2", kind: "Horizontal
 export const POLICY_KIND = { group: "external-metrics-bridge.io", version: "v1alpha1", kind: "ExternalMetricPolicy" };
 
 
-/** POST without credentials (as an unauthenticated caller, or kube-apiserver without a client certificate). */
+/** POST to the webhook's own listener without credentials (as an unauthenticated caller, or kube-apiserver without a client certificate). */
 function post(h: Harness, path: string, body: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const data = Buffer.from(body);
-    const req = https.request(
-      `${h.proxy.admission?.url ?? h.proxy.url}${path}`, // the webhook's own listener
-      { method: "POST", ca: h.serving.caPem!, agent: false, headers: { "Content-Type": "application/json", "Content-Length": String(data.length) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(data);
-  });
+  return postTls(`${h.proxy.admission?.url ?? h.proxy.url}${path}`, h.serving.caPem!, body);
 }
 
 let pki: Pki;

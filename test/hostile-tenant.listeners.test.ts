@@ -30,7 +30,7 @@ import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
 import { createCA, type IssuedCertificate } from "../shared/proxy/certs.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki, postTls as post } from "./proxy.harness.ts";
 
 /** team-b's policy: only `queue=ci_jobs` — the selector a tenant of another namespace must not learn. */
 const POLICIES = `
@@ -67,35 +67,6 @@ function review(uid: string): string {
     apiVersion: "admission.k8s.io/v1",
     kind: "AdmissionReview",
     request: { uid, kind: { group: "autoscaling", version: "v2", kind: "HorizontalPodAutoscaler" }, resource: {}, operation: "CREATE", namespace: "team-b", name: "worker", object },
-  });
-}
-
-interface Reply {
-  status: number;
-  text: string;
-}
-
-/** POST `body` to `url` over TLS trusting `caPem`, optionally with a client certificate; rejects on a TLS or socket error. */
-function post(url: string, caPem: string, body: string, cert?: IssuedCertificate): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      url,
-      {
-        method: "POST",
-        ca: caPem,
-        agent: false,
-        headers: { "Content-Type": "application/json", "Content-Length": String(Buffer.byteLength(body)) },
-        ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
   });
 }
 

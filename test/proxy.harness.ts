@@ -31,6 +31,35 @@ import { fixtureKey } from "./helpers/keys.ts";
 export const KEYS = `k1:${fixtureKey(11).toString("base64")},k2:${fixtureKey(22).toString("base64")}`;
 export const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 /**
+ * POST `body` (JSON) to `url` over TLS trusting `caPem`, optionally with a
+ * client certificate (e.g. kube-apiserver's, to the admission webhook's
+ * listener); resolves with any status and the body text, rejects on a TLS
+ * or socket error.
+ */
+export function postTls(url: string, caPem: string, body: string, cert?: IssuedCertificate): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      url,
+      {
+        method: "POST",
+        ca: caPem,
+        agent: false,
+        headers: { "Content-Type": "application/json", "Content-Length": String(Buffer.byteLength(body)) },
+        ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/**
  * Front-proxy headers of the HPA controller's reads as the aggregator sends
  * them (its ServiceAccount and the groups a ServiceAccount token
  * authenticates with); send with the front-proxy client certificate.
