@@ -32,6 +32,7 @@ import { readFileSync } from "node:fs";
 import * as z from "../config/zod.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
+import type { ClusterPolicyLimits } from "./policies.ts";
 
 /**
  * API group/version of ProxyConfig: the project's own, equal to
@@ -249,24 +250,10 @@ export interface ProxyConfig {
      * `maxNamespaceSpecBytes`, `maxNamespaceRules` for one namespace). Absent
      * fields keep the defaults there.
      */
-    limits?: ClusterPolicyLimitsConfig;
+    limits?: ClusterPolicyLimits;
     /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
     resyncTimeoutSeconds?: number;
   };
-}
-
-/**
- * `clusterPolicies.limits` as configured: positive integers, each optional;
- * the same fields as shared/proxy/policies.ts `ClusterPolicyLimits` (not
- * imported: this module stays free of the policy layer).
- */
-export interface ClusterPolicyLimitsConfig {
-  maxObjects?: number;
-  maxSpecBytes?: number;
-  maxRules?: number;
-  maxNamespaceObjects?: number;
-  maxNamespaceSpecBytes?: number;
-  maxNamespaceRules?: number;
 }
 
 /**
