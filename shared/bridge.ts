@@ -2,14 +2,15 @@
  * Build the whole bridge — config, providers, app — from one config text.
  * The single place every entry point (Node, Worker, Lambda, demo) starts from:
  * {@link loadBridge} loads the configured providers' modules (only those) and
- * builds; {@link buildBridge}/{@link fromConfig} build from modules loaded
- * already (tests, tools).
+ * builds; {@link fromConfig} builds from modules loaded already.
  */
 import type { Hono } from "hono";
-import { createBridgeApp, type AuthorizationRequest, type BridgeOptions, type DirectRead } from "./app.ts";
+import { createBridgeApp, type AuthorizationRequest, type BridgeOptions } from "./app.ts";
+import type { APIResourceList } from "./k8s/types.ts";
+import type { ReadValues } from "./values/read.ts";
 import type { Caller } from "./identity.ts";
 import type { Selector } from "./k8s/selector.ts";
-import { loadConfig, type BridgeConfig } from "./config/config.ts";
+import type { BridgeConfig } from "./config/config.ts";
 import { buildProviders, loadProviderModules } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
 import { ANONYMOUS, callerKey } from "./identity.ts";
@@ -19,8 +20,10 @@ import type { Provider, RuntimeEnv } from "./providers/types.ts";
 /** A built bridge: its Hono app plus what it was built from (for tests and tools). */
 export interface Bridge {
   app: Hono;
-  /** values reads without HTTP, for the proxy's in-process backend (`shared/app.ts` `BridgeApp.readValues`) */
-  readValues(read: DirectRead): Response | Promise<Response>;
+  /** the typed values read (shared/values/read.ts), which the proxy's in-process backend calls directly */
+  readValues: ReadValues;
+  /** the `APIResourceList` the app serves at `/apis/external.metrics.k8s.io/v1beta1` */
+  discovery: APIResourceList;
   config: BridgeConfig;
   providers: Map<string, Provider>;
   /** the runtime bag the providers and the app were built with */
@@ -64,25 +67,6 @@ export async function loadBridge(config: BridgeConfig, runtime: RuntimeEnv, opti
 }
 
 /**
- * Parse the config text, build providers and the app.
- *
- * @param text YAML config (see `shared/config/config.ts`)
- * @param source name used in config error messages
- * @param runtime environment bag and clock of the entry point
- * @param options passed to `createApp` (log sink, deadline)
- * @throws ConfigError when the config is invalid (every issue with its line)
- */
-export function buildBridge(
-  text: string,
-  source: string,
-  runtime: RuntimeEnv,
-  options: Omit<BridgeOptions, "config" | "providers" | "runtime"> = {},
-): Bridge {
-  const { config } = loadConfig(text, source);
-  return fromConfig(config, runtime, options);
-}
-
-/**
  * Build providers and app from an already validated config, the providers'
  * modules loaded already (else use {@link loadBridge}).
  *
@@ -91,7 +75,7 @@ export function buildBridge(
 export function fromConfig(
   config: BridgeConfig,
   runtime: RuntimeEnv,
-  options: Omit<BridgeOptions, "config" | "providers" | "runtime"> = {},
+  options: BuildOptions = {},
 ): Bridge {
   const providers = buildProviders(config.providers, runtime);
   // Policy: the local identity as caller and the ExternalMetricPolicy
@@ -102,8 +86,8 @@ export function fromConfig(
   const hooks = policyHooks(config);
   const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
   const authorize = hooks.authorize !== undefined ? rememberAllowed(hooks.authorize) : undefined;
-  const { app, readValues } = createBridgeApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
-  return { app, readValues, config, providers, runtime };
+  const { app, readValues, discovery } = createBridgeApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
+  return { app, readValues, discovery, config, providers, runtime };
 }
 
 /** Most remembered Allow decisions per selector (then that selector's are forgotten at once). */

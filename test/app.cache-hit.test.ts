@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { batchedJsonLog } from "../functions/node-log.ts";
 import type { LogRecord } from "../shared/app.ts";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import type { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";

@@ -1,21 +1,25 @@
 /**
- * The bridge's direct values entry (`shared/app.ts` `BridgeApp.readValues`,
- * what the proxy's in-process backend calls): the same answer — status,
- * headers, body — and the same audit record as `GET` through the Hono app
- * from the same caller, for a served value, a policy denial, an unknown
- * metric, a bad selector and a path that is not a values read; the caller
- * it is given decides (the `authenticate` hook is never called); its signal
- * cancels a read that is still loading. Through the real SQS provider on a
- * fauxqs emulator.
+ * The bridge's typed values read (shared/values/read.ts, `Bridge.readValues`,
+ * what the proxy's in-process backend calls with the parts it parsed): as
+ * HTTP (shared/values/answer.ts `valuesHttpAnswer`) the same answer —
+ * status, headers, body — and the same audit record as `GET` through the
+ * Hono app from the same caller, for a served value, a policy denial, an
+ * unknown metric and a bad selector; the caller it is given decides (the
+ * `authenticate` hook is never called); its signal cancels a read that is
+ * still loading. Through the real SQS provider on a fauxqs emulator.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LogRecord } from "../shared/app.ts";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
+import { StatusError } from "../shared/k8s/status.ts";
+import { valuesHttpAnswer } from "../shared/values/answer.ts";
+import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 
 const V1 = "/apis/external.metrics.k8s.io/v1beta1";
 const path = (metric: string, selector: string) => `${V1}/namespaces/default/${metric}?labelSelector=${encodeURIComponent(selector)}`;
+const parts = (metric: string, labelSelector: string) => ({ api: EXTERNAL_METRICS_API, namespace: "default", metric, labelSelector });
 const HPA: Caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
 const OTHER: Caller = { user: "mallory", groups: ["system:authenticated"], extra: {} };
 
@@ -67,13 +71,15 @@ async function answer(res: Response): Promise<{ status: number; headers: Record<
 }
 
 /** The same read through the Hono app and through readValues, with one request id each way. */
-async function both(pathAndQuery: string, caller: Caller) {
+async function both(metric: string, selector: string, caller: Caller) {
   httpCaller = caller;
   const before = authenticateCalls;
-  const http = await answer(await bridge.app.fetch(new Request(`http://bridge${pathAndQuery}`, { headers: { "x-request-id": "req-http" } })));
+  const http = await answer(await bridge.app.fetch(new Request(`http://bridge${path(metric, selector)}`, { headers: { "x-request-id": "req-http" } })));
   const httpRecord = records.at(-1)!;
   expect(authenticateCalls).toBe(before + 1);
-  const direct = await answer(await bridge.readValues({ pathAndQuery, caller, requestId: "req-direct", signal: new AbortController().signal }));
+  const outcome = await bridge.readValues({ ...parts(metric, selector), caller, requestId: "req-direct", signal: new AbortController().signal });
+  const { status, headers, body } = valuesHttpAnswer(outcome, Date.now());
+  const direct = { status, body, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])) };
   const directRecord = records.at(-1)!;
   expect(authenticateCalls, "the direct entry never calls the authenticate hook").toBe(before + 1);
   return { http, direct, httpRecord, directRecord };
@@ -86,23 +92,21 @@ const comparable = (r: LogRecord) => {
 };
 
 describe("readValues answers as GET through the app does", () => {
-  const cases: [string, string, Caller, number][] = [
-    ["a served value (cache load, then a hit)", path("depth", "queue in (a, b)"), HPA, 200],
-    ["a policy denial", path("depth", "queue=c"), HPA, 403],
-    ["another caller, denied by default", path("depth", "queue=a"), OTHER, 403],
-    ["an unknown metric", path("nope", "queue=a"), HPA, 404],
-    ["a selector that does not parse", path("depth", "queue in (a"), HPA, 400],
-    ["a path that is not a values read", `${V1}/namespaces/default`, HPA, 404],
+  const cases: [string, string, string, Caller, number][] = [
+    ["a served value (cache load, then a hit)", "depth", "queue in (a, b)", HPA, 200],
+    ["a policy denial", "depth", "queue=c", HPA, 403],
+    ["another caller, denied by default", "depth", "queue=a", OTHER, 403],
+    ["an unknown metric", "nope", "queue=a", HPA, 404],
+    ["a selector that does not parse", "depth", "queue in (a", HPA, 400],
   ];
-  for (const [name, pathAndQuery, caller, code] of cases) {
+  for (const [name, metric, selector, caller, code] of cases) {
     it(name, async () => {
-      const { http, direct, httpRecord, directRecord } = await both(pathAndQuery, caller);
+      const { http, direct, httpRecord, directRecord } = await both(metric, selector, caller);
       expect(direct.status).toBe(code);
       expect(http.status).toBe(code);
       expect(direct.body).toBe(http.body);
-      expect(direct.headers["x-request-id"]).toBe("req-direct");
       expect(http.headers["x-request-id"]).toBe("req-http");
-      expect({ ...direct.headers, "x-request-id": "" }).toEqual({ ...http.headers, "x-request-id": "" });
+      expect(direct.headers).toEqual({ ...http.headers, "x-request-id": undefined });
       expect(directRecord["requestId"]).toBe("req-direct");
       expect(comparable(directRecord)).toEqual(comparable(httpRecord));
       if (code === 200) {
@@ -117,10 +121,9 @@ describe("readValues answers as GET through the app does", () => {
   it("its signal cancels a read still loading: no value, a Status", async () => {
     const controller = new AbortController();
     controller.abort(new Error("nobody waits"));
-    const res = await bridge.readValues({ pathAndQuery: path("depth", "queue=d"), caller: HPA, requestId: "gone", signal: controller.signal });
-    expect(res.status).toBeGreaterThanOrEqual(400);
-    const body = (await res.json()) as { kind: string; items?: unknown };
-    expect(body.kind).toBe("Status");
-    expect(body.items).toBeUndefined();
+    const outcome = await bridge.readValues({ ...parts("depth", "queue=d"), caller: HPA, requestId: "gone", signal: controller.signal });
+    expect(outcome).toBeInstanceOf(StatusError);
+    expect((outcome as StatusError).code).toBe(503);
+    expect((outcome as StatusError).message).toMatch(/went away/);
   });
 });

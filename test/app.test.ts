@@ -6,7 +6,8 @@
  * through their SDKs elsewhere.
  */
 import { describe, expect, it } from "vitest";
-import { createApp, REQUEST_DEADLINE_MS, type BridgeOptions } from "../shared/app.ts";
+import { REQUEST_DEADLINE_MS, type BridgeOptions } from "../shared/app.ts";
+import { createApp } from "./helpers/bridge.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../shared/deadline.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { parseDecimal } from "../shared/k8s/quantity.ts";

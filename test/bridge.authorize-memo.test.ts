@@ -9,7 +9,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { AuthorizationRequest } from "../shared/app.ts";
-import { buildBridge, MAX_REMEMBERED_ALLOWS, rememberAllowed } from "../shared/bridge.ts";
+import { MAX_REMEMBERED_ALLOWS, rememberAllowed } from "../shared/bridge.ts";
+import { buildBridge } from "./helpers/bridge.ts";
 import { forbidden } from "../shared/k8s/status.ts";
 import { parseSelector } from "../shared/k8s/selector.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";

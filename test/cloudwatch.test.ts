@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { request } from "node:http";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { startNodeServer } from "../functions/node.ts";
 import type { CloudWatchProvider } from "../shared/providers/aws-cloudwatch/index.ts";

@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createLambdaHandler } from "../functions/lambda.ts";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import { createGrpcTransportFactory } from "../shared/providers/gcp-monitoring/grpc.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { startStsFake, type StsFake } from "./fakes/google-sts.ts";

@@ -9,7 +9,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fcRuns } from "./helpers/fc.ts";
-import { buildBridge } from "../shared/bridge.ts";
+import { buildBridge } from "./helpers/bridge.ts";
 import { FilterError, filterEquals, quoteFilterString, timeSeriesFilter } from "../shared/providers/gcp/filter.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";
 import { parseFilter, type FilterNode } from "./fakes/monitoring-filter.ts";

@@ -6,7 +6,7 @@
  * tokens (one exchange, renewal, refusal) and credential failures.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import type { MonitoringProvider } from "../shared/providers/gcp-monitoring/index.ts";
 import { makeServiceAccount } from "./fakes/google-key.ts";
 import { startGoogleFakes, type GoogleFakes } from "./fakes/google.ts";

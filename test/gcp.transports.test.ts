@@ -9,7 +9,7 @@
  * the values the fixtures imply, so both cannot be wrong together.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import { createGrpcTransportFactory } from "../shared/providers/gcp-monitoring/grpc.ts";
 import type { MonitoringProvider } from "../shared/providers/gcp-monitoring/index.ts";
 import { makeServiceAccount } from "./fakes/google-key.ts";

@@ -7,7 +7,7 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { buildBridge } from "../shared/bridge.ts";
+import { buildBridge } from "./helpers/bridge.ts";
 import type { LogRecord } from "../shared/app.ts";
 import { createLogger, parseLevel, REDACTED, redact, redactText } from "../shared/observability/log.ts";
 import { errorKind } from "../shared/observability/metrics.ts";

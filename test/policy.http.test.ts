@@ -4,7 +4,7 @@
  * counted as SDK commands (as test/sqs.test.ts does) against fauxqs.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge } from "../shared/bridge.ts";
+import { buildBridge } from "./helpers/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
 import { unauthorized } from "../shared/k8s/status.ts";
 import type { SqsProvider } from "../shared/providers/aws-sqs/index.ts";

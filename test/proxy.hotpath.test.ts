@@ -17,6 +17,7 @@ import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";
 import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
+import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";
 
 const caller = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
 const url = (i: number | string) => new URL(`https://proxy/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/queue_messages_ready?labelSelector=queue%3Dq${i}`);
@@ -93,7 +94,7 @@ cache: { ttlSeconds: 0 }
   it("routes as the patterns do, remembered per metric and bounded", async () => {
     const seen: string[] = [];
     const f = new Forwarder({ config, clients: new Map([["a", backend("a", seen)], ["k", backend("k", seen)]]), metrics: createMetrics(false), log: () => {} });
-    const read = (metric: string) => f.values({ caller, requestId: "r", pathAndQuery: `/m/${metric}` }, { key: metric, requested: metric }).catch(() => undefined);
+    const read = (metric: string) => f.values({ caller, requestId: "r", pathAndQuery: `/m/${metric}`, parts: { api: EXTERNAL_METRICS_API, namespace: "ns", metric, labelSelector: "" } }, { key: metric, requested: metric }).catch(() => undefined);
     for (let i = 0; i < 2; i++) {
       await read("queue_depth");
       await read("other_thing");

@@ -15,6 +15,7 @@ import { ConfigError } from "../shared/config/yaml.ts";
 import { createBackend } from "../shared/proxy/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
 import type { InProcessBackend } from "../shared/proxy/in-process.ts";
+import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";
 import { createPki, eventually, KEYS, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
@@ -24,6 +25,11 @@ import { promlint, sample } from "./helpers/promlint.ts";
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 const NS = `${V1}/namespaces/team-a`;
+/** A values read of `metric` in team-a as the proxy's forwarder hands it to a backend: the path and the parts it parsed. */
+const valuesRead = (metric: string, labelSelector = "") => ({
+  pathAndQuery: `${NS}/${metric}${labelSelector === "" ? "" : `?labelSelector=${encodeURIComponent(labelSelector)}`}`,
+  values: { api: EXTERNAL_METRICS_API, namespace: "team-a", metric, labelSelector },
+});
 const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\n";
 
 /** A bridge config: one SQS metric; only `jane` may read queue a_jobs in team-a, everything else is denied. */
@@ -163,12 +169,12 @@ describe("inProcess backend beside signed bridge backends", () => {
       { signingKeys: () => undefined, env: { ...process.env, BRIDGE_SIGNING_KEYS: KEYS } },
     );
     const read = (user: string) =>
-      backend.get({ pathAndQuery: `${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, caller: { user, groups: ["system:authenticated"], extra: {} }, requestId: "r-1" });
+      backend.get({ ...valuesRead("queue_messages_ready", "queue=a_jobs"), caller: { user, groups: ["system:authenticated"], extra: {} }, requestId: "r-1" });
     const allowed = await read("jane");
     expect(allowed.status, allowed.body.toString()).toBe(200);
     expect(JSON.parse(allowed.body.toString()).items[0].value).toBe("3");
-    // the bridge's freshness reaches the proxy's cache (forward.ts freshnessMs), with the request id it was given
-    expect(allowed.headers).toMatchObject({ "cache-control": expect.stringMatching(/^private, max-age=\d+$/), "x-request-id": "r-1", "content-type": "application/json" });
+    // the bridge's freshness reaches the proxy's cache (forward.ts freshnessMs)
+    expect(allowed.headers).toMatchObject({ "cache-control": expect.stringMatching(/^private, max-age=\d+$/), "content-type": "application/json" });
     expect((await read("bob")).status).toBe(403);
   });
 });
@@ -183,7 +189,7 @@ describe("inProcess backend cancellation", () => {
       const calls = stuck.requestLines.length;
       const controller = new AbortController();
       const read = backend.get({
-        pathAndQuery: `${NS}/stuck_depth?labelSelector=queue%3Dcancelled`,
+        ...valuesRead("stuck_depth", "queue=cancelled"),
         caller: { user: "jane", groups: ["system:authenticated"], extra: {} },
         requestId: "r-cancel",
         signal: controller.signal,
@@ -214,7 +220,7 @@ describe("inProcess backend runtime", () => {
       expect(backend.providers).toHaveLength(1);
       const cache = (backend.providers[0] as { cache: { remembered: { keys: number } } }).cache;
       // a read (CloudWatch unreachable: a 503, never a value) is remembered for refresh-ahead only when it is on
-      const res = await backend.get({ pathAndQuery: `${NS}/cpu`, caller: { user: "jane", groups: ["system:authenticated"], extra: {} }, requestId: "r-cw" });
+      const res = await backend.get({ ...valuesRead("cpu"), caller: { user: "jane", groups: ["system:authenticated"], extra: {} }, requestId: "r-cw" });
       expect(res.status, res.body.toString()).toBeGreaterThanOrEqual(500);
       expect(cache.remembered.keys).toBe(1);
     } finally {
@@ -224,7 +230,7 @@ describe("inProcess backend runtime", () => {
 });
 
 describe("inProcess backend call path", () => {
-  it("a values read goes to the bridge's values route directly (no Request made); discovery through its app (one Request)", async () => {
+  it("a values read goes to the bridge's typed values read with the proxy's parts, discovery to its APIResourceList: no Request made", async () => {
     const backend = (await createBackend(
       { name: "local", type: "inProcess", bridgeConfig: join(dir, "bridge.yaml"), timeoutSeconds: 4, insecureSkipTLSVerify: false },
       { signingKeys: () => undefined },
@@ -239,14 +245,15 @@ describe("inProcess backend call path", () => {
       }
     };
     try {
-      const values = await backend.get({ pathAndQuery: `${NS}/queue_messages_ready?labelSelector=queue%3Da_jobs`, caller: jane, requestId: "r-direct" });
+      const values = await backend.get({ ...valuesRead("queue_messages_ready", "queue=a_jobs"), caller: jane, requestId: "r-direct" });
       expect(values.status, values.body.toString()).toBe(200);
       expect((JSON.parse(values.body.toString()) as { items: { value: string }[] }).items[0]!.value).toBe("3");
-      expect(values.headers["x-request-id"]).toBe("r-direct");
-      expect(made).toEqual([]);
       const discovery = await backend.get({ pathAndQuery: V1, caller: jane, requestId: "r-discovery" });
       expect(discovery.status).toBe(200);
-      expect(made).toEqual([`http://in-process.invalid${V1}`]);
+      expect((JSON.parse(discovery.body.toString()) as { kind: string; resources: { name: string }[] }).kind).toBe("APIResourceList");
+      const other = await backend.get({ pathAndQuery: `${V1}/namespaces`, caller: jane, requestId: "r-other" });
+      expect(other.status).toBe(404);
+      expect(made).toEqual([]);
     } finally {
       globalThis.Request = Original;
       backend.close();

@@ -27,6 +27,7 @@ import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { answerBytes, Forwarder } from "../shared/proxy/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";
 import { createPki, eventually, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
+import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";
 
 const NS = `${V1}/namespaces/default`;
 const hpa = { headers: { Authorization: "Bearer hpa" } };
@@ -390,7 +391,7 @@ cache: { ttlSeconds: 30, maxEntries: 100, maxBytes: 1048576 }
     const bytesOf = async (label: string) => {
       body = valueList("m", "1", { metricLabels: { queue: label } });
       const before = f.valuesCache.bytes;
-      await f.values({ caller, requestId: "r", pathAndQuery: `/m?${n++}` }, { key: "m", requested: "m" });
+      await f.values({ caller, requestId: "r", pathAndQuery: `/m?${n++}`, parts: { api: EXTERNAL_METRICS_API, namespace: "ns", metric: "m", labelSelector: "" } }, { key: "m", requested: "m" });
       expect(f.valuesCache.size).toBe(n);
       return { bytes: f.valuesCache.bytes - before, length: body.length };
     };

@@ -11,7 +11,7 @@ import { createHash, randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { fcRuns } from "./helpers/fc.ts";
-import { buildBridge } from "../shared/bridge.ts";
+import { buildBridge } from "./helpers/bridge.ts";
 import type { Caller } from "../shared/identity.ts";
 import { forbidden, StatusError } from "../shared/k8s/status.ts";
 import { startNodeServer } from "../functions/node.ts";

@@ -7,7 +7,7 @@ import { DeleteQueueCommand } from "@aws-sdk/client-sqs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge, type Bridge } from "../shared/bridge.ts";
+import { buildBridge, type Bridge } from "./helpers/bridge.ts";
 import { SqsProvider } from "../shared/providers/aws-sqs/index.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { closeServer } from "./helpers/http.ts";

@@ -92,6 +92,26 @@ export interface Served {
 /** Kind of a request by path. */
 export type RequestKind = "values" | "discovery" | "probe" | "other";
 
+/** Count one answered request: `requests_total{kind, code}` and the kind's duration histogram (seconds). */
+export type RequestCounter = (kind: RequestKind, code: number, seconds: number) => void;
+
+/**
+ * A {@link RequestCounter} on `metrics` whose cells are looked up once per
+ * kind and code (no label joining per request). One per built bridge: the
+ * app's routes and its values read (shared/values/read.ts) share it.
+ */
+export function requestCounter(metrics: BridgeMetrics): RequestCounter {
+  const byKind = new Map<RequestKind, { codes: Map<number, Count>; duration: Histogram }>();
+  return (kind, code, seconds) => {
+    let cells = byKind.get(kind);
+    if (cells === undefined) byKind.set(kind, (cells = { codes: new Map(), duration: metrics.requestDuration.get(kind) }));
+    let cell = cells.codes.get(code);
+    if (cell === undefined) cells.codes.set(code, (cell = metrics.requests.get(kind, String(code))));
+    cell.n++;
+    cells.duration.observe(seconds);
+  };
+}
+
 /** The bridge's counters, one instance per built bridge. */
 export class BridgeMetrics {
   readonly requests = new Family<Count>(["kind", "code"], () => ({ n: 0 }));

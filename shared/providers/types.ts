@@ -58,7 +58,7 @@ export interface PlanRequest<Q = unknown> {
 /** What a provider receives for one request. */
 export interface QueryRequest<Q = unknown> extends PlanRequest<Q> {
   /**
-   * Cancellation of this read. The app (`shared/app.ts`) aborts it at the
+   * Cancellation of this read. The values read (`shared/values/read.ts`) aborts it at the
    * bridge's request deadline (`REQUEST_DEADLINE_MS`, 3 s, `shared/deadline.ts`;
    * reason: a `TimeoutError` DOMException) and when the client goes away
    * (the incoming request's own signal; its reason). A provider passes it

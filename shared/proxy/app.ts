@@ -49,6 +49,7 @@ import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";
 import { requestIdFrom } from "../request-id.ts";
+import { EXTERNAL_METRICS_API } from "../values/request.ts";
 
 /** What the app needs. */
 export interface ProxyAppDeps {
@@ -294,7 +295,9 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
       const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
       deps.clusterPolicies.authorize({ caller: c.get("caller")!, namespace: read.namespace, metric: metric.key, url, selector: c.get("selector") });
     }
-    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery, signal: c.req.raw.signal }, metric);
+    // The same read as typed parts, for a backend in this process (`checkRequestSize` refused a repeated labelSelector).
+    const parts = { api: EXTERNAL_METRICS_API, namespace: read.namespace, metric: read.metric, labelSelector: target.query.get("labelSelector") ?? "" };
+    const answer = await forwarder.values({ caller: c.get("caller")!, requestId: c.get("requestId"), pathAndQuery, parts, signal: c.req.raw.signal }, metric);
     c.set("backend", answer.backend);
     c.set("cache", answer.cache);
     return send(c, answer);

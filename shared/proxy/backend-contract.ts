@@ -11,6 +11,7 @@ import type { Registry } from "prom-client";
 import type { Caller } from "../identity.ts";
 import { GROUP_VERSION } from "../k8s/types.ts";
 import type { SigningKey } from "../signing.ts";
+import type { ExternalValuesParts } from "../values/request.ts";
 import type { BackendConfig } from "./config.ts";
 import type { LogRecord } from "./log.ts";
 
@@ -49,6 +50,12 @@ export class BackendError extends Error {
 export interface BackendRequest {
   /** path and query, e.g. `/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/m?labelSelector=…` */
   pathAndQuery: string;
+  /**
+   * a values read's typed parts, parsed once by the proxy (shared/k8s/request-path.ts):
+   * what `pathAndQuery` names; the in-process bridge reads these (its
+   * `readValues`), network backends send `pathAndQuery`. Absent for discovery.
+   */
+  values?: ExternalValuesParts;
   /** the authenticated caller (signed to bridge backends) */
   caller: Caller;
   requestId: string;

@@ -56,6 +56,7 @@ import { routeFor, type ProxyConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values.ts";
+import type { ExternalValuesParts } from "../values/request.ts";
 
 /**
  * Seconds a client should wait after a backend failure: the shared cap
@@ -108,6 +109,8 @@ export interface ValuesRequest {
    * received
    */
   pathAndQuery: string;
+  /** the same read as typed parts (what the in-process bridge reads; shared/values/request.ts) */
+  parts: ExternalValuesParts;
   /** aborts when the caller has gone (the backend call is cancelled when no caller waits) */
   signal?: AbortSignal;
 }
@@ -236,7 +239,7 @@ export class Forwarder {
    */
   async #valuesCall(client: Backend, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
     try {
-      return await this.#send(client, { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal });
+      return await this.#send(client, { pathAndQuery: request.pathAndQuery, values: request.parts, caller: request.caller, requestId: request.requestId, signal });
     } catch (err) {
       if (!(err instanceof BackendError)) throw err;
       if (err.kind === "unsigned") throw internalError(err.message);

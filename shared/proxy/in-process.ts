@@ -6,14 +6,15 @@
  * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file, then
  * `shared/bridge.ts` `loadBridge` with `officialTransports` for Cloud
  * Monitoring, loading the configured providers only). A values read calls
- * the bridge's values route directly (`shared/app.ts` `BridgeApp.readValues`:
- * no `Request`, no routing, the same handler, policies, cache, audit record
- * and answer); discovery calls its Hono app with a `Request` made in this
- * process. Either way: no socket, no TLS, no request signature. The caller
- * is the one the proxy already authenticated (front proxy, client
- * certificate, token), handed to the bridge (`readValues`' caller, or the
- * app's `authenticate` hook), so the bridge's own ExternalMetricPolicies
- * (and its default action) still decide per caller.
+ * the bridge's typed values read (shared/values/read.ts, `Bridge.readValues`)
+ * with the parts the proxy parsed (`BackendRequest.values`): no `Request`,
+ * no routing, no URL parsed again, the same policies, cache, audit record
+ * and answer as over HTTP; its answer text is the body, serialized once.
+ * Discovery is the bridge's `APIResourceList` (`Bridge.discovery`). No
+ * socket, no TLS, no request signature. The caller is the one the proxy
+ * already authenticated (front proxy, client certificate, token), so the
+ * bridge's own ExternalMetricPolicies (and its default action) still decide
+ * per caller.
  * The answer then goes through the proxy's checks, cache, back-off and
  * Retry-After stripping like a network backend's (forward.ts).
  *
@@ -35,50 +36,35 @@
  */
 import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
-import { readBounded } from "../bounded-body.ts";
 import { abortedPromise, callSignal } from "../deadline.ts";
-import type { DirectRead } from "../app.ts";
 import type { LogRecord } from "../observability/log.ts";
-import { loadBridge } from "../bridge.ts";
+import { loadBridge, type Bridge } from "../bridge.ts";
 import { loadConfig } from "../config/config.ts";
-import type { Caller } from "../identity.ts";
+import { notFound } from "../k8s/status.ts";
 import { BridgeMetrics } from "../observability/metrics.ts";
 import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
 import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
-import { BackendError, MAX_RESPONSE_BYTES, VALUES_PATH_PREFIX, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
+import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../values/answer.ts";
+import { BackendError, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
 import type { BackendConfig } from "./config.ts";
-
-/** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
-export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
-
 
 /** The bridge called in this process. */
 export class InProcessBackend implements Backend {
   readonly name: string;
   readonly config: BackendConfig;
-  readonly #fetch: (request: Request) => Response | Promise<Response>;
-  /** the bridge's values route called directly (`shared/app.ts` `BridgeApp.readValues`): no Request, no routing */
-  readonly #readValues: (read: DirectRead) => Response | Promise<Response>;
-  /** the caller of each request handed to the bridge through `#fetch` (read by its authenticate hook) */
-  readonly #callers: WeakMap<Request, Caller>;
-  readonly #providers: readonly unknown[];
+  readonly #bridge: Bridge;
+  readonly #now: () => number;
+  /** the `APIResourceList` JSON, made once (the bridge's discovery never changes) */
+  readonly #discovery: string;
   readonly #exported: BridgeExporter | undefined;
 
-  private constructor(
-    config: BackendConfig,
-    fetch: (request: Request) => Response | Promise<Response>,
-    readValues: (read: DirectRead) => Response | Promise<Response>,
-    callers: WeakMap<Request, Caller>,
-    providers: readonly unknown[],
-    exported: BridgeExporter | undefined,
-  ) {
+  private constructor(config: BackendConfig, bridge: Bridge, now: () => number, exported: BridgeExporter | undefined) {
     this.name = config.name;
     this.config = config;
-    this.#fetch = fetch;
-    this.#readValues = readValues;
-    this.#callers = callers;
-    this.#providers = providers;
+    this.#bridge = bridge;
+    this.#now = now;
+    this.#discovery = JSON.stringify(bridge.discovery);
     this.#exported = exported;
   }
 
@@ -103,24 +89,16 @@ export class InProcessBackend implements Backend {
       longLived: true,
       ...(exported !== undefined ? { metrics: exported.metrics } : {}),
     };
-    const callers = new WeakMap<Request, Caller>();
     // As startNodeServer (shared/bridge.ts loadBridge): only the configured providers' code is loaded, with the official transports.
+    // The proxy authenticated the caller and hands it to each read: no signature to verify, no HTTP route called.
     const bridge = await loadBridge(bridgeConfig, runtime, {
-      // The proxy authenticated the caller; no signature to verify. A request
-      // not made by this class has no caller and is refused.
-      authenticate: (request) => {
-        const caller = callers.get(request);
-        if (caller === undefined) throw new Error("in-process bridge: a request without the proxy's caller");
-        return caller;
-      },
       // The proxy logs every request (same requestId); the bridge adds only its warnings and errors.
       log: (record: LogRecord) => {
         if (record.level !== "info") log({ ...record, backend: config.name });
       },
     }, officialTransports);
-    const providers = [...bridge.providers.values()];
-    for (const provider of providers) exported?.providers.add(provider as ProviderCache);
-    return new InProcessBackend(config, bridge.app.fetch, bridge.readValues, callers, providers, exported);
+    for (const provider of bridge.providers.values()) exported?.providers.add(provider as ProviderCache);
+    return new InProcessBackend(config, bridge, runtime.now, exported);
   }
 
   /** The deadline of one call, ms (`timeoutSeconds`, default 4 s: longer than the bridge's own 3 s). */
@@ -129,37 +107,46 @@ export class InProcessBackend implements Backend {
   }
 
   /**
-   * Call the bridge (its values route directly for a values read, its app
-   * otherwise) with `request.caller` as the caller. The bridge
-   * sees the request's signal — `callSignal(request.signal, timeoutMs)`
+   * Answer one request with the bridge: a values read (`request.values`) by
+   * its typed values read with `request.caller` as the caller, discovery
+   * (`/apis/external.metrics.k8s.io/v1beta1`) by its `APIResourceList`,
+   * anything else 404 (the forwarder asks nothing else). The read sees the
+   * call's signal — `callSignal(request.signal, timeoutMs)`
    * (shared/deadline.ts): aborted at the deadline or when nobody waits any
-   * more — and cancels its provider calls; the answer does not wait for an
-   * app that ignores it (`abortedPromise`).
+   * more — and cancels its provider calls; the answer does not wait for a
+   * read that ignores it (`abortedPromise`).
    *
    * @throws BackendError `timeout` (no answer within `timeoutSeconds`),
    *   `aborted` (`request.signal` aborted), `too-large` (over
-   *   {@link MAX_RESPONSE_BYTES}), `protocol` (the app threw instead of answering)
+   *   {@link MAX_RESPONSE_BYTES}), `protocol` (the bridge threw instead of answering)
    */
   async get(request: BackendRequest): Promise<BackendResponse> {
     const timeoutMs = this.timeoutMs;
     const caller = request.signal;
     if (caller?.aborted) throw this.#aborted();
-    // One signal (shared/deadline.ts): aborted at the deadline or when the caller's signal aborts; the bridge sees it as its request's signal.
+    const parts = request.values;
+    if (parts === undefined) {
+      const path = request.pathAndQuery.split("?", 1)[0];
+      return this.#response(
+        path === DISCOVERY_PATH || path === `${DISCOVERY_PATH}/`
+          ? { status: 200, body: this.#discovery, headers: { "content-type": "application/json", "cache-control": "no-store" } }
+          : statusHttpAnswer(notFound(`the server could not find the requested resource (GET ${request.pathAndQuery.slice(0, 1024)})`)),
+      );
+    }
+    // One signal (shared/deadline.ts): aborted at the deadline or when the caller's signal aborts; the read sees it as its signal.
     const call = callSignal(caller, timeoutMs);
     const signal = call.signal;
     const stopped = abortedPromise(signal);
     try {
-      // A values read goes straight to the bridge's values route; discovery (and anything else) through its app.
-      if (request.pathAndQuery.startsWith(VALUES_PATH_PREFIX)) {
-        const read: DirectRead = { pathAndQuery: request.pathAndQuery, caller: request.caller, requestId: request.requestId, signal };
-        return await Promise.race([this.#answer(() => this.#readValues(read)), stopped.promise]);
+      let outcome;
+      try {
+        outcome = this.#bridge.readValues({ ...parts, caller: request.caller, requestId: request.requestId, signal });
+        if (outcome instanceof Promise) outcome = await Promise.race([outcome, stopped.promise]);
+      } catch (err) {
+        if (signal.aborted) throw err;
+        throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
       }
-      const req = new Request(IN_PROCESS_ORIGIN + request.pathAndQuery, {
-        headers: { accept: "application/json", "x-request-id": request.requestId },
-        signal,
-      });
-      this.#callers.set(req, request.caller);
-      return await Promise.race([this.#answer(() => this.#fetch(req)), stopped.promise]);
+      return this.#response(valuesHttpAnswer(outcome, this.#now()));
     } catch (err) {
       if (!signal.aborted) throw err;
       // The caller's abort wins over the deadline when both happened.
@@ -171,30 +158,13 @@ export class InProcessBackend implements Backend {
     }
   }
 
-  /** The bridge's answer (`call()`) as a {@link BackendResponse}. @throws BackendError `protocol`, `too-large` */
-  async #answer(call: () => Response | Promise<Response>): Promise<BackendResponse> {
-    let response: Response;
-    try {
-      response = await call();
-    } catch (err) {
-      throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
-    }
-    const tooLarge = () => new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`);
-    const light = lightweight(response);
-    let body: Buffer;
-    if (light !== undefined) {
-      body = Buffer.from(light.body, "utf8");
-      if (body.length > MAX_RESPONSE_BYTES) throw tooLarge();
-    } else {
-      // A streamed answer is read only up to the bound, as every other body the proxy reads.
-      const bytes = await readBounded(response.body, MAX_RESPONSE_BYTES, tooLarge);
-      body = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    }
+  /** An answer as a {@link BackendResponse} (header names lowercased). @throws BackendError `too-large` */
+  #response(answer: ValuesHttpAnswer): BackendResponse {
+    const body = Buffer.from(answer.body, "utf8");
+    if (body.length > MAX_RESPONSE_BYTES) throw new BackendError(this.name, "too-large", `backend ${this.name} answered more than ${MAX_RESPONSE_BYTES} bytes`);
     const headers: Record<string, string> = {};
-    const source = light?.headers ?? response.headers;
-    if (source instanceof Headers) source.forEach((value, key) => (headers[key] = value));
-    else for (const key in source) headers[key.toLowerCase()] = String(source[key]);
-    return { status: response.status, headers, body };
+    for (const key in answer.headers) headers[key.toLowerCase()] = answer.headers[key]!;
+    return { status: answer.status, headers, body };
   }
 
   #aborted(): BackendError {
@@ -203,12 +173,12 @@ export class InProcessBackend implements Backend {
 
   /** The bridge's provider instances (for tests and tools). */
   get providers(): readonly unknown[] {
-    return this.#providers;
+    return [...this.#bridge.providers.values()];
   }
 
   /** Close the bridge's providers (their refresh-ahead timers and refreshes in flight), as the Node server's close() does. */
   close(): void {
-    for (const provider of this.#providers) {
+    for (const provider of this.#bridge.providers.values()) {
       (provider as { close?: () => void }).close?.();
       this.#exported?.providers.delete(provider as ProviderCache);
     }
@@ -246,26 +216,3 @@ function exporterOf(registry: Registry, now: () => number): BridgeExporter {
   }
   return exporter;
 }
-
-/**
- * The string body and headers of a Response made by @hono/node-server's
- * lightweight `Response` (the global `Response` once `getRequestListener`
- * ran, as in the proxy), read from where that class keeps them —
- * `[status, body, headers]` under its `Symbol("cache")`, what its listener
- * writes to a socket without building a WHATWG Response — or undefined for
- * any other Response (then read the standard way). Reading the body the
- * standard way makes the lightweight Response build a full one and stream
- * the string through it: about a sixth of an in-process read.
- */
-function lightweight(response: Response): { body: string; headers: Headers | Record<string, string> | undefined } | undefined {
-  cacheSymbol ??= Object.getOwnPropertySymbols(response).find((s) => s.description === "cache");
-  if (cacheSymbol === undefined) return undefined;
-  const cached = (response as unknown as Record<symbol, unknown>)[cacheSymbol];
-  if (!Array.isArray(cached) || typeof cached[1] !== "string") return undefined;
-  const headers = cached[2];
-  if (headers !== undefined && !(headers instanceof Headers) && (typeof headers !== "object" || headers === null || Array.isArray(headers))) return undefined;
-  return { body: cached[1], headers: headers as Headers | Record<string, string> | undefined };
-}
-
-/** The lightweight Response's cache symbol once seen. */
-let cacheSymbol: symbol | undefined;

@@ -38,7 +38,7 @@
  * `p2-backend-calls` figure (`./report.ts`).
  */
 import { parseArgs } from "node:util";
-import { buildBridge, type Bridge } from "../../shared/bridge.ts";
+import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import type { CloudWatchProvider } from "../../shared/providers/aws-cloudwatch/index.ts";
 import type { SqsProvider } from "../../shared/providers/aws-sqs/index.ts";
 import type { SeriesProvider } from "../../shared/providers/series.ts";

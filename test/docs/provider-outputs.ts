@@ -61,7 +61,7 @@ g.store.series = [
   { project: "my-project", metricType: BACKLOG, resourceType: "pubsub_subscription", metricKind: "GAUGE", valueType: "INT64", resourceLabels: { project_id: "my-project", subscription_id: "orders-worker" }, points: [{ end: now - 60_000, value: { int64Value: "314" } }] },
 ];
 {
-  const { buildBridge } = await import(R + "shared/bridge.ts");
+  const { buildBridge } = await import(R + "test/helpers/bridge.ts");
   await (await import(R + "shared/providers/registry.ts")).loadProviderModules({ gcp: { type: "gcp-monitoring" } } as never);
   const text = readFileSync(R + "infra/examples/gcp-pubsub.yaml", "utf8").split(/^---$/m)[0]!.replace("defaultAction: Deny", "defaultAction: Allow").replace("timeoutSeconds: 2", `timeoutSeconds: 2\n    endpoint: ${g.rest.endpoint}`);
   const bridge = buildBridge(text, "gcp-pubsub.yaml", { env: { GOOGLE_SERVICE_ACCOUNT_JSON: g.account.text, BRIDGE_INSECURE_ALLOW_UNSIGNED: "true" }, now: Date.now }, { log: () => {} });

@@ -1,0 +1,31 @@
+/**
+ * Test-only ways to build the bridge from text or parts, with the providers'
+ * modules loaded already (the test setup imports them): the product's entry
+ * points go through shared/bridge.ts `loadBridge`.
+ */
+import type { Hono } from "hono";
+import { createBridgeApp, type BridgeOptions } from "../../shared/app.ts";
+import { fromConfig, type Bridge, type BuildOptions } from "../../shared/bridge.ts";
+import { loadConfig } from "../../shared/config/config.ts";
+import type { RuntimeEnv } from "../../shared/providers/types.ts";
+
+export type { Bridge } from "../../shared/bridge.ts";
+
+/**
+ * Parse the config text, build providers and the app (shared/bridge.ts `fromConfig`).
+ *
+ * @param text YAML config (see `shared/config/config.ts`)
+ * @param source name used in config error messages
+ * @param runtime environment bag and clock
+ * @param options passed to `createBridgeApp` (log sink, deadline, hooks)
+ * @throws ConfigError when the config is invalid (every issue with its line)
+ */
+export function buildBridge(text: string, source: string, runtime: RuntimeEnv, options: BuildOptions = {}): Bridge {
+  const { config } = loadConfig(text, source);
+  return fromConfig(config, runtime, options);
+}
+
+/** The bridge's Hono app alone (shared/app.ts `createBridgeApp`), for tests that build config and providers by hand. */
+export function createApp(options: BridgeOptions): Hono {
+  return createBridgeApp(options).app;
+}
