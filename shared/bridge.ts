@@ -30,7 +30,7 @@ export interface Bridge {
   runtime: RuntimeEnv;
 }
 
-/** What the app is built with besides config, providers and runtime (log sink, deadline, hooks): `createApp`'s options. */
+/** What the app is built with besides config, providers and runtime (log sink, deadline, hooks): `createBridgeApp`'s options (shared/app.ts). */
 export type BuildOptions = Omit<BridgeOptions, "config" | "providers" | "runtime">;
 
 /**

@@ -1,13 +1,14 @@
 /**
  * The policy in the request path: the `authenticate` and `authorize` hooks
- * of `createApp` (`shared/app.ts`) built from `BridgeConfig.policy`.
+ * of `createBridgeApp` (`shared/app.ts`) built from `BridgeConfig.policy`.
  *
- * The app calls `authorize` after it parsed the selector and found the
+ * The values read (shared/values/read.ts) calls `authorize` after it parsed the selector and found the
  * metric rule, and before any backend call; a Deny is thrown as
  * `403 Forbidden`, worded like apimachinery's `NewForbidden`
  * (`pkg/api/errors/errors.go`: `<resource> "<name>" is forbidden: <reason>`).
  */
-import type { AuthorizationRequest, BridgeOptions } from "../app.ts";
+import type { BridgeOptions } from "../app.ts";
+import type { AuthorizationRequest } from "../values/request.ts";
 import type { LogRecord } from "../observability/log.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
