@@ -7,7 +7,6 @@
  * `403 Forbidden`, worded like apimachinery's `NewForbidden`
  * (`pkg/api/errors/errors.go`: `<resource> "<name>" is forbidden: <reason>`).
  */
-import type { BridgeOptions } from "../app.ts";
 import type { AuthorizationRequest } from "../values/request.ts";
 import type { LogRecord } from "../observability/log.ts";
 import type { BridgeConfig } from "../config/config.ts";
@@ -53,13 +52,21 @@ export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRe
  * `policy:` section denies every read (fail closed); so does a hand-built
  * `BridgeConfig` without `policy`.
  */
-export function policyHooks(config: BridgeConfig): Pick<BridgeOptions, "authenticate" | "authorize"> {
+export function policyHooks(config: BridgeConfig): PolicyHooks {
   const policy = config.policy;
   if (policy === undefined) {
     return { authenticate: () => ANONYMOUS, authorize: policyAuthorizer(new PolicySet([], "Deny", IMPLICIT_DENY_NOTE)) };
   }
   const identity = policy.localIdentity;
   return { authenticate: () => identity, authorize: policyAuthorizer(policy.policies) };
+}
+
+/** The caller and decision hooks of a built bridge (shared/app.ts `BridgeOptions` takes them). */
+export interface PolicyHooks {
+  /** the caller of a request: the configured local identity (a signature verifier replaces it) */
+  authenticate: (request: Request) => Caller | Promise<Caller>;
+  /** the policies' decision: returns on Allow, throws StatusError 403 on Deny */
+  authorize: (request: AuthorizationRequest) => void | Promise<void>;
 }
 
 /**
