@@ -13,7 +13,7 @@ import type { Selector } from "./k8s/selector.ts";
 import type { BridgeConfig } from "./config/config.ts";
 import { buildProviders, loadProviderModules } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
-import { ANONYMOUS, callerKey } from "./identity.ts";
+import { callerKey } from "./identity.ts";
 import { signatureAuthenticator } from "./signing.ts";
 import type { Provider, RuntimeEnv } from "./providers/types.ts";
 
@@ -84,9 +84,9 @@ export function fromConfig(
   // the environment, only a valid proxy signature establishes the caller
   // (unsigned, tampered or stale → 401); otherwise the policy's local identity.
   const hooks = policyHooks(config);
-  const authenticate = signatureAuthenticator(runtime, hooks.authenticate ?? (() => ANONYMOUS));
-  const authorize = hooks.authorize !== undefined ? rememberAllowed(hooks.authorize) : undefined;
-  const { app, readValues, discovery } = createBridgeApp({ config, providers, runtime, ...hooks, authenticate, ...(authorize ? { authorize } : {}), ...options });
+  const authenticate = signatureAuthenticator(runtime, hooks.authenticate);
+  const authorize = rememberAllowed(hooks.authorize);
+  const { app, readValues, discovery } = createBridgeApp({ config, providers, runtime, authenticate, authorize, ...options });
   return { app, readValues, discovery, config, providers, runtime };
 }
 
