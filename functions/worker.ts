@@ -83,7 +83,7 @@ const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== 
  * One isolate's runtime bag: `env` is refreshed from the bindings on every
  * request. Workers-specific choices (e.g. a provider's fetch-based REST
  * transport where a Node-only client cannot run) belong here or in the
- * options passed to `loadBridge` below.
+ * facts passed to `bootstrap` below.
  */
 const runtime: { env: Record<string, string | undefined>; now: () => number; longLived: false } = { env: {}, now: () => Date.now(), longLived: false };
 
