@@ -44,7 +44,8 @@ import { serve, type ServerType } from "@hono/node-server";
 import { createServer, type Server } from "node:http";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { loadBridge, type Bridge } from "../shared/bridge.ts";
+import type { Bridge } from "../shared/bridge.ts";
+import { bootstrap, StartRefusedError } from "../shared/bootstrap.ts";
 import { officialTransports } from "../shared/providers/gcp-monitoring/official-transports.ts";
 import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
@@ -55,29 +56,11 @@ import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/l
 import { bridgeRegistry, type ProviderCache } from "../shared/observability/prometheus.ts";
 import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
 import { applyServerLimits, BRIDGE_LIMITS, checkLimits, serverOptions, type ServerLimits } from "../shared/http-limits.ts";
-import { policyStartupNotices } from "../shared/policy/authorize.ts";
-import {
-  AUDIENCE_ENV,
-  parseAudience,
-  parseMaxSkew,
-  parseSigningKeys,
-  SIGNING_KEYS_ENV,
-  SIGNING_SKEW_ENV,
-  SigningKeyError,
-  signingMode,
-  signingNotice,
-} from "../shared/signing.ts";
+
+export { StartRefusedError };
 
 /** The Node server's flag that serves unsigned requests on purpose (as `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`). */
 export const INSECURE_ALLOW_UNSIGNED_FLAG = "--insecure-allow-unsigned";
-
-/** Thrown by {@link startNodeServer} when it must not serve: no signing keys and no insecure setting, or malformed signing settings. */
-export class StartRefusedError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "StartRefusedError";
-  }
-}
 
 /** A running Node server. */
 export interface NodeServer {
@@ -114,31 +97,9 @@ export interface NodeServerOptions {
 }
 
 /**
- * Check the signing settings before serving: keys, skew and audience parse,
- * or no keys with the insecure setting (whose warning is returned).
- *
- * @returns the start-up notices to log (the insecure warning, if any)
- * @throws StartRefusedError when there are no keys and no insecure setting,
- *   or a signing setting is malformed
- */
-export function checkSigning(env: Readonly<Record<string, string | undefined>>, insecureAllowUnsigned = false): LogRecord[] {
-  const mode = signingMode(env, { insecureAllowUnsigned, flag: INSECURE_ALLOW_UNSIGNED_FLAG });
-  if (mode.mode === "refused") throw new StartRefusedError(mode.message);
-  if (mode.mode === "insecure") return [signingNotice(mode)!];
-  try {
-    parseSigningKeys(env[SIGNING_KEYS_ENV] ?? "");
-    parseMaxSkew(env[SIGNING_SKEW_ENV]);
-    parseAudience(env[AUDIENCE_ENV]);
-  } catch (err) {
-    if (err instanceof SigningKeyError) throw new StartRefusedError(`request signing is misconfigured: ${err.message}`);
-    throw err;
-  }
-  return [];
-}
-
-/**
- * Start the bridge on Node. Logs the start-up notices (policy defaults,
- * insecure mode) on every start.
+ * Start the bridge on Node (`shared/bootstrap.ts` {@link bootstrap}: the
+ * signing check, then the build). Logs the start-up notices (insecure mode,
+ * then the policy defaults) on every start.
  *
  * @throws StartRefusedError when `BRIDGE_SIGNING_KEYS` is empty or missing
  *   and neither `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` nor
@@ -149,17 +110,24 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const env = options.env ?? process.env;
   const limits: ServerLimits = { ...BRIDGE_LIMITS, ...options.limits };
   checkLimits(limits);
-  const notices = [...checkSigning(env, options.insecureAllowUnsigned), ...policyStartupNotices(options.config)];
-  const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
-  for (const record of notices) notice(record);
   const metrics = new BridgeMetrics();
   const runtime = { env, now: Date.now, metrics, longLived: true };
-  // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
-  const level = options.logLevel ?? parseLevel(env[LOG_LEVEL_ENV]);
-  // Only the configured providers' modules are loaded (shared/bridge.ts loadBridge); Node reaches
-  // Cloud Monitoring with the official client (gRPC), loaded only when a gcp-monitoring provider
-  // is configured; the Worker uses REST.
-  const bridge = await loadBridge(options.config, runtime, { log: options.log ?? batchedJsonLog(runtime.now, level) }, officialTransports);
+  // Only the configured providers' modules are loaded (shared/bootstrap.ts, shared/bridge.ts loadBridge);
+  // Node reaches Cloud Monitoring with the official client (gRPC), loaded only when a gcp-monitoring
+  // provider is configured; the Worker uses REST.
+  const { bridge, notices } = await bootstrap({
+    runtime,
+    config: options.config,
+    signing: { refuse: true, insecureAllowUnsigned: options.insecureAllowUnsigned, flag: INSECURE_ALLOW_UNSIGNED_FLAG },
+    // The request log: the app's JSON lines on stdout, batched per event-loop turn (./node-log.ts).
+    log: () => {
+      const level = options.logLevel ?? parseLevel(env[LOG_LEVEL_ENV]);
+      return options.log ?? batchedJsonLog(runtime.now, level);
+    },
+    transports: officialTransports,
+  });
+  const notice = options.log ?? ((r: LogRecord) => console.error(JSON.stringify({ time: new Date().toISOString(), ...r })));
+  for (const record of notices) notice(record);
   const host = options.host ?? "127.0.0.1";
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve(

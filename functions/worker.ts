@@ -12,7 +12,7 @@
  *    instead and replaces `yaml` with a JSON-only reader; both sources are
  *    then read as JSON.
  *
- * Providers: only the configured ones are loaded and built (`loadBridge`, `shared/bridge.ts`);
+ * Providers: only the configured ones are loaded and built (`shared/bootstrap.ts`, `loadBridge`);
  * which ones the script holds is chosen at build time (every provider with
  * `npm run build:worker`, a chosen set with `infra/worker/build.ts`,
  * docs/deploy.md "Bundle size").
@@ -54,13 +54,11 @@
 import type { Hono } from "hono";
 import { parseAllDocuments } from "yaml";
 import bundledText from "../infra/worker/bridge.yaml";
-import { loadBridge } from "../shared/bridge.ts";
-import { loadConfig } from "../shared/config/config.ts";
+import { bootstrap } from "../shared/bootstrap.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import { isApisPath } from "../shared/k8s/request-path.ts";
 import type { LogRecord } from "../shared/observability/log.ts";
-import { policyStartupNotices } from "../shared/policy/authorize.ts";
 import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { signingMode, signingNotice, type SigningMode } from "../shared/signing.ts";
 import { consoleSink, createLogger, LOG_LEVEL_ENV, parseLevel } from "../shared/observability/log.ts";
@@ -85,7 +83,7 @@ const bundledConfig = parseAllDocuments(bundledText).some((d) => d.contents !== 
  * One isolate's runtime bag: `env` is refreshed from the bindings on every
  * request. Workers-specific choices (e.g. a provider's fetch-based REST
  * transport where a Node-only client cannot run) belong here or in the
- * options passed to `loadBridge` below.
+ * facts passed to `bootstrap` below.
  */
 const runtime: { env: Record<string, string | undefined>; now: () => number; longLived: false } = { env: {}, now: () => Date.now(), longLived: false };
 
@@ -154,8 +152,9 @@ function stringBindings(env: WorkerEnv): Record<string, string> {
 }
 
 /**
- * Build (or re-use) the bridge for `text`: validate it, load the configured
- * providers' modules (only those: `shared/providers/registry.ts`), build.
+ * Build (or re-use) the bridge for `text` (`shared/bootstrap.ts`): validate
+ * it, load the configured providers' modules (only those:
+ * `shared/providers/registry.ts`), build, log the policy notices.
  * Concurrent first requests share one build; a failure is remembered for
  * that text.
  */
@@ -163,10 +162,16 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   if (built?.text === text) return built.result;
   const build = async (): Promise<{ app?: Hono; error?: StatusError }> => {
     try {
-      const { config } = loadConfig(text, source);
-      log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
-      const bridge = await loadBridge(config, runtime satisfies RuntimeEnv, { log: requestLog });
-      for (const record of policyStartupNotices(bridge.config)) log(record);
+      // The signing mode is checked on every request (fetch below), not here.
+      const { bridge, notices } = await bootstrap({
+        runtime: runtime satisfies RuntimeEnv,
+        config: { text, source },
+        log: () => {
+          log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
+          return requestLog;
+        },
+      });
+      for (const record of notices) log(record);
       return { app: bridge.app };
     } catch (err) {
       const detail = err instanceof ConfigError ? err.message : String((err as Error)?.message ?? err);

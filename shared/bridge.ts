@@ -1,6 +1,7 @@
 /**
  * Build the whole bridge — config, providers, app — from one config text.
- * The single place every entry point (Node, Worker, Lambda, demo) starts from:
+ * The single place every entry point (Node, Worker, Lambda, demo) starts from,
+ * through `./bootstrap.ts` (signing check, config, notices):
  * {@link loadBridge} loads the configured providers' modules (only those) and
  * builds; {@link fromConfig} builds from modules loaded already.
  */
@@ -49,8 +50,9 @@ export type TransportsLoader = (config: BridgeConfig) => Promise<RuntimeEnv["tra
  * its own in the Lambda and Node bundles, so an SQS-only config never loads
  * the CloudWatch client or the Google stack) and, at the same time, the
  * entry point's transports; then {@link fromConfig}. Every entry point
- * starts here: Node (`functions/node.ts`), Lambda
- * (`shared/lambda/handler.ts`), the Worker (`functions/worker.ts`).
+ * starts here, through `./bootstrap.ts` `bootstrap`: Node
+ * (`functions/node.ts`), Lambda (`shared/lambda/handler.ts`), the Worker
+ * (`functions/worker.ts`); the proxy's in-process bridge calls it directly.
  *
  * @param config a validated config (`loadConfig`)
  * @param runtime the entry point's bag; used as it is (the Worker refreshes

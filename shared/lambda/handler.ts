@@ -11,14 +11,11 @@
 import { Hono } from "hono";
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import type { LogRecord } from "../observability/log.ts";
-import { loadBridge } from "../bridge.ts";
-import { loadConfig } from "../config/config.ts";
+import { bootstrap } from "../bootstrap.ts";
 import { ConfigError } from "../config/yaml.ts";
 import { internalError, StatusError } from "../k8s/status.ts";
-import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
 import type { RuntimeEnv } from "../providers/types.ts";
-import { signingMode, signingNotice } from "../signing.ts";
 import { createLogger, LOG_LEVEL_ENV, parseLevel } from "../observability/log.ts";
 import { DEFAULT_EMF_NAMESPACE, withEmf } from "../observability/emf.ts";
 import { readConfigText, readSigningKeys, type LambdaEnv } from "./sources.ts";
@@ -80,7 +77,8 @@ export interface LambdaHandlerOptions {
 /**
  * Build a Lambda handler that loads its config (`readConfigText`) and
  * signing keys (`readSigningKeys`) from `env` on the first event, with one
- * SSM client closed after the load, and builds the bridge (`loadBridge`: only the configured providers are loaded).
+ * SSM client closed after the load, and builds the bridge (`shared/bootstrap.ts`
+ * `bootstrap`, `loadBridge`: only the configured providers are loaded).
  *
  * Answers (each a `metav1.Status`): a config fault — no source, unreadable
  * file, missing/denied SSM parameter, invalid YAML (500 "the bridge's config
@@ -88,8 +86,8 @@ export interface LambdaHandlerOptions {
  * a transient SSM failure (503 with `Retry-After`) is answered once and the
  * load retried on the next event. Without signing keys and without
  * `BRIDGE_INSECURE_ALLOW_UNSIGNED=true`, `/apis` is answered 500 naming
- * `BRIDGE_SIGNING_KEYS` and health probes still answer. Logs the policy
- * start-up notices and the signing-mode warning/error at every load, and
+ * `BRIDGE_SIGNING_KEYS` and health probes still answer. Logs the
+ * signing-mode warning/error and the policy start-up notices at every load, and
  * one audit record per values read with its EMF metrics (an invalid
  * `LOG_LEVEL` is a config fault: 500 naming it).
  */
@@ -102,18 +100,22 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
     try {
       if (options.log === undefined) logger ??= createLogger({ level: parseLevel(env[LOG_LEVEL_ENV]), sink: stdoutLine });
       const namespace = env[METRICS_NAMESPACE_ENV] || DEFAULT_EMF_NAMESPACE;
-      const [{ text, source }, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
-      const { config } = loadConfig(text, source);
-      const sink = options.log ?? logger!;
-      // only the configured providers' chunks are loaded (shared/bridge.ts loadBridge)
+      const [config, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
       const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), longLived: false };
       const transports = options.transports !== undefined ? async () => options.transports : lambdaTransports;
-      const bridge = await loadBridge(config, runtime, { log: (record) => sink(withEmf(record, namespace)) }, transports);
-      const mode = signingMode(runtimeEnv);
-      for (const record of policyStartupNotices(config)) emit(record);
-      const notice = signingNotice(mode);
-      if (notice !== undefined) emit(notice);
-      if (mode.mode === "refused") return refusingApis(bridge.app, internalError(mode.message));
+      // only the configured providers' chunks are loaded (shared/bootstrap.ts, shared/bridge.ts loadBridge)
+      const { bridge, signing, notices } = await bootstrap({
+        runtime,
+        config,
+        signing: { refuse: false },
+        log: () => {
+          const sink = options.log ?? logger!;
+          return (record) => sink(withEmf(record, namespace));
+        },
+        transports,
+      });
+      for (const record of notices) emit(record);
+      if (signing?.mode === "refused") return refusingApis(bridge.app, internalError(signing.message));
       return handle(bridge.app);
     } catch (err) {
       if (err instanceof StatusError && err.code === 503) {
