@@ -2,10 +2,11 @@
  * The bridge served inside the proxy's process: a ProxyConfig backend
  * `{ type: inProcess, bridgeConfig: /etc/external-metrics-bridge/bridge.yaml }`.
  *
- * The bridge is built exactly as the Node server builds it
- * (`functions/node.ts` `startNodeServer`: `loadConfig` of the file, then
+ * The bridge is built by the one start-up every entry point uses
+ * (shared/bootstrap.ts `bootstrap`: the config file validated, then
  * `shared/bridge.ts` `loadBridge` with `officialTransports` for Cloud
- * Monitoring, loading the configured providers only). A values read calls
+ * Monitoring, loading the configured providers only; its policy notices
+ * logged with the backend's name). A values read calls
  * the bridge's typed values read (shared/values/read.ts, `Bridge.readValues`)
  * with the parts the proxy parsed (`BackendRequest.values`): no `Request`,
  * no routing, no URL parsed again, the same policies, cache, audit record
@@ -38,12 +39,11 @@ import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
 import { abortedPromise, callSignal } from "../deadline.ts";
 import type { LogRecord } from "../observability/log.ts";
-import { loadBridge, type Bridge } from "../bridge.ts";
-import { loadConfig } from "../config/config.ts";
+import { bootstrap } from "../bootstrap.ts";
+import type { Bridge } from "../bridge.ts";
 import { notFound } from "../k8s/status.ts";
 import { BridgeMetrics } from "../observability/metrics.ts";
 import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
-import { policyStartupNotices } from "../policy/authorize.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
 import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../values/answer.ts";
 import { BackendError, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
@@ -78,9 +78,7 @@ export class InProcessBackend implements Backend {
   static async load(config: BackendConfig, options: CreateBackendOptions): Promise<InProcessBackend> {
     const path = config.bridgeConfig;
     if (path === undefined) throw new Error(`backend ${config.name}: an inProcess backend needs bridgeConfig`);
-    const bridgeConfig = loadConfig(readFileSync(path, "utf8"), path, { readFile: (p) => readFileSync(p, "utf8") }).config;
     const log = options.log ?? (() => {});
-    for (const notice of policyStartupNotices(bridgeConfig)) log({ ...notice, backend: config.name });
     const exported = options.registry !== undefined ? exporterOf(options.registry, options.now ?? Date.now) : undefined;
     const runtime = {
       env: options.env ?? process.env,
@@ -89,14 +87,18 @@ export class InProcessBackend implements Backend {
       longLived: true,
       ...(exported !== undefined ? { metrics: exported.metrics } : {}),
     };
-    // As startNodeServer (shared/bridge.ts loadBridge): only the configured providers' code is loaded, with the official transports.
-    // The proxy authenticated the caller and hands it to each read: no signature to verify, no HTTP route called.
-    const bridge = await loadBridge(bridgeConfig, runtime, {
+    // The bridge's one start-up (shared/bootstrap.ts), as the Node server's: only the configured providers' code is
+    // loaded, with the official transports. No signing check: the proxy authenticated the caller and hands it to each read.
+    const { bridge, notices } = await bootstrap({
+      runtime,
+      config: { text: readFileSync(path, "utf8"), source: path, readFile: (p) => readFileSync(p, "utf8") },
       // The proxy logs every request (same requestId); the bridge adds only its warnings and errors.
-      log: (record: LogRecord) => {
+      log: () => (record: LogRecord) => {
         if (record.level !== "info") log({ ...record, backend: config.name });
       },
-    }, officialTransports);
+      transports: officialTransports,
+    });
+    for (const notice of notices) log({ ...notice, backend: config.name });
     for (const provider of bridge.providers.values()) exported?.providers.add(provider as ProviderCache);
     return new InProcessBackend(config, bridge, runtime.now, exported);
   }
