@@ -10,8 +10,8 @@
  *   object instead of parsing the URL again (its own selector memo stays
  *   empty).
  * What these memos save (a digest, a parse per read) is measured by the
- * benchmarks (test/bench/http-overhead.ts, "proxy → bridge (cached)"), not
- * counted here.
+ * benchmarks (test/bench/http-overhead.ts, "proxy → bridge (cached)"; with
+ * the cluster policy layer on, test/bench/hostile.ts), not counted here.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Caller } from "../shared/identity.ts";
