@@ -3,55 +3,49 @@
  * (`planWorkerBuild`): the config is read and parsed once, whatever the
  * options (before, `--config FILE --json` parsed it three times and
  * validated it twice), only when the options need it, and the JSON
- * bundled is made from those parsed documents.
+ * bundled is made from those parsed documents: the file is not read again,
+ * so a file changed after planning does not change what is bundled, and a
+ * config the options do not need may be missing.
  */
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
+import { jsonModuleOf, planWorkerBuild } from "../infra/worker/build.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 
-const parses = vi.hoisted(() => ({ count: 0 }));
-vi.mock("../shared/config/yaml.ts", async (original) => {
-  const real = await original<typeof import("../shared/config/yaml.ts")>();
-  return {
-    ...real,
-    parseYamlDocuments: (...args: Parameters<typeof real.parseYamlDocuments>) => {
-      parses.count++;
-      return real.parseYamlDocuments(...args);
-    },
-  };
-});
-
-const { jsonModuleOf, planWorkerBuild } = await import("../infra/worker/build.ts");
 const ROOT = new URL("..", import.meta.url).pathname;
 const SQS = join(ROOT, "infra/examples/aws-sqs.yaml");
 
-beforeEach(() => {
-  parses.count = 0;
-});
-
 describe("planWorkerBuild", () => {
-  it("--config FILE --json: one parse gives the providers and the JSON bundled", () => {
-    const plan = planWorkerBuild({ config: SQS, json: true });
-    expect(plan).toMatchObject({ types: ["aws-sqs"], why: "infra/examples/aws-sqs.yaml" });
-    const module = jsonModuleOf(plan.jsonConfig!);
-    expect(parses.count).toBe(1);
-    type Doc = { kind: string; providers: Record<string, { type: string }> };
-    const value = JSON.parse(JSON.parse(/export default (".*");/.exec(module)![1]!)) as Doc | Doc[];
-    const bridge = (Array.isArray(value) ? value : [value]).find((d) => d.kind === "BridgeConfig")!;
-    expect(Object.values(bridge.providers).map((p) => p.type)).toEqual(["aws-sqs"]);
+  it("--config FILE --json: the providers and the JSON bundled come from one reading of the file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "emb-worker-plan-"));
+    try {
+      const file = join(dir, "bridge.yaml");
+      copyFileSync(SQS, file);
+      const plan = planWorkerBuild({ config: file, json: true });
+      expect(plan.types).toEqual(["aws-sqs"]);
+      writeFileSync(file, "kind: [not, a, config\n"); // changed after planning: what is bundled stays what was read
+      const module = jsonModuleOf(plan.jsonConfig!);
+      type Doc = { kind: string; providers: Record<string, { type: string }> };
+      const value = JSON.parse(JSON.parse(/export default (".*");/.exec(module)![1]!)) as Doc | Doc[];
+      const bridge = (Array.isArray(value) ? value : [value]).find((d) => d.kind === "BridgeConfig")!;
+      expect(Object.values(bridge.providers).map((p) => p.type)).toEqual(["aws-sqs"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
-  it("--config FILE and --check: one parse each", () => {
+  it("--config FILE and --check: its providers", () => {
     expect(planWorkerBuild({ config: SQS }).types).toEqual(["aws-sqs"]);
-    expect(parses.count).toBe(1);
     expect(planWorkerBuild({ config: SQS, check: true })).toMatchObject({ shown: "infra/examples/aws-sqs.yaml", types: ["aws-sqs"] });
-    expect(parses.count).toBe(2);
   });
 
-  it("--providers or --all without --json read no config", () => {
+  it("--providers or --all without --json need no config: a missing one is no error", () => {
     expect(planWorkerBuild({ providers: "aws-sqs, aws-cloudwatch", config: "/nonexistent.yaml" })).toMatchObject({ types: ["aws-sqs", "aws-cloudwatch"], why: "--providers" });
-    expect(planWorkerBuild({ all: true }).types).toBeUndefined();
-    expect(parses.count).toBe(0);
+    const all = planWorkerBuild({ all: true, config: "/nonexistent.yaml" });
+    expect(all.why).toBe("--all");
+    expect(all.types).toBeUndefined();
   });
 
   it("the shipped placeholder bridge.yaml: every provider, --check says no config, --json refuses", () => {
