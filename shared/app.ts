@@ -45,7 +45,7 @@ import { ANONYMOUS, type Caller } from "./identity.ts";
 import type { MetricRule, PlanRequest, Provider, RuntimeEnv, Series } from "./providers/types.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "./deadline.ts";
 import { requestIdFrom } from "./request-id.ts";
-import { BoundedMap } from "./cache.ts";
+import { BoundedMap } from "./cache/bounded-map.ts";
 import { createLogger, parseLevel, LOG_LEVEL_ENV, type LogRecord } from "./observability/log.ts";
 import { BridgeMetrics, errorKind, type Count, type Histogram, type RequestKind, type Served } from "./observability/metrics.ts";
 
