@@ -108,11 +108,16 @@ export interface CacheStats {
 export type CacheOutcome = "hit" | "failure-hit" | "coalesced" | "miss";
 
 /**
- * What {@link CoalescingCache.get} answers: how the read was answered and
- * its value. On a `"hit"` the value is the stored value itself, at once (no
- * promise is made: a hit allocates this record only, as it allocated the
- * resolved promise it answered before); otherwise a promise of the value,
- * which rejects as `get` documents. `await read.value` takes either.
+ * What {@link CoalescingCache.get} answers: how the read was answered
+ * (`outcome`, e.g. for a hit counter) and its value. On a `"hit"` the value
+ * is the stored value itself, at once: no promise is made, a hit allocates
+ * this record only (issue 11 P1). Otherwise a promise of the value, which
+ * rejects as `get` documents. `await read.value` takes either.
+ *
+ * @example
+ * const { value, outcome } = cache.get(key, ttlMs, load, { signal });
+ * if (outcome === "hit") hits++;
+ * const answer = await value;
  */
 export type CacheRead<V> = { readonly outcome: "hit"; readonly value: V } | { readonly outcome: Exclude<CacheOutcome, "hit">; readonly value: Promise<V> };
 
