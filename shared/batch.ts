@@ -19,7 +19,7 @@
  * reads batched beside it.
  *
  * Identical reads are not merged here: callers put a {@link CoalescingCache}
- * in front (`shared/cache.ts`), which shares one in-flight load per key.
+ * in front (`shared/cache/coalescing.ts`), which shares one in-flight load per key.
  *
  * Cancellation: each read may pass an `AbortSignal`. When it aborts, that
  * read rejects at once with the signal's reason and leaves its batch; a

@@ -11,7 +11,7 @@
  * - The app (`shared/app.ts`) gives every provider read an `AbortSignal`
  *   ({@link QueryRequest.signal}) that aborts at {@link REQUEST_DEADLINE_MS}
  *   or when the client goes away.
- * - Coalesced loads (`shared/cache.ts`) get {@link BACKEND_LOAD_TIMEOUT_MS}
+ * - Coalesced loads (`shared/cache/coalescing.ts`) get {@link BACKEND_LOAD_TIMEOUT_MS}
  *   as `loadTimeoutMs` and each caller's signal, so a load ends at the
  *   deadline and is cancelled as soon as nobody waits for it.
  * - Each backend call is bounded by the provider's `timeoutSeconds` AND the

@@ -1,11 +1,13 @@
 /**
- * shared/cache.ts: the one bounded map (`BoundedMap`: entries AND bytes,
- * least recently used first, oversize refused) and the refresh-ahead
- * clean-ups of `CoalescingCache` (the clock read once per read, rounds that
- * rotate past the in-flight bound, remembered loaders counted in bytes).
+ * shared/cache/: the one bounded map (`BoundedMap`, bounded-map.ts: entries
+ * AND bytes, least recently used first, oversize refused) and the
+ * refresh-ahead clean-ups of `CoalescingCache` (coalescing.ts,
+ * refresh-ahead.ts: the clock read once per read, rounds that rotate past
+ * the in-flight bound, remembered loaders counted in bytes).
  */
 import { describe, expect, it } from "vitest";
-import { BoundedMap, CoalescingCache } from "../shared/cache.ts";
+import { BoundedMap } from "../shared/cache/bounded-map.ts";
+import { CoalescingCache } from "../shared/cache/coalescing.ts";
 
 describe("BoundedMap", () => {
   const sized = (maxEntries: number, maxBytes: number) => new BoundedMap<string, string>({ maxEntries, maxBytes, sizeOf: (k, v) => k.length + v.length });
@@ -86,10 +88,11 @@ describe("CoalescingCache refresh-ahead clean-ups", () => {
     for (const refreshAhead of [undefined, { setTimer: () => () => {} }]) {
       let reads = 0;
       const cache = new CoalescingCache<number>({ now: () => (reads++, 1_000), ...(refreshAhead ? { refreshAhead } : {}) });
-      await cache.get("k", 10_000, async () => 1);
+      await cache.get("k", 10_000, async () => 1).value;
       reads = 0;
-      expect(await cache.get("k", 10_000, async () => 2)).toBe(1);
-      expect(cache.lastOutcome).toBe("hit");
+      const hit = cache.get("k", 10_000, async () => 2);
+      expect(hit.outcome).toBe("hit");
+      expect(await hit.value).toBe(1);
       expect(reads).toBe(1);
     }
   });
@@ -102,12 +105,12 @@ describe("CoalescingCache refresh-ahead clean-ups", () => {
     const load = (key: string) => async () => (started.push(key), `${key}@${t}`);
     const keys = ["a", "b", "c", "d"];
     const readAll = async () => {
-      for (const k of keys) await cache.get(k, 10_000, load(k));
+      for (const k of keys) await cache.get(k, 10_000, load(k)).value;
     };
     await readAll();
     // Two reads that never finish (TTL 0: not remembered) hold 2 of the 4 in-flight slots.
-    void cache.get("x", 0, () => new Promise(() => {})).catch(() => {});
-    void cache.get("y", 0, () => new Promise(() => {})).catch(() => {});
+    void Promise.resolve(cache.get("x", 0, () => new Promise(() => {})).value).catch(() => {});
+    void Promise.resolve(cache.get("y", 0, () => new Promise(() => {})).value).catch(() => {});
     started.length = 0;
     t = 4_000;
     await readAll();
@@ -127,10 +130,10 @@ describe("CoalescingCache refresh-ahead clean-ups", () => {
 
   it("counts each remembered loader as its key plus loaderBytes, and bounds them by it", async () => {
     const cache = new CoalescingCache<number>({ refreshAhead: { maxBytes: 10_000, loaderBytes: 4_000, setTimer: () => () => {} } });
-    for (let i = 0; i < 5; i++) await cache.get(`key${i}`, 60_000, async () => i);
+    for (let i = 0; i < 5; i++) await cache.get(`key${i}`, 60_000, async () => i).value;
     expect(cache.remembered).toEqual({ keys: 2, bytes: 2 * (4 * 2 + 4_000) });
     const byDefault = new CoalescingCache<number>({ refreshAhead: { setTimer: () => () => {} } });
-    await byDefault.get("key0", 60_000, async () => 0);
+    await byDefault.get("key0", 60_000, async () => 0).value;
     expect(byDefault.remembered.bytes).toBe(4 * 2 + 512);
   });
 });

@@ -2,7 +2,7 @@
  * The proxy's per-request memos after the issue 11 review:
  * - the Authorizer's memo of prepared requests is keyed by the request's own
  *   text (method, path + query, caller JSON), exact about the caller, and
- *   bounded by entries and bytes (a BoundedMap, shared/cache.ts);
+ *   bounded by entries and bytes (a BoundedMap, shared/cache/bounded-map.ts);
  * - with the cluster policy layer on, a read's `labelSelector` is parsed
  *   once: request-info.ts parses it, the authorizer's memo keeps it (the
  *   same frozen object on every read of the request), and the cluster policy

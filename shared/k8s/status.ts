@@ -65,7 +65,7 @@ export interface Status {
  * proxy, never an instruction to client-go. The bridge sends the cloud's own
  * throttling hint (AWS `Retry-After`/`x-amz-retry-after`, Google
  * `google.rpc.RetryInfo.retry_delay`) and, for any other backend failure,
- * 1 s; it also keeps the same failure cached for that long (`shared/cache.ts`
+ * 1 s; it also keeps the same failure cached for that long (`shared/cache/coalescing.ts`
  * `failureTtlMs`), so a throttled backend is not asked again by every read.
  * The proxy uses the hint as back-off for that series and strips it from the
  * answer it gives the HPA: client-go retries a 429 or 5xx that carries

@@ -14,7 +14,7 @@
  */
 import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry, type MetricValue } from "prom-client";
-import type { CacheStats } from "../cache.ts";
+import type { CacheStats } from "../cache/coalescing.ts";
 import { LATENCY_BUCKETS, type BridgeMetrics, type Count, type Family, type Histogram } from "./metrics.ts";
 
 const PREFIX = "emb_bridge_";

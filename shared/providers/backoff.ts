@@ -16,7 +16,7 @@
  * - Answers no wait fixes (400, 404, 500): not cached.
  *
  * Failures of a load that was aborted (deadline, client gone) are never
- * cached (`shared/cache.ts`).
+ * cached (`shared/cache/coalescing.ts`).
  */
 import { MIN_RETRY_AFTER_SECONDS, StatusError } from "../k8s/status.ts";
 

@@ -11,7 +11,7 @@
  *    (`SeriesBackend.item`);
  * 3. cache and coalescing — identical reads share one in-flight load and are
  *    re-used for the rule's `cacheTTLSeconds`, never past `maxAgeSeconds`
- *    (`ruleCacheTtlMs`, `../cache.ts`); a load runs at most
+ *    (`ruleCacheTtlMs`, `../cache/coalescing.ts`); a load runs at most
  *    `BACKEND_LOAD_TIMEOUT_MS` and is cancelled when no request waits for
  *    it; a 429/503 is re-used for the backend's back-off hint
  *    (`backendFailureTtlMs`, `./backoff.ts`);
@@ -28,7 +28,8 @@
  * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
  */
 import { Batcher, type Outcome } from "../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs, type RefreshAheadOptions } from "../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs } from "../cache/coalescing.ts";
+import type { RefreshAheadOptions } from "../cache/refresh-ahead.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { parseDecimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -90,7 +91,7 @@ export interface SeriesBackend<Q, I extends SeriesItem> {
   /** Human description of the backend query for `items` (CLI `check-hpa`); no I/O. */
   describe(rule: MetricRule<Q>, items: readonly I[]): string;
   readonly batching: SeriesBatching;
-  /** the cache's refresh-ahead (`../cache.ts`; `aws-cloudwatch/refresh.ts`); absent: off */
+  /** the cache's refresh-ahead (`../cache/refresh-ahead.ts`; `aws-cloudwatch/refresh.ts`); absent: off */
   readonly refreshAhead?: RefreshAheadOptions | undefined;
   /**
    * One backend call for `items` (one group, at most `maxBatchSize` units):
@@ -228,7 +229,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     const { sets, items, loads } = this.#sets(rule, request.selector);
     const ttlMs = ruleCacheTtlMs(rule);
     // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(items.map((item, i) => this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal })));
+    const readings = await Promise.all(items.map((item, i) => this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal }).value));
     // The frozen label sets, as `peek` answers them: a hit after this load then keeps the app's built answer.
     return readings.map((reading, i) => ({ labels: sets[i]! as Record<string, string>, ...reading }));
   }

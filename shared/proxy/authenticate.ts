@@ -32,7 +32,7 @@
  */
 import { X509Certificate } from "node:crypto";
 import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
-import { CoalescingCache } from "../cache.ts";
+import { CoalescingCache } from "../cache/coalescing.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
@@ -188,7 +188,7 @@ export class Authenticator {
 
   async #reviewToken(token: string, signal: AbortSignal | undefined): Promise<TokenReviewResult> {
     const key = digestKey(token);
-    const pending = this.#tokens.get(
+    const { value: pending, outcome } = this.#tokens.get(
       key,
       this.#tokenCacheTtlMs,
       async (loadSignal) => {
@@ -197,7 +197,6 @@ export class Authenticator {
       },
       signal ? { signal } : {},
     );
-    const outcome = this.#tokens.lastOutcome;
     const result = await pending;
     if (outcome === "hit" || outcome === "coalesced") this.stats.tokenCacheHits++;
     return result;

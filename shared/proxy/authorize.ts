@@ -19,7 +19,8 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
+import { BoundedMap } from "../cache/bounded-map.ts";
+import { CoalescingCache, type CacheOutcome } from "../cache/coalescing.ts";
 import { untilAborted, withCallSignal } from "../deadline.ts";
 import { callerKey, type Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -42,7 +43,7 @@ export const ALWAYS_ALLOW_GROUPS = new Set(["system:masters"]);
  */
 export const SAR_ALLOWED_TTL_MS = 20_000;
 /**
- * Renewal of allowed answers (shared/cache.ts, renewal on read): a read
+ * Renewal of allowed answers (shared/cache/coalescing.ts, renewal on read): a read
  * that finds an allowed answer older than this share of its TTL (10 s of
  * the 20 s) is answered from it and sends the next SubjectAccessReview in
  * the background. An HPA read of a series every 15 s then never waits for a
@@ -316,13 +317,12 @@ export class Authorizer {
     let status: SubjectAccessReviewStatus;
     let outcome: CacheOutcome | undefined;
     try {
-      let pending: Promise<SubjectAccessReviewStatus>;
+      let pending: SubjectAccessReviewStatus | Promise<SubjectAccessReviewStatus>;
       if (prepared.cacheable) {
         const cache = caller.groups.includes("system:unauthenticated") ? this.#anonymousCache : this.#cache;
         const key = (prepared.key ??= digestKey(JSON.stringify(spec())));
         // Allowed answers live allowedTtlMs, denials their shorter keepMs (constructor).
-        pending = cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {});
-        outcome = cache.lastOutcome; // read at once: other reads change it while this one waits
+        ({ value: pending, outcome } = cache.get(key, this.#allowedTtlMs, load, signal ? { signal } : {}));
       } else {
         pending = withCallSignal(signal, this.#timeoutMs, (bounded) => untilAborted(load, bounded));
       }

@@ -45,7 +45,8 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
+import { BoundedMap } from "../cache/bounded-map.ts";
+import { CoalescingCache, type CacheOutcome } from "../cache/coalescing.ts";
 import { callerKey, type Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
@@ -220,8 +221,7 @@ export class Forwarder {
       const response = await this.#valuesCall(client, request, signal);
       return checkValues(client, response, ttlMs, this.#now());
     };
-    const promise = this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
-    const outcome = this.#values.lastOutcome;
+    const { value: promise, outcome } = this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
     this.#metrics.cache.inc({ result: outcome });
     const answer = await promise;
     return { ...answer, backend, cache: outcome };

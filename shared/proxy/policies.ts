@@ -88,7 +88,7 @@
  *   client-go's `tools/events` recorder does).
  */
 import { hostname } from "node:os";
-import { BoundedMap } from "../cache.ts";
+import { BoundedMap } from "../cache/bounded-map.ts";
 import type { Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
 import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";

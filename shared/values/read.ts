@@ -19,7 +19,7 @@
  * 6. one audit record and the request metrics.
  */
 import type { BridgeConfig } from "../config/config.ts";
-import { BoundedMap } from "../cache.ts";
+import { BoundedMap } from "../cache/bounded-map.ts";
 import { abortedPromise, REQUEST_DEADLINE_MS } from "../deadline.ts";
 import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
 import { badRequest, EXTERNAL_METRICS_GROUP, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";

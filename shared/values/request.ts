@@ -17,7 +17,7 @@
 import type { Caller } from "../identity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import type { MetricRule } from "../providers/types.ts";
-import { BoundedMap } from "../cache.ts";
+import { BoundedMap } from "../cache/bounded-map.ts";
 import { externalMetricsRead, notFoundPath, parseRequestTarget } from "../k8s/request-path.ts";
 import { badRequest } from "../k8s/status.ts";
 import { GROUP, VERSION } from "../k8s/types.ts";

@@ -8,7 +8,7 @@
  * of this provider that arrive together are sent as one `GetMetricData` call
  * of up to 500 queries (`shared/batch.ts`), identical reads share one
  * in-flight load and are re-used for the rule's `cacheTTLSeconds`
- * (`shared/cache.ts`). A query CloudWatch answers with an error status fails
+ * (`shared/cache/coalescing.ts`). A query CloudWatch answers with an error status fails
  * only the reads that need it; a call CloudWatch rejects as invalid is split
  * until the invalid query stands alone.
  *

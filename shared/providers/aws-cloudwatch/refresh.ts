@@ -1,6 +1,6 @@
 /**
  * Refresh-ahead for `aws-cloudwatch`: whether a provider instance turns on
- * the cache's refresh-ahead (`shared/cache.ts` `RefreshAheadOptions`), and
+ * the cache's refresh-ahead (`shared/cache/refresh-ahead.ts` `RefreshAheadOptions`), and
  * with which bounds.
  *
  * Why: the HPA controller syncs autoscalers with 5 workers
@@ -27,7 +27,7 @@
  * read at least once per 0.9 × TTL is requested once per 0.9 × TTL (instead
  * of once per TTL, at the first read after expiry).
  */
-import type { RefreshAheadOptions } from "../../cache.ts";
+import type { RefreshAheadOptions } from "../../cache/refresh-ahead.ts";
 import type { RuntimeEnv } from "../types.ts";
 
 /** Most series remembered for refresh-ahead per provider instance. */

@@ -12,7 +12,7 @@
  * its true age.
  */
 import { GetQueueAttributesCommand, GetQueueUrlCommand, SQSClient, type QueueAttributeName } from "@aws-sdk/client-sqs";
-import { CoalescingCache } from "../../cache.ts";
+import { CoalescingCache } from "../../cache/coalescing.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, withCallSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
@@ -122,7 +122,7 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
         if (isQueueMissing(err)) throw queueNotFound(name);
         throw awsErrorToStatus(this.name, `GetQueueUrl for queue "${name}"`, err);
       }
-    }, { signal });
+    }, { signal }).value;
   }
 
   /** Read and sum the attributes of one queue. `signal`: the skeleton's load signal. */

@@ -11,7 +11,7 @@
  * arrive together share one `ListTimeSeries` call (`shared/batch.ts`): the
  * filter ORs their comparisons and the answer is split back by label value.
  * Identical reads share one in-flight load and are re-used for the rule's
- * `cacheTTLSeconds` (`shared/cache.ts`). Pages are followed
+ * `cacheTTLSeconds` (`shared/cache/coalescing.ts`). Pages are followed
  * (`nextPageToken`).
  *
  * The newest point inside the look-back window is reported with its own

@@ -1,8 +1,7 @@
 /**
  * A bounded TTL cache that coalesces identical in-flight loads
- * ({@link CoalescingCache}), and the one small bounded memo of the code base
- * ({@link BoundedMap}: entries and bytes, least recently used first, no
- * expiry).
+ * ({@link CoalescingCache}). Its refresh-ahead is `./refresh-ahead.ts`; the
+ * bounded memo without expiry is `./bounded-map.ts`.
  *
  * Why: the HPA controller polls every external metric of every HPA about
  * every 15 s (kube-controller-manager `--horizontal-pod-autoscaler-sync-period`),
@@ -32,27 +31,16 @@
  * never a source of truth: an entry older than the caller's `ttlMs` is never
  * returned, so staleness is bounded by the rule's `maxAgeSeconds`.
  *
- * Refresh-ahead (option `refreshAhead`, off by default): the HPA controller
- * reads with 5 sync workers (kube-controller-manager
- * `--concurrent-horizontal-pod-autoscaler-syncs`), each read blocking its
- * worker, so reads trickle in one at a time and every expired entry would
- * be its own backend call. With refresh-ahead the cache remembers the keys
- * read recently (key → last loader, TTL, last read time; bounded by entries
- * and bytes, a loader counted as a fixed `loaderBytes` estimate), and
- * shortly before their values expire reloads ALL of them
- * that were read since their value was stored, in one "round" per TTL: the
- * loads start together, so a batcher behind them (`./batch.ts`) sends them
- * as few backend calls. A key not read since its last refresh is dropped
- * (nothing is polled forever; no round runs when nothing was read). A round
- * that meets the in-flight bound (`maxEntries`) leaves the rest for the next
- * round, which starts where it stopped, so every key gets its turn. A
+ * Refresh-ahead (option `refreshAhead`, off by default; why and how:
+ * `./refresh-ahead.ts`): the cache remembers the keys read recently and,
+ * shortly before their values expire, reloads those read since their value
+ * was stored, all together, in one round per TTL. A
  * refresh is a normal load (same `loadTimeoutMs` deadline, readers of an
  * expired entry join it) except that its failure is never stored: the old
  * value stays only until its own `ttlMs` — a refresh never extends an
  * entry's life — and then reads load (and fail) as without refresh-ahead.
- * Rounds run from a timer (unref'd on Node) and from reads that find a round
- * due, so an injected clock drives them too; {@link CoalescingCache.close}
- * stops the timer and cancels refreshes in flight.
+ * {@link CoalescingCache.close} stops the rounds and cancels refreshes in
+ * flight.
  *
  * Renewal on read (option `renewAfterMs`, off by default): a simpler
  * relative of refresh-ahead that remembers nothing. A read answered from a
@@ -67,6 +55,7 @@
  * wait for it. The proxy's SubjectAccessReview cache uses it
  * (shared/proxy/authorize.ts `SAR_RENEW_AFTER_SHARE`).
  */
+import { RefreshAhead, type RefreshAheadOptions } from "./refresh-ahead.ts";
 
 /**
  * How long a backend read of a metric rule may be re-used, ms: the rule's
@@ -115,51 +104,22 @@ export interface CacheStats {
   refreshRounds: number;
 }
 
-/**
- * Refresh-ahead of a {@link CoalescingCache} (see the module doc). Every
- * field is optional.
- */
-export interface RefreshAheadOptions {
-  /**
-   * How long before a value expires its round starts, ms, from the read's
-   * `ttlMs`. Default `min(ttlMs / 10, 3000)`: a round every 0.9 × TTL, early
-   * enough for a load of up to 10 % of the TTL (3 s: the bridge's deadline)
-   * to land before the old value expires. Clamped to [0, ttlMs / 2].
-   */
-  leadMs?: (ttlMs: number) => number;
-  /** most keys remembered (default: the cache's `maxEntries`); the oldest remembered is dropped first */
-  maxKeys?: number;
-  /**
-   * Most bytes of remembered keys and loaders (default: the cache's
-   * `maxBytes` / 4); a remembered key counts `key.length × 2 + loaderBytes`.
-   */
-  maxBytes?: number;
-  /**
-   * Estimated bytes of one remembered loader and its record, a fixed
-   * estimate per key (the cache cannot measure a closure): the closure (~64), what it captures (the query item of one
-   * series, e.g. a CloudWatch `MetricDataQuery`, and the provider's `this`,
-   * shared) and the remembered record (~80). Default 512. A caller whose
-   * loaders capture more passes its own figure: the estimate is what bounds
-   * the memory of remembered loaders.
-   */
-  loaderBytes?: number;
-  /**
-   * Timer for rounds (tests inject one): run `run` after `ms`, return a
-   * cancel function. Default `setTimeout`, unref'd where the runtime allows.
-   */
-  setTimer?: (run: () => void, ms: number) => () => void;
-}
-
-interface Remembered<V> {
-  load: (signal: AbortSignal) => Promise<V>;
-  ttlMs: number;
-  /** ms since epoch */
-  lastReadAt: number;
-  bytes: number;
-}
-
 /** How a read was answered. */
 export type CacheOutcome = "hit" | "failure-hit" | "coalesced" | "miss";
+
+/**
+ * What {@link CoalescingCache.get} answers: how the read was answered
+ * (`outcome`, e.g. for a hit counter) and its value. On a `"hit"` the value
+ * is the stored value itself, at once: no promise is made, a hit allocates
+ * this record only (issue 11 P1). Otherwise a promise of the value, which
+ * rejects as `get` documents. `await read.value` takes either.
+ *
+ * @example
+ * const { value, outcome } = cache.get(key, ttlMs, load, { signal });
+ * if (outcome === "hit") hits++;
+ * const answer = await value;
+ */
+export type CacheRead<V> = { readonly outcome: "hit"; readonly value: V } | { readonly outcome: Exclude<CacheOutcome, "hit">; readonly value: Promise<V> };
 
 /** Options of a {@link CoalescingCache}. */
 export interface CoalescingCacheOptions<V> {
@@ -210,14 +170,12 @@ export class CacheFullError extends Error {
 }
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
-/** Default {@link RefreshAheadOptions.loaderBytes}, bytes. */
-const DEFAULT_LOADER_BYTES = 512;
 
 /**
  * TTL + LRU cache with in-flight coalescing, keyed by string.
  *
  * @example
- * const v = await cache.get("sqs|us-east-1|worker_tasks", 5_000, (signal) => readQueue(signal));
+ * const v = await cache.get("sqs|us-east-1|worker_tasks", 5_000, (signal) => readQueue(signal)).value;
  */
 export class CoalescingCache<V> {
   readonly stats: CacheStats = {
@@ -245,19 +203,8 @@ export class CoalescingCache<V> {
   readonly #now: () => number;
   readonly #renewAfterMs: ((value: V, ttlMs: number) => number) | undefined;
   #bytes = 0;
-  #lastOutcome: CacheOutcome = "miss";
-  readonly #refresh: Required<RefreshAheadOptions> | undefined;
-  /** refresh-ahead: keys read recently, oldest remembered first */
-  readonly #remembered = new Map<string, Remembered<V>>();
-  #rememberedBytes = 0;
-  /** refresh-ahead: TTL (ms) → when its next round is due (ms since epoch) */
-  readonly #rounds = new Map<number, number>();
-  /** refresh-ahead: TTL (ms) → the key its next round starts with (where the last one hit the in-flight bound) */
-  readonly #roundStart = new Map<number, string>();
-  #cancelTimer: (() => void) | undefined;
-  /** when the armed timer fires (ms since epoch by `now`) */
-  #timerAt = Number.POSITIVE_INFINITY;
-  /** refresh loads in flight → their key, to cancel on close */
+  readonly #refresh: RefreshAhead<V> | undefined;
+  /** refresh-ahead and renewal loads in flight → their key, to cancel on close */
   readonly #refreshing = new Map<Inflight<V>, string>();
   #closed = false;
 
@@ -270,66 +217,73 @@ export class CoalescingCache<V> {
     this.#failureTtlMs = options.failureTtlMs ?? (() => 0);
     this.#now = options.now ?? Date.now;
     this.#renewAfterMs = options.renewAfterMs;
-    const r = options.refreshAhead;
     this.#refresh =
-      r === undefined
+      options.refreshAhead === undefined
         ? undefined
-        : {
-            leadMs: r.leadMs ?? ((ttlMs) => Math.min(ttlMs / 10, 3000)),
-            maxKeys: r.maxKeys ?? this.#maxEntries,
-            maxBytes: r.maxBytes ?? this.#maxBytes / 4,
-            loaderBytes: r.loaderBytes ?? DEFAULT_LOADER_BYTES,
-            setTimer: r.setTimer ?? defaultSetTimer,
-          };
+        : new RefreshAhead<V>(
+            options.refreshAhead,
+            { maxEntries: this.#maxEntries, maxBytes: this.#maxBytes },
+            {
+              storedAt: (key) => {
+                const entry = this.#entries.get(key);
+                return entry?.ok === true ? entry.storedAt : undefined;
+              },
+              loading: (key) => this.#inflight.has(key),
+              full: () => this.#inflight.size >= this.#maxEntries,
+              refresh: (key, load) => this.#startRefresh(key, load),
+              roundRun: () => void this.stats.refreshRounds++,
+              now: () => this.#now(),
+            },
+          );
   }
 
   /**
    * Return the value for `key`: a stored one no older than `ttlMs` nor than
    * its own `keepMs` (or a
    * stored failure still within its failure TTL), else the result of the
-   * load already in flight for `key`, else a new `load(signal)`.
-   *
-   * {@link lastOutcome} says, synchronously after the call, how it was answered.
+   * load already in flight for `key`, else a new `load(signal)` — with how
+   * it was answered ({@link CacheRead}: a hit's value at once, any other a
+   * promise; a read refused at the in-flight bound is a `"miss"`).
    *
    * @param ttlMs longest age (ms) of a stored value that may be returned; 0
    *   disables re-use of stored values (in-flight loads are still shared)
-   * @throws whatever `load` rejects with; a `TimeoutError` DOMException past
+   * @throws never itself; `value` rejects with whatever `load` rejects with
+   *   (or a stored failure); a `TimeoutError` DOMException past
    *   `loadTimeoutMs`; the caller's `signal.reason` when it aborts;
    *   {@link CacheFullError} when `maxEntries` loads are in flight
    */
-  get(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, options: CacheReadOptions = {}): Promise<V> {
+  get(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, options: CacheReadOptions = {}): CacheRead<V> {
     const remember = this.#refresh !== undefined && ttlMs > 0 && !this.#closed;
     const entry = this.#entries.get(key);
     // The clock is read once per read, and only when something needs it.
     const now = remember || entry !== undefined ? this.#now() : 0;
-    // (#remember may run a round; a round never changes the stored entries synchronously: `entry` stays right)
-    if (remember) this.#remember(key, ttlMs, load, now);
+    // (remember may run a round; a round never changes the stored entries synchronously: `entry` stays right)
+    if (remember) this.#refresh!.remember(key, ttlMs, load, now);
     if (entry !== undefined) {
       if (this.#freshHit(key, entry, ttlMs, now)) {
         if (this.#renewAfterMs !== undefined) this.#renew(key, entry, ttlMs, load, now);
-        return Promise.resolve(entry.value);
+        return { outcome: "hit", value: entry.value };
       }
       if (!entry.ok && now < entry.expiresAt && now >= entry.storedAt) {
         // (a clock stepped back past storedAt does not stretch a failure's life)
         this.stats.failureHits++;
-        this.#lastOutcome = "failure-hit";
-        return Promise.reject(entry.error);
+        return { outcome: "failure-hit", value: Promise.reject(entry.error) };
       }
     }
     let inflight = this.#inflight.get(key);
+    let outcome: "coalesced" | "miss";
     if (inflight !== undefined) {
       this.stats.coalesced++;
-      this.#lastOutcome = "coalesced";
+      outcome = "coalesced";
     } else {
       if (this.#inflight.size >= this.#maxEntries) {
         this.stats.refused++;
-        this.#lastOutcome = "miss";
-        return Promise.reject(new CacheFullError(this.#maxEntries));
+        return { outcome: "miss", value: Promise.reject(new CacheFullError(this.#maxEntries)) };
       }
       inflight = this.#start(key, load);
-      this.#lastOutcome = "miss";
+      outcome = "miss";
     }
-    return this.#wait(key, inflight, options.signal);
+    return { outcome, value: this.#wait(key, inflight, options.signal) };
   }
 
   /**
@@ -345,7 +299,7 @@ export class CoalescingCache<V> {
     if (entry === undefined || !entry.ok) return undefined;
     const now = this.#now();
     if (!this.#freshHit(key, entry, ttlMs, now)) return undefined;
-    if (this.#refresh !== undefined && !this.#closed) this.#remember(key, ttlMs, load, now);
+    if (this.#refresh !== undefined && !this.#closed) this.#refresh.remember(key, ttlMs, load, now);
     if (this.#renewAfterMs !== undefined) this.#renew(key, entry, ttlMs, load, now);
     return entry.value;
   }
@@ -359,6 +313,11 @@ export class CoalescingCache<V> {
   #renew(key: string, entry: Extract<Entry<V>, { ok: true }>, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, now: number): void {
     if (this.#closed || now - entry.storedAt < this.#renewAfterMs!(entry.value, ttlMs)) return;
     if (this.#inflight.has(key) || this.#inflight.size >= this.#maxEntries) return;
+    this.#startRefresh(key, load);
+  }
+
+  /** Start a refresh-ahead or renewal load of `key` (counted in `refreshes`; see the module doc). */
+  #startRefresh(key: string, load: (signal: AbortSignal) => Promise<V>): void {
     this.stats.refreshes++;
     this.#start(key, load, true);
   }
@@ -372,13 +331,7 @@ export class CoalescingCache<V> {
     if (!entry.ok || ttlMs <= 0 || now - entry.storedAt > Math.min(ttlMs, entry.keepMs)) return false;
     this.#touch(key, entry);
     this.stats.hits++;
-    this.#lastOutcome = "hit";
     return true;
-  }
-
-  /** How the last {@link get} call was answered (set synchronously inside it). */
-  get lastOutcome(): CacheOutcome {
-    return this.#lastOutcome;
   }
 
   #start(key: string, load: (signal: AbortSignal) => Promise<V>, refresh = false): Inflight<V> {
@@ -540,12 +493,12 @@ export class CoalescingCache<V> {
 
   /** Refresh-ahead: keys remembered for the next rounds, and their accounted bytes. */
   get remembered(): { keys: number; bytes: number } {
-    return { keys: this.#remembered.size, bytes: this.#rememberedBytes };
+    return this.#refresh?.remembered ?? { keys: 0, bytes: 0 };
   }
 
   /** Refresh-ahead: whether a round timer is armed. */
   get refreshTimerArmed(): boolean {
-    return this.#cancelTimer !== undefined;
+    return this.#refresh?.timerArmed ?? false;
   }
 
   /**
@@ -556,147 +509,13 @@ export class CoalescingCache<V> {
    */
   close(): void {
     this.#closed = true;
-    this.#cancelTimer?.();
-    this.#cancelTimer = undefined;
-    this.#timerAt = Number.POSITIVE_INFINITY;
-    this.#rounds.clear();
-    this.#roundStart.clear();
-    this.#remembered.clear();
-    this.#rememberedBytes = 0;
+    this.#refresh?.close();
     for (const [record, key] of this.#refreshing) {
       if (this.#inflight.get(key) === record) this.#inflight.delete(key); // later reads start their own load
       record.controller.abort(new DOMException("the cache was closed", "AbortError"));
     }
     this.#refreshing.clear();
   }
-
-  /** Refresh-ahead: note a read of `key` at `now` (its loader and TTL), start its TTL's rounds, run a round that is due. */
-  #remember(key: string, ttlMs: number, load: (signal: AbortSignal) => Promise<V>, now: number): void {
-    const known = this.#remembered.get(key);
-    if (known !== undefined) {
-      known.lastReadAt = now;
-      known.load = load;
-      known.ttlMs = ttlMs;
-    } else {
-      const limits = this.#refresh!;
-      const bytes = key.length * 2 + limits.loaderBytes;
-      if (bytes > limits.maxBytes) return;
-      while (this.#remembered.size > 0 && (this.#remembered.size >= limits.maxKeys || this.#rememberedBytes + bytes > limits.maxBytes)) {
-        this.#forget(this.#remembered.keys().next().value as string);
-      }
-      this.#remembered.set(key, { load, ttlMs, lastReadAt: now, bytes });
-      this.#rememberedBytes += bytes;
-    }
-    if (!this.#rounds.has(ttlMs)) {
-      const entry = this.#entries.get(key);
-      const base = entry?.ok === true && entry.storedAt <= now ? entry.storedAt : now;
-      this.#rounds.set(ttlMs, base + ttlMs - this.#lead(ttlMs));
-    }
-    if (now >= this.#nextRoundAt()) this.#runDueRounds(now);
-    else this.#arm(now);
-  }
-
-  /** When the earliest round is due, ms since epoch (Infinity when none): the least value of `#rounds` (one per distinct TTL: a few). */
-  #nextRoundAt(): number {
-    let next = Number.POSITIVE_INFINITY;
-    for (const at of this.#rounds.values()) if (at < next) next = at;
-    return next;
-  }
-
-  #forget(key: string): void {
-    const known = this.#remembered.get(key);
-    if (known === undefined) return;
-    this.#remembered.delete(key);
-    this.#rememberedBytes -= known.bytes;
-  }
-
-  #lead(ttlMs: number): number {
-    const lead = this.#refresh!.leadMs(ttlMs);
-    return Number.isFinite(lead) ? Math.min(Math.max(0, lead), ttlMs / 2) : 0;
-  }
-
-  /** Arm the timer for the next round (when it is not armed for that time already). */
-  #arm(now: number): void {
-    const nextRoundAt = this.#nextRoundAt();
-    if (this.#closed || nextRoundAt === this.#timerAt) return;
-    this.#cancelTimer?.();
-    this.#cancelTimer = undefined;
-    this.#timerAt = nextRoundAt;
-    if (!Number.isFinite(nextRoundAt)) return;
-    this.#cancelTimer = this.#refresh!.setTimer(
-      () => {
-        this.#cancelTimer = undefined;
-        this.#timerAt = Number.POSITIVE_INFINITY;
-        if (this.#closed) return;
-        const t = this.#now();
-        if (t >= this.#nextRoundAt()) this.#runDueRounds(t);
-        else this.#arm(t); // an injected clock that has not reached the round yet
-      },
-      Math.max(0, nextRoundAt - now),
-    );
-  }
-
-  /** Run every round due at `now`, then arm the timer for the next one. */
-  #runDueRounds(now: number): void {
-    for (const [ttlMs, at] of [...this.#rounds]) {
-      if (at > now) continue;
-      const refreshed = this.#round(ttlMs);
-      if (refreshed > 0) this.#rounds.set(ttlMs, now + ttlMs - this.#lead(ttlMs));
-      else {
-        this.#rounds.delete(ttlMs); // nothing read recently: no more rounds until a read
-        this.#roundStart.delete(ttlMs);
-      }
-    }
-    this.#arm(now);
-  }
-
-  /**
-   * One round for the keys remembered with `ttlMs`: reload each one read
-   * since its value was stored (all started now, so a batcher behind the
-   * loaders groups them); forget the others. Returns how many were reloaded,
-   * already loading, or left for the next round.
-   *
-   * When `maxEntries` loads are in flight the round stops starting loads,
-   * and the next round of this TTL starts with the first key left out (then
-   * wraps around), so every remembered key is refreshed in turn rather than
-   * the same first keys every round.
-   */
-  #round(ttlMs: number): number {
-    this.stats.refreshRounds++;
-    const keys = [...this.#remembered.keys()];
-    const startKey = this.#roundStart.get(ttlMs);
-    this.#roundStart.delete(ttlMs);
-    const first = startKey === undefined ? 0 : Math.max(0, keys.indexOf(startKey));
-    let refreshed = 0;
-    let full = false;
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[(first + i) % keys.length]!;
-      const known = this.#remembered.get(key)!;
-      if (known.ttlMs !== ttlMs) continue;
-      const entry = this.#entries.get(key);
-      if (entry === undefined || !entry.ok || known.lastReadAt <= entry.storedAt) {
-        this.#forget(key); // not read since its value was stored (or no value): not refreshed
-        continue;
-      }
-      refreshed++;
-      if (full || this.#inflight.has(key)) continue;
-      if (this.#inflight.size >= this.#maxEntries) {
-        full = true;
-        this.#roundStart.set(ttlMs, key); // the next round starts here
-        continue;
-      }
-      this.stats.refreshes++;
-      this.#start(key, known.load, true);
-    }
-    return refreshed;
-  }
-}
-
-/** `setTimeout` that does not keep a Node process alive (`unref`, where the runtime has it); returns its cancel function. */
-function defaultSetTimer(run: () => void, ms: number): () => void {
-  const timer = setTimeout(run, ms) as unknown as { unref?: () => void };
-  timer.unref?.();
-  return () => clearTimeout(timer as unknown as ReturnType<typeof setTimeout>);
 }
 
 function jsonSize(value: unknown): number {
@@ -706,171 +525,5 @@ function jsonSize(value: unknown): number {
     return text === undefined ? 64 : text.length * 2;
   } catch {
     return 64;
-  }
-}
-
-/** One entry of a {@link BoundedMap}: a node of its recency list. */
-interface BoundedNode<K, V> {
-  key: K;
-  value: V;
-  /** accounted size, bytes */
-  bytes: number;
-  /** towards the least recently used end */
-  older: BoundedNode<K, V> | undefined;
-  /** towards the most recently used end */
-  newer: BoundedNode<K, V> | undefined;
-}
-
-/** Options of a {@link BoundedMap}. */
-export interface BoundedMapOptions<K, V> {
-  /** most entries kept (≥ 1) */
-  maxEntries: number;
-  /** most bytes kept, as counted by `sizeOf` (> 0) */
-  maxBytes: number;
-  /**
-   * Estimated bytes one entry holds, key and value and bookkeeping included
-   * (e.g. `key.length × 2 + 64` for a string key whose value is shared).
-   * Called once per {@link BoundedMap.set}; must not throw.
-   */
-  sizeOf: (key: K, value: V) => number;
-}
-
-/**
- * A copy of `text` that refers to no other string. V8 keeps a substring (a
- * "sliced string") and a concatenation (a "cons string") as references to
- * the strings they were made from, so a memo key cut from a request's URL
- * (`url.pathname + url.search`) would keep the whole URL alive as long as
- * the entry (measured in `npm run bench:memory`'s heap snapshot: 10,000
- * request-memo keys held 10,000 full `https://…` URLs, ≈ 1.7 MB). A JSON
- * round trip makes a fresh flat string on every engine (Node, workerd);
- * about 0.5 µs for a 150-character key, paid once per stored entry.
- */
-export function ownString(text: string): string {
-  return JSON.parse(JSON.stringify(text)) as string;
-}
-
-/**
- * A map bounded by entries AND bytes, least recently used dropped first:
- * the one small bounded memo of this code base (the proxy's authorization
- * memo, route memo and parsed-selector memo use it). A memo, not a cache:
- * it has no expiry — what it holds must stay true while the process runs
- * (e.g. a value derived from its key only).
- *
- * - `get` and `set` are O(1): a `Map` from key to a node of a doubly linked
- *   recency list (a hit moves one node; no re-hashing, no allocation).
- * - Each entry counts `sizeOf(key, value)` bytes; past `maxEntries` or
- *   `maxBytes` the least recently used entries are dropped.
- * - A string key is stored as its own flat copy ({@link ownString}), so an
- *   entry never keeps alive the larger string its key was cut from.
- * - An entry larger than `maxBytes` on its own is refused (`set` returns
- *   false and nothing is dropped for it); an older entry of the same key is
- *   then removed, so a stale value is never answered.
- *
- * @example
- * const routes = new BoundedMap<string, string>({ maxEntries: 10_000, maxBytes: 2 << 20, sizeOf: (k) => k.length * 2 + 64 });
- */
-export class BoundedMap<K, V> {
-  readonly maxEntries: number;
-  readonly maxBytes: number;
-  readonly #sizeOf: (key: K, value: V) => number;
-  readonly #nodes = new Map<K, BoundedNode<K, V>>();
-  /** least recently used */
-  #oldest: BoundedNode<K, V> | undefined;
-  /** most recently used */
-  #newest: BoundedNode<K, V> | undefined;
-  #bytes = 0;
-  /** entries dropped to stay within the bounds */
-  evictions = 0;
-
-  constructor(options: BoundedMapOptions<K, V>) {
-    if (!(options.maxEntries >= 1) || !(options.maxBytes > 0)) throw new RangeError("BoundedMap needs maxEntries ≥ 1 and maxBytes > 0");
-    this.maxEntries = options.maxEntries;
-    this.maxBytes = options.maxBytes;
-    this.#sizeOf = options.sizeOf;
-  }
-
-  /** The value of `key` (it becomes the most recently used), or undefined. */
-  get(key: K): V | undefined {
-    const node = this.#nodes.get(key);
-    if (node === undefined) return undefined;
-    if (node !== this.#newest) {
-      this.#unlink(node);
-      this.#append(node);
-    }
-    return node.value;
-  }
-
-  /** Whether `key` is held (its recency is not changed). */
-  has(key: K): boolean {
-    return this.#nodes.has(key);
-  }
-
-  /**
-   * Keep `value` for `key` as the most recently used entry, dropping least
-   * recently used entries past the bounds.
-   *
-   * @returns false when the entry alone is larger than `maxBytes` (not kept)
-   */
-  set(key: K, value: V): boolean {
-    this.delete(key);
-    if (typeof key === "string") key = ownString(key) as K;
-    const bytes = this.#sizeOf(key, value);
-    if (!(bytes <= this.maxBytes)) return false;
-    const node: BoundedNode<K, V> = { key, value, bytes, older: undefined, newer: undefined };
-    this.#nodes.set(key, node);
-    this.#append(node);
-    this.#bytes += bytes;
-    while (this.#oldest !== undefined && (this.#nodes.size > this.maxEntries || this.#bytes > this.maxBytes)) {
-      this.delete(this.#oldest.key);
-      this.evictions++;
-    }
-    return true;
-  }
-
-  /** Forget `key`; returns whether it was held. */
-  delete(key: K): boolean {
-    const node = this.#nodes.get(key);
-    if (node === undefined) return false;
-    this.#nodes.delete(key);
-    this.#unlink(node);
-    this.#bytes -= node.bytes;
-    return true;
-  }
-
-  /** Forget everything. */
-  clear(): void {
-    this.#nodes.clear();
-    this.#oldest = this.#newest = undefined;
-    this.#bytes = 0;
-  }
-
-  /** Entries held. */
-  get size(): number {
-    return this.#nodes.size;
-  }
-
-  /** Bytes accounted to the entries held (their `sizeOf` sum). */
-  get bytes(): number {
-    return this.#bytes;
-  }
-
-  /** Keys from the least to the most recently used (for tests and diagnostics). */
-  *keys(): IterableIterator<K> {
-    for (let n = this.#oldest; n !== undefined; n = n.newer) yield n.key;
-  }
-
-  #unlink(node: BoundedNode<K, V>): void {
-    if (node.older !== undefined) node.older.newer = node.newer;
-    else this.#oldest = node.newer;
-    if (node.newer !== undefined) node.newer.older = node.older;
-    else this.#newest = node.older;
-    node.older = node.newer = undefined;
-  }
-
-  #append(node: BoundedNode<K, V>): void {
-    node.older = this.#newest;
-    if (this.#newest !== undefined) this.#newest.newer = node;
-    else this.#oldest = node;
-    this.#newest = node;
   }
 }
