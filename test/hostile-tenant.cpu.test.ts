@@ -10,7 +10,7 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";

@@ -14,7 +14,7 @@
  *   resync within its bound fails closed (503 naming why; /readyz stays up).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions, type PolicyCompileResult } from "../shared/proxy/policies.ts";
 import { compilePolicyObject } from "../shared/policy/objects.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";

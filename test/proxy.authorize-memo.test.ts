@@ -22,7 +22,7 @@ vi.mock("../shared/k8s/selector.ts", async (importOriginal) => {
 
 const { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authorize.ts");
 const { ClusterPolicies } = await import("../shared/proxy/policies.ts");
-const { kubeConfigFor } = await import("../shared/proxy/kube.ts");
+const { kubeConfigFor } = await import("../shared/proxy/kube/client.ts");
 const { startFakeKubeApiServer } = await import("./fakes/kube-apiserver.ts");
 type FakeKubeApiServer = Awaited<ReturnType<typeof startFakeKubeApiServer>>;
 type Caller = import("../shared/identity.ts").Caller;

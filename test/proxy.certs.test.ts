@@ -8,7 +8,7 @@
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServingCA, certificatesFromPem, issueServingCertificate, signedBy } from "../shared/proxy/certs.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { LeaderElector } from "../shared/proxy/lease.ts";
 import { startSecretServing, type RotationSettings, type SecretServing } from "../shared/proxy/rotation.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";

@@ -1,5 +1,5 @@
 /**
- * The proxy's Kubernetes API client (shared/proxy/kube.ts, our own thin
+ * The proxy's Kubernetes API client (shared/proxy/kube/, our own thin
  * client over `node:https` since issue 11 P5) against the fake Kubernetes
  * API over real TLS:
  *
@@ -25,7 +25,6 @@ import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/re
 import {
   ApiError,
   apiStatus,
-  Informer,
   KUBE_API_TIMEOUT_MS,
   kubeConfigFor,
   loadKubeConfig,
@@ -33,7 +32,8 @@ import {
   type ConfigMap,
   type KubeClient,
   type KubeObject,
-} from "../shared/proxy/kube.ts";
+} from "../shared/proxy/kube/client.ts";
+import { Informer } from "../shared/proxy/kube/informer.ts";
 import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
 import { tokenReviewer } from "../shared/proxy/token-review.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import {
   authenticationData,

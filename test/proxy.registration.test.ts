@@ -9,7 +9,7 @@
  * counted.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import {
   API_SERVICE_NAME,
   MATERIAL_SINCE_ANNOTATION,

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { kubeConfigFor, type KubeClient } from "../shared/proxy/kube.ts";
+import { kubeConfigFor, type KubeClient } from "../shared/proxy/kube/client.ts";
 import { clusterPolicySettings } from "../shared/proxy/server.ts";
 import { loadServingMaterial } from "../shared/proxy/tls.ts";
 import { certificatesFromPem } from "../shared/proxy/certs.ts";

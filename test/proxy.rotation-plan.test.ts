@@ -13,7 +13,7 @@
 import { X509Certificate } from "node:crypto";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createServingCA, issueServingCertificate } from "../shared/proxy/certs.ts";
-import { ApiError, type KubeClient, type Secret } from "../shared/proxy/kube.ts";
+import { ApiError, type KubeClient, type Secret } from "../shared/proxy/kube/client.ts";
 import { CA_BUNDLE_CHANGED_AT, SERVING_CHANGED_AT, reconcileSecret, type RotationStep } from "../shared/proxy/rotation.ts";
 
 const SERVICE = { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy" };

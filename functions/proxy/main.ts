@@ -20,7 +20,7 @@ import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
 import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn-config.ts";
 import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
-import { loadKubeConfig } from "../../shared/proxy/kube.ts";
+import { loadKubeConfig } from "../../shared/proxy/kube/client.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
 import { subjectAccessReviewer } from "../../shared/proxy/subject-access-review.ts";
 import { tokenReviewer } from "../../shared/proxy/token-review.ts";

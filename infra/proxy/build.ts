@@ -47,7 +47,7 @@ export const FORBIDDEN: readonly RegExp[] = [
   /node_modules\/protobufjs\//,
   /^shared\/providers\//,
   /^shared\/config\/config\.ts$/,
-  // issue 11 P5: +83 MiB / +29 MiB of RSS at import; the proxy has its own client (shared/proxy/kube.ts)
+  // issue 11 P5: +83 MiB / +29 MiB of RSS at import; the proxy has its own client (shared/proxy/kube/client.ts)
   /node_modules\/@kubernetes\/client-node\//,
   /node_modules\/undici\//,
   // issue 11 P5: @peculiar/x509 and what it needs, ~9 MB of RSS: only in the certificate worker (x509-worker.mjs) or a dynamic import()

@@ -6,7 +6,7 @@
  * SubjectAccessReview, before the read is forwarded (app.ts).
  *
  * - **Watch.** One {@link Informer} per kind (paginated list, then watch;
- *   410 → re-list; back-off 1 s doubling to 10 s; kube.ts). Each object is
+ *   410 → re-list; back-off 1 s doubling to 10 s; kube/informer.ts). Each object is
  *   cut down on receipt to what policy state needs ({@link stripPolicyObject}:
  *   name, namespace, uid, generation, resourceVersion, spec and the status
  *   conditions; never annotations or managedFields). Every change schedules
@@ -94,7 +94,8 @@ import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.t
 import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
 import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../policy/objects.ts";
-import { apiDeadline, apiStatus, Informer, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube.ts";
+import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube/client.ts";
+import { Informer } from "./kube/informer.ts";
 import { selectorBytes } from "./request-info.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -231,7 +232,7 @@ export interface ClusterPoliciesOptions {
   compile?: PolicyCompiler;
   /** longest wait for one `compile`, ms (default {@link COMPILE_TIMEOUT_MS}) */
   compileTimeoutMs?: number;
-  /** items per page of the lists (default kube.ts `LIST_PAGE_SIZE`, 500) */
+  /** items per page of the lists (default kube/informer.ts `LIST_PAGE_SIZE`, 500) */
   listPageSize?: number;
   /** `reportingInstance` of the Events written (default: the host name, i.e. the pod's name) */
   instance?: string;

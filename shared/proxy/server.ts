@@ -38,7 +38,7 @@ import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLim
 import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward.ts";
-import type { KubeClient } from "./kube.ts";
+import type { KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";

@@ -14,7 +14,7 @@
  * listener, whether this replica may write the APIService, and `stop()`.
  */
 import { hostname } from "node:os";
-import type { KubeClient } from "./kube.ts";
+import type { KubeClient } from "./kube/client.ts";
 import { LeaderElector } from "./lease.ts";
 import type { Logger } from "./log.ts";
 import { startSecretServing, validateRotation, type RotationSettings, type SecretServing } from "./rotation.ts";
