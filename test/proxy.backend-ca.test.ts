@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackendResponse } from "../shared/proxy/backend-contract.ts";
 import { BackendClient, CA_RECHECK_MS } from "../shared/proxy/backends.ts";
-import { createCA, issueCertificate, type IssuedCertificate } from "../shared/proxy/certs.ts";
+import { createCA, issueCertificate, type IssuedCertificate } from "../shared/proxy/tls/certs.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import { closeServer } from "./helpers/http.ts";
 import { createPki, startHarness, V1, type Pki } from "./proxy.harness.ts";

@@ -21,7 +21,7 @@ import { stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
-import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/registration.ts";
+import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/tls/registration.ts";
 import {
   ApiError,
   apiStatus,

@@ -35,11 +35,11 @@ function logLevel(value: string): Level {
   }
 }
 import { startProxy } from "../../shared/proxy/server.ts";
-import { DEFAULT_ROTATION } from "../../shared/proxy/rotation.ts";
-import { startServing, type Serving } from "../../shared/proxy/serving.ts";
+import { DEFAULT_ROTATION } from "../../shared/proxy/tls/rotation.ts";
+import { startServing, type Serving } from "../../shared/proxy/tls/serving.ts";
 import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission-server.ts";
 import { PROXY_LIMITS } from "../../shared/http-limits.ts";
-import type { ServingSource } from "../../shared/proxy/tls.ts";
+import type { ServingSource } from "../../shared/proxy/tls/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 

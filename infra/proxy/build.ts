@@ -9,9 +9,9 @@
  * The container image (`infra/Dockerfile`) ships this directory: no
  * `node_modules`. A proxy without an `inProcess` backend never reads the
  * bridge's chunks; its footprint is that of the statically loaded files.
- * A second entry point, `x509-worker.mjs` (shared/proxy/x509-worker.ts), is
+ * A second entry point, `x509-worker.mjs` (shared/proxy/tls/x509-worker.ts), is
  * the worker thread that makes certificates with @peculiar/x509
- * (shared/proxy/cert-generation.ts): the library sits only in it and the
+ * (shared/proxy/tls/cert-generation.ts): the library sits only in it and the
  * chunks it imports, never in what the main thread loads (issue 11 P5). A
  * third, `policy-worker.mjs` (shared/proxy/policy-worker-entry.ts), is the
  * thread that decides admission reviews and vets policy objects within a CPU
@@ -144,7 +144,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/x509-worker.ts", "policy-worker": "shared/proxy/policy-worker-entry.ts" },
+    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/tls/x509-worker.ts", "policy-worker": "shared/proxy/policy-worker-entry.ts" },
     bundle: true,
     splitting: true,
     platform: "node",

@@ -51,8 +51,8 @@ import { requestIdFrom } from "../request-id.ts";
 import { ADMISSION_PATHS, MAX_ADMISSION_BODY_BYTES, type AdmissionAnswer, type AdmissionCaller, type AdmissionPath } from "./admission.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import { certificatesFromPem } from "./pem.ts";
-import type { ServingMaterial } from "./serving-material.ts";
+import { certificatesFromPem } from "./tls/pem.ts";
+import type { ServingMaterial } from "./tls/serving-material.ts";
 
 /** The webhook's port when `--admission-port` is not given. */
 export const DEFAULT_ADMISSION_PORT = 8443;

@@ -13,7 +13,7 @@
  * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
  * absent = none).
  */
-import { certificatesFromPem } from "./pem.ts";
+import { certificatesFromPem } from "./tls/pem.ts";
 import type { CertPool } from "./client-cert-checks.ts";
 import { certPool } from "./client-cert.ts";
 import type { ConfigMap, KubeClient } from "./kube/client.ts";

@@ -43,8 +43,8 @@ import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
 import { createOffThreadCompiler } from "./policy-worker.ts";
-import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
-import type { ServingMaterial } from "./serving-material.ts";
+import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./tls/registration.ts";
+import type { ServingMaterial } from "./tls/serving-material.ts";
 
 /** Everything {@link startProxy} needs. */
 export interface ProxyOptions {

@@ -78,10 +78,10 @@ import type { X509Certificate } from "node:crypto";
 import { createServingCAPem, createServingPair, issueServingPem } from "./cert-generation.ts";
 import { certificatePem, certificatesFromPem, dnsNames, keyMatchesCertificate, notAfter, notBefore, serviceDnsNames, signedBy } from "./pem.ts";
 import type { LeaderElector } from "./lease.ts";
-import { parseRfc3339 } from "../k8s/time.ts";
-import { apiDeadline, apiStatus, type KubeClient, type Secret } from "./kube/client.ts";
-import { Informer } from "./kube/informer.ts";
-import type { Logger } from "./log.ts";
+import { parseRfc3339 } from "../../k8s/time.ts";
+import { apiDeadline, apiStatus, type KubeClient, type Secret } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import type { Logger } from "../log.ts";
 import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 
 /** When `ca.crt` last changed (RFC 3339). */

@@ -32,8 +32,8 @@
  * agree far better than a Secret update takes to reach every pod.
  */
 import { createHash } from "node:crypto";
-import { GROUP, VERSION } from "../k8s/types.ts";
-import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "./kube/client.ts";
+import { GROUP, VERSION } from "../../k8s/types.ts";
+import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "../kube/client.ts";
 
 /** Deadline of each APIService read or write, ms (as the Secret's, rotation.ts). */
 export const REGISTRATION_DEADLINE_MS = 5000;
