@@ -1,5 +1,5 @@
 /**
- * Client certificate verification (shared/proxy/client-cert.ts) on a
+ * Client certificate verification (shared/proxy/authn/client-cert.ts) on a
  * controlled clock, with Go `crypto/x509` Verify semantics for
  * `ExtKeyUsageClientAuth`: the direct path (leaf issued by a pool
  * certificate, node:crypto only — what kube-apiserver's front-proxy client
@@ -9,8 +9,8 @@
 import { X509Certificate } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/tls/certs.ts";
-import { CertificateVerifyError, type CertPool } from "../shared/proxy/client-cert-checks.ts";
-import { certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate } from "../shared/proxy/client-cert.ts";
+import { CertificateVerifyError, type CertPool } from "../shared/proxy/authn/client-cert-checks.ts";
+import { certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate } from "../shared/proxy/authn/client-cert.ts";
 import { certificatesFromPem, dnsNames, keyMatchesCertificate, signedBy } from "../shared/proxy/tls/pem.ts";
 
 const node = (c: IssuedCertificate) => new X509Certificate(c.certPem);

@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
+import { watchAuthenticationConfig } from "../shared/proxy/authn/authn-config.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/tls/registration.ts";
 import {
@@ -35,7 +35,7 @@ import {
 } from "../shared/proxy/kube/client.ts";
 import { Informer } from "../shared/proxy/kube/informer.ts";
 import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
-import { tokenReviewer } from "../shared/proxy/token-review.ts";
+import { tokenReviewer } from "../shared/proxy/authn/token-review.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
 

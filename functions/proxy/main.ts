@@ -18,12 +18,12 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
-import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn-config.ts";
+import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn/authn-config.ts";
 import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
 import { loadKubeConfig } from "../../shared/proxy/kube/client.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
 import { subjectAccessReviewer } from "../../shared/proxy/subject-access-review.ts";
-import { tokenReviewer } from "../../shared/proxy/token-review.ts";
+import { tokenReviewer } from "../../shared/proxy/authn/token-review.ts";
 import { parseLevel, type Level } from "../../shared/observability/log.ts";
 
 /** `--log-level`: a level of the shared logger (`shared/observability/log.ts`). */

@@ -116,7 +116,7 @@ export interface ProxyBuild {
   /**
    * what only a dynamic `import()` loads — an `inProcess` backend (the
    * in-process bridge), or a client certificate chain with intermediates
-   * (shared/proxy/client-cert-chain.ts): files (names in outdir), bytes, gzip bytes, inputs
+   * (shared/proxy/authn/client-cert-chain.ts): files (names in outdir), bytes, gzip bytes, inputs
    */
   lazy: { files: string[]; bytes: number; gzipBytes: number; inputs: string[] };
   /**

@@ -41,7 +41,7 @@ import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
 import { metricName } from "../metric-name.ts";
-import type { Authenticator } from "./authenticate.ts";
+import type { Authenticator } from "./authn/authenticate.ts";
 import type { Authorizer } from "./authorize.ts";
 import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./backend-contract.ts";
 import { BackendStatusError, type Answer, type Forwarder } from "./forward.ts";

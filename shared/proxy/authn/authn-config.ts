@@ -13,12 +13,12 @@
  * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
  * absent = none).
  */
-import { certificatesFromPem } from "./tls/pem.ts";
+import { certificatesFromPem } from "../tls/pem.ts";
 import type { CertPool } from "./client-cert-checks.ts";
 import { certPool } from "./client-cert.ts";
-import type { ConfigMap, KubeClient } from "./kube/client.ts";
-import { Informer } from "./kube/informer.ts";
-import type { Logger } from "./log.ts";
+import type { ConfigMap, KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import type { Logger } from "../log.ts";
 
 /** Deadline of one list of the ConfigMap, ms; a list that hangs is cancelled and retried with the watch back-off. */
 export const CONFIGMAP_LIST_TIMEOUT_MS = 10_000;
