@@ -20,7 +20,7 @@ vi.mock("../shared/k8s/selector.ts", async (importOriginal) => {
   return { ...real, parseSelector: (...args: Parameters<typeof real.parseSelector>) => (counts.parseSelector++, real.parseSelector(...args)) };
 });
 
-const { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authorize.ts");
+const { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authz/authorize.ts");
 const { ClusterPolicies } = await import("../shared/proxy/policies.ts");
 const { kubeConfigFor } = await import("../shared/proxy/kube/client.ts");
 const { startFakeKubeApiServer } = await import("./fakes/kube-apiserver.ts");

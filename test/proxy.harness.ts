@@ -17,7 +17,7 @@ import { loadProxyConfig } from "../shared/proxy/config.ts";
 import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import { startProxy, type ProxyOptions, type RunningProxy } from "../shared/proxy/server.ts";
-import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
+import { subjectAccessReviewer } from "../shared/proxy/authz/subject-access-review.ts";
 import { tokenReviewer } from "../shared/proxy/authn/token-review.ts";
 import type { ServingMaterial } from "../shared/proxy/tls/serving-material.ts";
 import { loadServingMaterial } from "../shared/proxy/tls/tls.ts";

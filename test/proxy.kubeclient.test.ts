@@ -34,7 +34,7 @@ import {
   type KubeObject,
 } from "../shared/proxy/kube/client.ts";
 import { Informer } from "../shared/proxy/kube/informer.ts";
-import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
+import { subjectAccessReviewer } from "../shared/proxy/authz/subject-access-review.ts";
 import { tokenReviewer } from "../shared/proxy/authn/token-review.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";

@@ -22,7 +22,7 @@ import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../share
 import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
 import { loadKubeConfig } from "../../shared/proxy/kube/client.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
-import { subjectAccessReviewer } from "../../shared/proxy/subject-access-review.ts";
+import { subjectAccessReviewer } from "../../shared/proxy/authz/subject-access-review.ts";
 import { tokenReviewer } from "../../shared/proxy/authn/token-review.ts";
 import { parseLevel, type Level } from "../../shared/observability/log.ts";
 

@@ -42,7 +42,7 @@ import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
 import { metricName } from "../metric-name.ts";
 import type { Authenticator } from "./authn/authenticate.ts";
-import type { Authorizer } from "./authorize.ts";
+import type { Authorizer } from "./authz/authorize.ts";
 import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./backend-contract.ts";
 import { BackendStatusError, type Answer, type Forwarder } from "./forward.ts";
 import type { Logger } from "./log.ts";

@@ -30,7 +30,7 @@ import type { SigningKey } from "../signing.ts";
 import { createProxyApp } from "./app.ts";
 import type { AuthenticationConfigSource } from "./authn/authn-config.ts";
 import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authn/authenticate.ts";
-import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authorize.ts";
+import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authz/authorize.ts";
 import { createBackend } from "./backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
 import { AdmissionWebhook } from "./admission.ts";

@@ -44,7 +44,7 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createCA, issueCertificate, type IssuedCertificate } from "../../shared/proxy/tls/certs.ts";
-import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../shared/proxy/authorize.ts";
+import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../shared/proxy/authz/authorize.ts";
 import { closeServer } from "../helpers/http.ts";
 
 /** A TokenReview's user. */

@@ -19,14 +19,14 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { BoundedMap, CoalescingCache, type CacheOutcome } from "../cache.ts";
-import { untilAborted, withCallSignal } from "../deadline.ts";
-import { callerKey, type Caller } from "../identity.ts";
-import type { Selector } from "../k8s/selector.ts";
-import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
-import { digestKey } from "./cache-key.ts";
-import type { RequestTarget } from "../k8s/request-path.ts";
-import { requestInfo, selectorBytes, type RequestInfo } from "./request-info.ts";
+import { BoundedMap, CoalescingCache, type CacheOutcome } from "../../cache.ts";
+import { untilAborted, withCallSignal } from "../../deadline.ts";
+import { callerKey, type Caller } from "../../identity.ts";
+import type { Selector } from "../../k8s/selector.ts";
+import { forbidden, internalError, type StatusError } from "../../k8s/status.ts";
+import { digestKey } from "../cache-key.ts";
+import type { RequestTarget } from "../../k8s/request-path.ts";
+import { requestInfo, selectorBytes, type RequestInfo } from "../request-info.ts";
 
 /** Paths allowed without a review. */
 export const ALWAYS_ALLOW_PATHS = new Set(["/healthz", "/readyz", "/livez"]);
