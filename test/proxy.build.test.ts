@@ -65,7 +65,7 @@ describe("proxy bundle", () => {
   });
 
   it("keeps the in-process bridge (its providers, cloud SDKs, the bridge app) out of what the plain proxy loads", () => {
-    for (const module of ["shared/proxy/in-process.ts", "shared/bridge.ts", "shared/app.ts", "shared/config/config.ts"]) {
+    for (const module of ["shared/proxy/forward/in-process.ts", "shared/bridge.ts", "shared/app.ts", "shared/config/config.ts"]) {
       expect(out.inputs, module).not.toContain(module);
       expect(out.lazy.inputs, module).toContain(module);
     }

@@ -22,9 +22,9 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
-import type { Backend } from "../shared/proxy/backend-contract.ts";
+import type { Backend } from "../shared/proxy/forward/backend-contract.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { answerBytes, Forwarder } from "../shared/proxy/forward.ts";
+import { answerBytes, Forwarder } from "../shared/proxy/forward/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";
 import { createPki, eventually, startHarness, V1, type Harness, type Pki } from "./proxy.harness.ts";
 

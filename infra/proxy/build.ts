@@ -4,7 +4,7 @@
  * bundled by esbuild for Node 24
  * into `main.mjs` (plus shared chunks it imports statically), and — split
  * off with esbuild's `splitting` — the in-process bridge
- * (`shared/proxy/in-process.ts`: the bridge's providers and cloud SDKs) in
+ * (`shared/proxy/forward/in-process.ts`: the bridge's providers and cloud SDKs) in
  * chunks loaded only by the dynamic `import()` of an `inProcess` backend.
  * The container image (`infra/Dockerfile`) ships this directory: no
  * `node_modules`. A proxy without an `inProcess` backend never reads the

@@ -43,8 +43,8 @@ import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarg
 import { metricName } from "../metric-name.ts";
 import type { Authenticator } from "./authn/authenticate.ts";
 import type { Authorizer } from "./authz/authorize.ts";
-import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./backend-contract.ts";
-import { BackendStatusError, type Answer, type Forwarder } from "./forward.ts";
+import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./forward/backend-contract.ts";
+import { BackendStatusError, type Answer, type Forwarder } from "./forward/forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";

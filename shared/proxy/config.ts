@@ -222,7 +222,7 @@ export interface ProxyConfig {
    * (0–30, default 2), shortened by the backend's `Cache-Control: max-age`;
    * `maxEntries` (default 10 000) and `maxBytes` (bytes, default 16 MiB)
    * bound it. Failures are kept only briefly as back-off (1–30 s, see
-   * shared/proxy/forward.ts).
+   * shared/proxy/forward/forward.ts).
    */
   cache: { ttlSeconds: number; maxEntries: number; maxBytes: number };
   discovery: { ttlSeconds: number };

@@ -35,19 +35,19 @@
  */
 import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
-import { readBounded } from "../bounded-body.ts";
-import { abortedPromise, callSignal } from "../deadline.ts";
-import type { DirectRead } from "../app.ts";
-import type { LogRecord } from "../observability/log.ts";
-import { loadBridge } from "../bridge.ts";
-import { loadConfig } from "../config/config.ts";
-import type { Caller } from "../identity.ts";
-import { BridgeMetrics } from "../observability/metrics.ts";
-import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
-import { policyStartupNotices } from "../policy/authorize.ts";
-import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
+import { readBounded } from "../../bounded-body.ts";
+import { abortedPromise, callSignal } from "../../deadline.ts";
+import type { DirectRead } from "../../app.ts";
+import type { LogRecord } from "../../observability/log.ts";
+import { loadBridge } from "../../bridge.ts";
+import { loadConfig } from "../../config/config.ts";
+import type { Caller } from "../../identity.ts";
+import { BridgeMetrics } from "../../observability/metrics.ts";
+import { registerBridgeMetrics, type ProviderCache } from "../../observability/prometheus.ts";
+import { policyStartupNotices } from "../../policy/authorize.ts";
+import { officialTransports } from "../../providers/gcp-monitoring/official-transports.ts";
 import { BackendError, MAX_RESPONSE_BYTES, VALUES_PATH_PREFIX, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
-import type { BackendConfig } from "./config.ts";
+import type { BackendConfig } from "../config.ts";
 
 /** The origin of the URLs the in-process bridge sees (never resolved: no socket is opened). */
 export const IN_PROCESS_ORIGIN = "http://in-process.invalid";
