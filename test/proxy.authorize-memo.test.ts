@@ -21,7 +21,7 @@ vi.mock("../shared/k8s/selector.ts", async (importOriginal) => {
 });
 
 const { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } = await import("../shared/proxy/authz/authorize.ts");
-const { ClusterPolicies } = await import("../shared/proxy/policies.ts");
+const { ClusterPolicies } = await import("../shared/proxy/policy/policies.ts");
 const { kubeConfigFor } = await import("../shared/proxy/kube/client.ts");
 const { startFakeKubeApiServer } = await import("./fakes/kube-apiserver.ts");
 type FakeKubeApiServer = Awaited<ReturnType<typeof startFakeKubeApiServer>>;

@@ -82,7 +82,7 @@ describe("proxy bundle", () => {
     const dir = mkdtempSync(join(tmpdir(), "emb-proxy-policy-worker-"));
     cpSync(out.outdir, dir, { recursive: true });
     for (const file of out.lazy.files) rmSync(join(dir, file));
-    expect(out.policyWorker.inputs).toContain("shared/proxy/policy-worker-entry.ts");
+    expect(out.policyWorker.inputs).toContain("shared/proxy/policy/policy-worker-entry.ts");
     expect(out.policyWorker.inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)))).toEqual([]);
     const worker = new Worker(join(dir, "policy-worker.mjs"));
     try {

@@ -1,5 +1,5 @@
 /**
- * The proxy's cluster policy layer (shared/proxy/policies.ts) through the
+ * The proxy's cluster policy layer (shared/proxy/policy/policies.ts) through the
  * real proxy: HTTPS with kube-apiserver's front-proxy client certificate,
  * the fake Kubernetes API serving ExternalMetricPolicy and
  * ClusterExternalMetricPolicy objects (list, watch, status subresource), a

@@ -13,9 +13,9 @@
  * the worker thread that makes certificates with @peculiar/x509
  * (shared/proxy/tls/cert-generation.ts): the library sits only in it and the
  * chunks it imports, never in what the main thread loads (issue 11 P5). A
- * third, `policy-worker.mjs` (shared/proxy/policy-worker-entry.ts), is the
+ * third, `policy-worker.mjs` (shared/proxy/policy/policy-worker-entry.ts), is the
  * thread that decides admission reviews and vets policy objects within a CPU
- * budget (shared/proxy/policy-worker.ts).
+ * budget (shared/proxy/policy/policy-worker.ts).
  *
  *   node infra/proxy/build.ts [--outdir dist/proxy]
  *
@@ -126,7 +126,7 @@ export interface ProxyBuild {
    */
   worker: { file: string; files: string[]; inputs: string[] };
   /**
-   * the policy worker's entry (`policy-worker.mjs`, shared/proxy/policy-worker-entry.ts:
+   * the policy worker's entry (`policy-worker.mjs`, shared/proxy/policy/policy-worker-entry.ts:
    * admission reviews and policy objects off the request loop) and the chunks
    * it imports statically; ship them with main.mjs
    */
@@ -144,7 +144,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/tls/x509-worker.ts", "policy-worker": "shared/proxy/policy-worker-entry.ts" },
+    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/tls/x509-worker.ts", "policy-worker": "shared/proxy/policy/policy-worker-entry.ts" },
     bundle: true,
     splitting: true,
     platform: "node",

@@ -79,8 +79,8 @@ import {
   type AdmissionMode,
   type AdmissionPath,
   type ReviewDraft,
-} from "./admission-review.ts";
-import { BudgetExceededError, PolicyWorker, REVIEW_BUDGET_MS, WorkerStatusError } from "./policy-worker.ts";
+} from "./policy/admission-review.ts";
+import { BudgetExceededError, PolicyWorker, REVIEW_BUDGET_MS, WorkerStatusError } from "./policy/policy-worker.ts";
 
 export {
   ADMISSION_PATHS,
@@ -94,7 +94,7 @@ export {
   REVIEW_BUDGET_MS,
 };
 export type { AdmissionMode, AdmissionPath };
-export type { AdmissionRequest, AdmissionResponse } from "./admission-review.ts";
+export type { AdmissionRequest, AdmissionResponse } from "./policy/admission-review.ts";
 
 /**
  * Largest AdmissionReview body accepted, bytes: 3 MiB, kube-apiserver's own

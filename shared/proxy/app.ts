@@ -47,7 +47,7 @@ import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./forward/backend-contract.t
 import { BackendStatusError, type Answer, type Forwarder } from "./forward/forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";
+import { ClusterPolicyDenied, type ClusterPolicies } from "./policy/policies.ts";
 import { requestIdFrom } from "../request-id.ts";
 
 /** What the app needs. */

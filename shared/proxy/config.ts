@@ -32,7 +32,7 @@ import { readFileSync } from "node:fs";
 import * as z from "../config/zod.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
-import type { ClusterPolicyLimits } from "./policies.ts";
+import type { ClusterPolicyLimits } from "./policy/policies.ts";
 
 /**
  * API group/version of ProxyConfig: the project's own, equal to
@@ -150,7 +150,7 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { ttlSeconds: 10 },
   ),
-  /** the cluster policy layer (shared/proxy/policies.ts): ExternalMetricPolicy / ClusterExternalMetricPolicy objects read live */
+  /** the cluster policy layer (shared/proxy/policy/policies.ts): ExternalMetricPolicy / ClusterExternalMetricPolicy objects read live */
   clusterPolicies: z._default(
     z.strictObject({
       /** watch and enforce the policy objects (default false; the chart sets true) */
@@ -158,7 +158,7 @@ export const proxyConfigSchema = z.strictObject({
       /** a read no policy applies to: Defer (to the backend's own policy) or Deny */
       whenNoneApply: z._default(z.enum(["Defer", "Deny"]), "Defer"),
       /**
-       * bounds of the policy objects kept (shared/proxy/policies.ts
+       * bounds of the policy objects kept (shared/proxy/policy/policies.ts
        * `ClusterPolicyLimits`; each absent field keeps its default there)
        */
       limits: z.optional(
@@ -234,7 +234,7 @@ export interface ProxyConfig {
    */
   admission?: { mode: "Warn" | "Deny"; clientCA?: string };
   /**
-   * The cluster policy layer (shared/proxy/policies.ts): `enabled` (default
+   * The cluster policy layer (shared/proxy/policy/policies.ts): `enabled` (default
    * false) watches and enforces ExternalMetricPolicy and
    * ClusterExternalMetricPolicy objects; `whenNoneApply` (default Defer)
    * decides a read no policy applies to: Defer leaves it to the backend's

@@ -41,8 +41,8 @@ import { Forwarder } from "./forward/forward.ts";
 import type { KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
-import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
-import { createOffThreadCompiler } from "./policy-worker.ts";
+import { ClusterPolicies, type ClusterPoliciesOptions } from "./policy/policies.ts";
+import { createOffThreadCompiler } from "./policy/policy-worker.ts";
 import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./tls/registration.ts";
 import type { ServingMaterial } from "./tls/serving-material.ts";
 

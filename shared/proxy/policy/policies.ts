@@ -88,17 +88,17 @@
  *   client-go's `tools/events` recorder does).
  */
 import { hostname } from "node:os";
-import { BoundedMap } from "../cache.ts";
-import type { Caller } from "../identity.ts";
-import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
-import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
-import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
-import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../policy/objects.ts";
-import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube/client.ts";
-import { Informer } from "./kube/informer.ts";
-import { selectorBytes } from "./request-info.ts";
-import type { Logger } from "./log.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import { BoundedMap } from "../../cache.ts";
+import type { Caller } from "../../identity.ts";
+import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../../k8s/status.ts";
+import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../../k8s/selector.ts";
+import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../../policy/evaluate.ts";
+import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../../policy/objects.ts";
+import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import { selectorBytes } from "../request-info.ts";
+import type { Logger } from "../log.ts";
+import type { ProxyMetrics } from "../metrics.ts";
 
 /** API group and version of the policy kinds. */
 export const POLICY_GROUP_VERSION = "external-metrics-bridge.io/v1alpha1";
