@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { proxyCommand } from "../functions/proxy/main.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { ADMISSION_PATHS } from "../shared/proxy/admission.ts";
+import { ADMISSION_PATHS } from "../shared/proxy/admission/admission.ts";
 import { WEBHOOK_CONFIGURATION_NAME } from "../shared/proxy/tls/registration.ts";
 import { ensureSchemas, ensureTool, helmTemplate, kubeconform } from "../infra/tools/validate.ts";
 

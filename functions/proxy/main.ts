@@ -10,7 +10,7 @@
  * `--headers-timeout-seconds`, `--request-timeout-seconds`,
  * `--keep-alive-timeout-seconds`) and, with an `admission` section in the
  * ProxyConfig, the admission webhook on a listener of its own
- * (`--admission-port`, shared/proxy/admission-server.ts) until SIGTERM/SIGINT,
+ * (`--admission-port`, shared/proxy/admission/admission-server.ts) until SIGTERM/SIGINT,
  * which drain them gracefully. A start that fails (a port taken, an unusable
  * `admission.clientCA`) is one line on stderr and exit 2.
  */
@@ -37,7 +37,7 @@ function logLevel(value: string): Level {
 import { startProxy } from "../../shared/proxy/server.ts";
 import { DEFAULT_ROTATION } from "../../shared/proxy/tls/rotation.ts";
 import { startServing, type Serving } from "../../shared/proxy/tls/serving.ts";
-import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission-server.ts";
+import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission/admission-server.ts";
 import { PROXY_LIMITS } from "../../shared/http-limits.ts";
 import type { ServingSource } from "../../shared/proxy/tls/tls.ts";
 

@@ -182,7 +182,7 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { enabled: false, whenNoneApply: "Defer" },
   ),
-  /** the validating admission webhook (shared/proxy/admission.ts): served only when this section is present */
+  /** the validating admission webhook (shared/proxy/admission/admission.ts): served only when this section is present */
   admission: z.optional(
     z.strictObject({
       /** `Warn`: a metric a cluster policy would deny is an admission warning; `Deny`: the HPA is refused */
@@ -228,7 +228,7 @@ export interface ProxyConfig {
   discovery: { ttlSeconds: number };
   /**
    * The admission webhook's settings; undefined: not served. It has a
-   * listener of its own (shared/proxy/admission-server.ts, `--admission-port`).
+   * listener of its own (shared/proxy/admission/admission-server.ts, `--admission-port`).
    * `clientCA`: path of a PEM CA bundle; when set, only a caller presenting a
    * client certificate that verifies against it (kube-apiserver's) is served.
    */

@@ -33,8 +33,8 @@ import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./
 import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authz/authorize.ts";
 import { createBackend } from "./forward/backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
-import { AdmissionWebhook } from "./admission.ts";
-import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission-server.ts";
+import { AdmissionWebhook } from "./admission/admission.ts";
+import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission/admission-server.ts";
 import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward/forward.ts";
