@@ -244,14 +244,14 @@ export interface ProxyConfig {
     enabled: boolean;
     whenNoneApply: "Defer" | "Deny";
     /**
-     * Bounds of the objects kept, counts and bytes (policies.ts
+     * Bounds of the objects kept, counts and bytes (policy/policies.ts
      * `ClusterPolicyLimits`: `maxObjects`, `maxSpecBytes`, `maxRules` for all
      * objects and for the cluster-scoped ones alone; `maxNamespaceObjects`,
      * `maxNamespaceSpecBytes`, `maxNamespaceRules` for one namespace). Absent
      * fields keep the defaults there.
      */
     limits?: ClusterPolicyLimits;
-    /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
+    /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policy/policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
     resyncTimeoutSeconds?: number;
   };
 }

@@ -111,7 +111,7 @@ export interface AuthorizationDecision {
    * {@link Authorizer.authorizeRequest} with `withSelector`: the request's
    * parsed `labelSelector` (request-info.ts `RequestInfo.labelSelector`,
    * remembered with the request), for the cluster policy layer
-   * (policies.ts) to use instead of parsing the URL again; absent when the
+   * (policy/policies.ts) to use instead of parsing the URL again; absent when the
    * request has none usable (several, unparseable, not a selector verb).
    */
   selector?: Selector;

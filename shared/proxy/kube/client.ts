@@ -646,7 +646,7 @@ export function kubeConfigFor(server: string, caPem: string, token: string, opti
 // ---------------------------------------------------------------------------
 // Reviews
 
-/** Options of the reviewers (`token-review.ts`, `subject-access-review.ts`). */
+/** Options of the reviewers (`authn/token-review.ts`, `authz/subject-access-review.ts`). */
 export interface ReviewOptions {
   /** deadline of each review, ms (default {@link KUBE_API_TIMEOUT_MS}) */
   timeoutMs?: number;

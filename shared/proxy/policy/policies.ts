@@ -72,7 +72,7 @@
  *   name), the rule index and the requirement the request does not imply.
  *   Counted in `emb_proxy_policy_decisions_total{layer="cluster",decision}`
  *   (`allow`, `deny`, `defer`, `unavailable`).
- * - **Status write-back.** Only the Lease leader (`isLeader`, lease.ts)
+ * - **Status write-back.** Only the Lease leader (`isLeader`, tls/lease.ts)
  *   writes: `PUT …/{name}/status` with the resourceVersion as read (409 on a
  *   concurrent change: left for the next round, which sees the newer
  *   object), only when the `Accepted` condition or `observedGeneration`
@@ -289,7 +289,7 @@ export interface ClusterPolicyRequest {
   /**
    * The request's `labelSelector` already parsed (request-info.ts
    * `RequestInfo.labelSelector`, carried by the authorizer's memo:
-   * authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
+   * authz/authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
    * selector once. The caller vouches that it is the URL's only
    * `labelSelector` (app.ts `checkRequestSize` refuses several, and longer
    * than {@link MAX_SELECTOR_LENGTH}, before authentication). Undefined: the
