@@ -4,7 +4,7 @@
  * `ExtKeyUsageClientAuth`: the direct path (leaf issued by a pool
  * certificate, node:crypto only — what kube-apiserver's front-proxy client
  * certificate takes) and the path through intermediates (@peculiar/x509
- * loaded lazily). Certificates are made with shared/proxy/certs.ts.
+ * loaded lazily). Certificates are made with shared/proxy/tls/certs.ts.
  */
 import { X509Certificate } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
