@@ -1,7 +1,7 @@
 /**
  * `--kubeconfig FILE [--context NAME]`: the policy objects of a live
  * cluster, listed with the proxy's own Kubernetes client
- * (`shared/proxy/kube/client.ts`, read-only: two paginated lists, {@link listAll})
+ * (`shared/proxy/kube/`, read-only: two paginated lists, {@link listAll})
  * and compiled by
  * `compilePolicyObject` (`shared/policy/objects.ts`), the path the
  * in-cluster proxy uses. Messages name objects as `<kind>/<namespace>/<name>`.
