@@ -2,7 +2,7 @@
  * Connection and time limits of the project's Node HTTP(S) listeners: the
  * bridge's Node server (functions/node.ts), the proxy's API listener
  * (shared/proxy/server.ts) and its admission webhook listener
- * (shared/proxy/admission-server.ts).
+ * (shared/proxy/admission/admission-server.ts).
  *
  * Node's own settings (https://nodejs.org/api/http.html#class-httpserver):
  * `headersTimeout` (request line and headers), `requestTimeout` (the whole

@@ -19,8 +19,8 @@ export interface Caller {
 /**
  * A caller's whole identity as one string: the part of every cache and memo
  * key that depends on who asks (the bridge's decision memo, shared/bridge.ts;
- * the proxy's review memo, proxy/authorize.ts; its values cache,
- * proxy/forward.ts). JSON of `[user, uid ("" when absent), groups, extra]`
+ * the proxy's review memo, proxy/authz/authorize.ts; its values cache,
+ * proxy/forward/forward.ts). JSON of `[user, uid ("" when absent), groups, extra]`
  * with the extra attributes in key order, so two distinct identities never
  * give the same text and one identity always gives the same text, whatever
  * order its extra keys arrived in; groups keep their order (authorization

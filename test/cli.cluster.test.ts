@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { listAll, POLICY_COLLECTIONS } from "../functions/cli/cluster.ts";
-import { kubeConfigFor, type KubeObject } from "../shared/proxy/kube.ts";
+import { kubeConfigFor, type KubeObject } from "../shared/proxy/kube/client.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { ROOT } from "./helpers/worker.ts";
 

@@ -10,13 +10,13 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
 import { compilePolicyObject, type PolicyObjectResult } from "../shared/policy/objects.ts";
-import { AdmissionWebhook, MAX_ADMISSION_ANSWER_BYTES } from "../shared/proxy/admission.ts";
-import { BudgetExceededError, createOffThreadCompiler, PolicyWorker } from "../shared/proxy/policy-worker.ts";
+import { AdmissionWebhook, MAX_ADMISSION_ANSWER_BYTES } from "../shared/proxy/admission/admission.ts";
+import { BudgetExceededError, createOffThreadCompiler, PolicyWorker } from "../shared/proxy/policy/policy-worker.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki, HPA_FRONT_PROXY as HPA_CALLER, postTls } from "./proxy.harness.ts";
 

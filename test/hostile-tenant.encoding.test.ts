@@ -32,7 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import type { LogRecord } from "../shared/app.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { parseSigningKeys, signRequest } from "../shared/signing.ts";
 import { rbac, startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";

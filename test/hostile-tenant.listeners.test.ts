@@ -29,7 +29,7 @@ import { loadConfig } from "../shared/config/config.ts";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
-import { createCA, type IssuedCertificate } from "../shared/proxy/certs.ts";
+import { createCA, type IssuedCertificate } from "../shared/proxy/tls/certs.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki, postTls as post } from "./proxy.harness.ts";
 
 /** team-b's policy: only `queue=ci_jobs` — the selector a tenant of another namespace must not learn. */

@@ -14,8 +14,8 @@
  *   resync within its bound fails closed (503 naming why; /readyz stays up).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
-import { ClusterPolicies, type ClusterPoliciesOptions, type PolicyCompileResult } from "../shared/proxy/policies.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
+import { ClusterPolicies, type ClusterPoliciesOptions, type PolicyCompileResult } from "../shared/proxy/policy/policies.ts";
 import { compilePolicyObject } from "../shared/policy/objects.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import type { Caller } from "../shared/identity.ts";

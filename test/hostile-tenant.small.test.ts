@@ -13,8 +13,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { startNodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
-import { LeaderElector } from "../shared/proxy/lease.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
+import { LeaderElector } from "../shared/proxy/tls/lease.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
 

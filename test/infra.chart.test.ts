@@ -115,7 +115,7 @@ describe("chart switches", () => {
       path: "/metrics",
       scheme: "https",
       bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
-      // ca.crt is where the proxy keeps its CA bundle in the serving-certificate Secret (shared/proxy/rotation.ts)
+      // ca.crt is where the proxy keeps its CA bundle in the serving-certificate Secret (shared/proxy/tls/rotation.ts)
       tlsConfig: { ca: { secret: { name: "external-metrics-bridge-proxy-tls", key: "ca.crt" } }, serverName: `external-metrics-bridge-proxy.${NS}.svc` },
     });
     expect(find(list, "ClusterRole", "external-metrics-bridge-proxy:metrics-reader").rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);

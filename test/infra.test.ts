@@ -13,7 +13,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { reviewSpec } from "../shared/proxy/authorize.ts";
+import { reviewSpec } from "../shared/proxy/authz/authorize.ts";
 import { loadProxyConfig, PROXY_API_VERSION } from "../shared/proxy/config.ts";
 import { proxyCommand } from "../functions/proxy/main.ts";
 import { requestInfo } from "../shared/proxy/request-info.ts";

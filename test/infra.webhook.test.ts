@@ -10,8 +10,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { proxyCommand } from "../functions/proxy/main.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { ADMISSION_PATHS } from "../shared/proxy/admission.ts";
-import { WEBHOOK_CONFIGURATION_NAME } from "../shared/proxy/registration.ts";
+import { ADMISSION_PATHS } from "../shared/proxy/admission/admission.ts";
+import { WEBHOOK_CONFIGURATION_NAME } from "../shared/proxy/tls/registration.ts";
 import { ensureSchemas, ensureTool, helmTemplate, kubeconform } from "../infra/tools/validate.ts";
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> }; [k: string]: any };

@@ -1,6 +1,6 @@
 /**
- * The admission webhook (shared/proxy/admission.ts) through the real proxy
- * over real TLS, on its own listener (shared/proxy/admission-server.ts),
+ * The admission webhook (shared/proxy/admission/admission.ts) through the real proxy
+ * over real TLS, on its own listener (shared/proxy/admission/admission-server.ts),
  * called as kube-apiserver calls it: a POST of an `admission.k8s.io/v1`
  * AdmissionReview with no client certificate.
  */
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseYamlDocuments } from "../shared/config/yaml.ts";
 import { PolicySet } from "../shared/policy/evaluate.ts";
 import { compilePolicies } from "../shared/policy/load.ts";
-import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission.ts";
+import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../shared/proxy/admission/admission.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 

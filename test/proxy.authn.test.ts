@@ -8,9 +8,9 @@
  */
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authenticator, TOKEN_CACHE_BOUNDS, TOKEN_REVIEW_TIMEOUT_MS } from "../shared/proxy/authenticate.ts";
-import type { SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
-import { x509 } from "../shared/proxy/x509.ts";
+import { Authenticator, TOKEN_CACHE_BOUNDS, TOKEN_REVIEW_TIMEOUT_MS } from "../shared/proxy/authn/authenticate.ts";
+import type { SubjectAccessReviewSpec } from "../shared/proxy/authz/authorize.ts";
+import { x509 } from "../shared/proxy/tls/x509.ts";
 import { authenticationData, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
 let seq = 0;

@@ -15,9 +15,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Caller } from "../shared/identity.ts";
-import { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } from "../shared/proxy/authorize.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
-import { ClusterPolicies } from "../shared/proxy/policies.ts";
+import { Authorizer, CALLER_NUMBER_BOUNDS, REQUEST_MEMO_BOUNDS } from "../shared/proxy/authz/authorize.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
+import { ClusterPolicies } from "../shared/proxy/policy/policies.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 
 const HPA = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };

@@ -8,7 +8,7 @@
  */
 import https from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Authorizer, reviewSpec, SAR_ANONYMOUS_CACHE_BOUNDS, SAR_TIMEOUT_MS, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
+import { Authorizer, reviewSpec, SAR_ANONYMOUS_CACHE_BOUNDS, SAR_TIMEOUT_MS, type SubjectAccessReviewSpec } from "../shared/proxy/authz/authorize.ts";
 import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
 import { rbac } from "./fakes/kube-apiserver.ts";

@@ -65,7 +65,7 @@ describe("proxy bundle", () => {
   });
 
   it("keeps the in-process bridge (its providers, cloud SDKs, the bridge app) out of what the plain proxy loads", () => {
-    for (const module of ["shared/proxy/in-process.ts", "shared/bridge.ts", "shared/app.ts", "shared/config/config.ts"]) {
+    for (const module of ["shared/proxy/forward/in-process.ts", "shared/bridge.ts", "shared/app.ts", "shared/config/config.ts"]) {
       expect(out.inputs, module).not.toContain(module);
       expect(out.lazy.inputs, module).toContain(module);
     }
@@ -82,7 +82,7 @@ describe("proxy bundle", () => {
     const dir = mkdtempSync(join(tmpdir(), "emb-proxy-policy-worker-"));
     cpSync(out.outdir, dir, { recursive: true });
     for (const file of out.lazy.files) rmSync(join(dir, file));
-    expect(out.policyWorker.inputs).toContain("shared/proxy/policy-worker-entry.ts");
+    expect(out.policyWorker.inputs).toContain("shared/proxy/policy/policy-worker-entry.ts");
     expect(out.policyWorker.inputs.filter((i) => FORBIDDEN.some((re) => re.test(i)))).toEqual([]);
     const worker = new Worker(join(dir, "policy-worker.mjs"));
     try {

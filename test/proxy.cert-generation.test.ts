@@ -1,6 +1,6 @@
 /**
  * Certificate generation in a short-lived worker thread
- * (shared/proxy/cert-generation.ts + x509-worker.ts, run here from sources
+ * (shared/proxy/tls/cert-generation.ts + x509-worker.ts, run here from sources
  * through Node's type stripping): what it makes verifies with node:crypto,
  * validity counts from the `now` it is given (not the worker's clock), a
  * failure surfaces with the generation's own message, a generation past its
@@ -8,9 +8,9 @@
  */
 import { X509Certificate } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createServingCAPem, createServingPair, generateInWorker, generateServingPair, generationStats, issueServingPem } from "../shared/proxy/cert-generation.ts";
-import { caFromPem, createServingCA } from "../shared/proxy/certs.ts";
-import { dnsNames, keyMatchesCertificate, notAfter, notBefore, signedBy } from "../shared/proxy/pem.ts";
+import { createServingCAPem, createServingPair, generateInWorker, generateServingPair, generationStats, issueServingPem } from "../shared/proxy/tls/cert-generation.ts";
+import { caFromPem, createServingCA } from "../shared/proxy/tls/certs.ts";
+import { dnsNames, keyMatchesCertificate, notAfter, notBefore, signedBy } from "../shared/proxy/tls/pem.ts";
 import { eventually } from "./proxy.harness.ts";
 
 const SVC = { name: "external-metrics-bridge-proxy", namespace: "external-metrics-bridge" };

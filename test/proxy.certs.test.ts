@@ -7,10 +7,10 @@
  */
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createServingCA, certificatesFromPem, issueServingCertificate, signedBy } from "../shared/proxy/certs.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
-import { LeaderElector } from "../shared/proxy/lease.ts";
-import { startSecretServing, type RotationSettings, type SecretServing } from "../shared/proxy/rotation.ts";
+import { createServingCA, certificatesFromPem, issueServingCertificate, signedBy } from "../shared/proxy/tls/certs.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
+import { LeaderElector } from "../shared/proxy/tls/lease.ts";
+import { startSecretServing, type RotationSettings, type SecretServing } from "../shared/proxy/tls/rotation.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";

@@ -1,17 +1,17 @@
 /**
- * Client certificate verification (shared/proxy/client-cert.ts) on a
+ * Client certificate verification (shared/proxy/authn/client-cert.ts) on a
  * controlled clock, with Go `crypto/x509` Verify semantics for
  * `ExtKeyUsageClientAuth`: the direct path (leaf issued by a pool
  * certificate, node:crypto only — what kube-apiserver's front-proxy client
  * certificate takes) and the path through intermediates (@peculiar/x509
- * loaded lazily). Certificates are made with shared/proxy/certs.ts.
+ * loaded lazily). Certificates are made with shared/proxy/tls/certs.ts.
  */
 import { X509Certificate } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/certs.ts";
-import { CertificateVerifyError, type CertPool } from "../shared/proxy/client-cert-checks.ts";
-import { certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate } from "../shared/proxy/client-cert.ts";
-import { certificatesFromPem, dnsNames, keyMatchesCertificate, signedBy } from "../shared/proxy/pem.ts";
+import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/tls/certs.ts";
+import { CertificateVerifyError, type CertPool } from "../shared/proxy/authn/client-cert-checks.ts";
+import { certPool, subjectOf, thumbprint, verificationStats, verifyClientCertificate } from "../shared/proxy/authn/client-cert.ts";
+import { certificatesFromPem, dnsNames, keyMatchesCertificate, signedBy } from "../shared/proxy/tls/pem.ts";
 
 const node = (c: IssuedCertificate) => new X509Certificate(c.certPem);
 const NOW = new Date();
@@ -128,7 +128,7 @@ describe("chains through intermediates (@peculiar/x509 loaded on demand)", () =>
   });
 });
 
-describe("node:crypto certificate helpers (shared/proxy/pem.ts)", () => {
+describe("node:crypto certificate helpers (shared/proxy/tls/pem.ts)", () => {
   it("reads CN (the last one) and every O as raw UTF-8, the SHA-256 thumbprint, DNS names, key match and signature", async () => {
     const leaf = await issueCertificate(ca, { commonName: "jöhn, doe+x", organizations: ["team-a", "dévs+x"], dnsNames: ["a.b.svc", "x,y"], ipAddresses: ["127.0.0.1"] });
     expect(subjectOf(node(leaf))).toEqual({ commonName: "jöhn, doe+x", organizations: ["team-a", "dévs+x"] });
@@ -148,7 +148,7 @@ describe("node:crypto certificate helpers (shared/proxy/pem.ts)", () => {
 
   it("keeps the last CN of a subject with several, as Go's FillFromRDNSequence", async () => {
     // two CN attributes: peculiar's JsonName puts both in one RDN set, in order
-    const { x509 } = await import("../shared/proxy/x509.ts");
+    const { x509 } = await import("../shared/proxy/tls/x509.ts");
     const keys = (await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])) as CryptoKeyPair;
     const cert = await x509.X509CertificateGenerator.createSelfSigned({
       serialNumber: "01",

@@ -13,7 +13,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
-import { PROBE_CALLER } from "../shared/proxy/forward.ts";
+import { PROBE_CALLER } from "../shared/proxy/forward/forward.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { startHangingServer } from "./helpers/hanging-server.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";

@@ -2,7 +2,7 @@
  * Shared setup for the proxy suites (`test/proxy.*.test.ts`): generated PKI
  * (front-proxy CA, client CA, an unrelated CA), the ConfigMap data
  * kube-apiserver publishes, the fake Kubernetes API, a running proxy wired to
- * it through the proxy's own Kubernetes client (shared/proxy/kube.ts), and an HTTPS client that
+ * it through the proxy's own Kubernetes client (shared/proxy/kube/client.ts), and an HTTPS client that
  * presents client certificates and repeats headers exactly as given.
  */
 import { writeFileSync } from "node:fs";
@@ -11,16 +11,16 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { serve, type ServerType } from "@hono/node-server";
 import { stringify } from "yaml";
-import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
-import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/certs.ts";
+import { watchAuthenticationConfig } from "../shared/proxy/authn/authn-config.ts";
+import { createCA, issueCertificate, type CertificateOptions, type IssuedCertificate } from "../shared/proxy/tls/certs.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
 import { startProxy, type ProxyOptions, type RunningProxy } from "../shared/proxy/server.ts";
-import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
-import { tokenReviewer } from "../shared/proxy/token-review.ts";
-import type { ServingMaterial } from "../shared/proxy/serving-material.ts";
-import { loadServingMaterial } from "../shared/proxy/tls.ts";
+import { subjectAccessReviewer } from "../shared/proxy/authz/subject-access-review.ts";
+import { tokenReviewer } from "../shared/proxy/authn/token-review.ts";
+import type { ServingMaterial } from "../shared/proxy/tls/serving-material.ts";
+import { loadServingMaterial } from "../shared/proxy/tls/tls.ts";
 import type { Caller } from "../shared/identity.ts";
 import { parseSigningKeys, verifyRequest } from "../shared/signing.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";

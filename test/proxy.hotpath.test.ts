@@ -11,10 +11,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkRequestSize, MAX_REQUEST_TARGET_BYTES, MAX_SELECTOR_LENGTH } from "../shared/proxy/app.ts";
-import { Authorizer, REQUEST_MEMO_BOUNDS, requestMemoEntryBytes, type SubjectAccessReviewSpec } from "../shared/proxy/authorize.ts";
-import type { Backend } from "../shared/proxy/backend-contract.ts";
+import { Authorizer, REQUEST_MEMO_BOUNDS, requestMemoEntryBytes, type SubjectAccessReviewSpec } from "../shared/proxy/authz/authorize.ts";
+import type { Backend } from "../shared/proxy/forward/backend-contract.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward.ts";
+import { Forwarder, ROUTE_MEMO_BOUNDS } from "../shared/proxy/forward/forward.ts";
 import { createMetrics } from "../shared/proxy/metrics.ts";
 import { createPki, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";

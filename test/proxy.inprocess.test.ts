@@ -1,5 +1,5 @@
 /**
- * The in-process bridge (`type: inProcess` backends, shared/proxy/in-process.ts):
+ * The in-process bridge (`type: inProcess` backends, shared/proxy/forward/in-process.ts):
  * the real proxy over TLS, authenticating the front-proxy client certificate
  * and X-Remote-* headers, authorized by the fake Kubernetes API, calling the
  * bridge built from a bridge config file in its own process — reading a
@@ -12,9 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../shared/config/yaml.ts";
-import { createBackend } from "../shared/proxy/backends.ts";
+import { createBackend } from "../shared/proxy/forward/backends.ts";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import type { InProcessBackend } from "../shared/proxy/in-process.ts";
+import type { InProcessBackend } from "../shared/proxy/forward/in-process.ts";
 import { EXTERNAL_METRICS_API } from "../shared/values/request.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";
 import { startHangingServer, type HangingServer } from "./helpers/hanging-server.ts";

@@ -1,5 +1,5 @@
 /**
- * The proxy's Kubernetes API client (shared/proxy/kube.ts, our own thin
+ * The proxy's Kubernetes API client (shared/proxy/kube/, our own thin
  * client over `node:https` since issue 11 P5) against the fake Kubernetes
  * API over real TLS:
  *
@@ -19,13 +19,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { watchAuthenticationConfig } from "../shared/proxy/authn-config.ts";
+import { watchAuthenticationConfig } from "../shared/proxy/authn/authn-config.ts";
 import type { LogRecord } from "../shared/proxy/log.ts";
-import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/registration.ts";
+import { registerAPIService, REGISTRATION_DEADLINE_MS } from "../shared/proxy/tls/registration.ts";
 import {
   ApiError,
   apiStatus,
-  Informer,
   KUBE_API_TIMEOUT_MS,
   kubeConfigFor,
   loadKubeConfig,
@@ -33,9 +32,10 @@ import {
   type ConfigMap,
   type KubeClient,
   type KubeObject,
-} from "../shared/proxy/kube.ts";
-import { subjectAccessReviewer } from "../shared/proxy/subject-access-review.ts";
-import { tokenReviewer } from "../shared/proxy/token-review.ts";
+} from "../shared/proxy/kube/client.ts";
+import { Informer } from "../shared/proxy/kube/informer.ts";
+import { subjectAccessReviewer } from "../shared/proxy/authz/subject-access-review.ts";
+import { tokenReviewer } from "../shared/proxy/authn/token-review.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { eventually } from "./proxy.harness.ts";
 

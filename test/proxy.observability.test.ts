@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type Pki } from "./proxy.harness.ts";
 import { promlint, sample } from "./helpers/promlint.ts";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { startFakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 
 /** package.json's version: what build_info reports. */

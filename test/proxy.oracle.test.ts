@@ -14,7 +14,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import { reviewSpec } from "../shared/proxy/authorize.ts";
+import { reviewSpec } from "../shared/proxy/authz/authorize.ts";
 import { requestInfo } from "../shared/proxy/request-info.ts";
 import type { Caller } from "../shared/identity.ts";
 import { goBinary } from "../infra/tools/go.ts";

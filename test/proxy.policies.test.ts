@@ -1,5 +1,5 @@
 /**
- * The proxy's cluster policy layer (shared/proxy/policies.ts) through the
+ * The proxy's cluster policy layer (shared/proxy/policy/policies.ts) through the
  * real proxy: HTTPS with kube-apiserver's front-proxy client certificate,
  * the fake Kubernetes API serving ExternalMetricPolicy and
  * ClusterExternalMetricPolicy objects (list, watch, status subresource), a
@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import {
   authenticationData,

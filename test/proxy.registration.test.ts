@@ -9,7 +9,7 @@
  * counted.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeConfigFor } from "../shared/proxy/kube.ts";
+import { kubeConfigFor } from "../shared/proxy/kube/client.ts";
 import {
   API_SERVICE_NAME,
   MATERIAL_SINCE_ANNOTATION,
@@ -18,9 +18,9 @@ import {
   REGISTERED_SPEC_ANNOTATION,
   SUPERSEDE_GRACE_MS,
   WEBHOOK_CONFIGURATION_NAME,
-} from "../shared/proxy/registration.ts";
-import type { ServingMaterial } from "../shared/proxy/serving-material.ts";
-import { loadServingMaterial } from "../shared/proxy/tls.ts";
+} from "../shared/proxy/tls/registration.ts";
+import type { ServingMaterial } from "../shared/proxy/tls/serving-material.ts";
+import { loadServingMaterial } from "../shared/proxy/tls/tls.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 

@@ -7,11 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadProxyConfig } from "../shared/proxy/config.ts";
-import { kubeConfigFor, type KubeClient } from "../shared/proxy/kube.ts";
+import { kubeConfigFor, type KubeClient } from "../shared/proxy/kube/client.ts";
 import { clusterPolicySettings } from "../shared/proxy/server.ts";
-import { loadServingMaterial } from "../shared/proxy/tls.ts";
-import { certificatesFromPem } from "../shared/proxy/certs.ts";
-import { x509 } from "../shared/proxy/x509.ts";
+import { loadServingMaterial } from "../shared/proxy/tls/tls.ts";
+import { certificatesFromPem } from "../shared/proxy/tls/certs.ts";
+import { x509 } from "../shared/proxy/tls/x509.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "./fakes/kube-apiserver.ts";
 import { call, createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";

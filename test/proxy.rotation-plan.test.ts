@@ -1,5 +1,5 @@
 /**
- * The Lease holder's rotation plan (shared/proxy/rotation.ts
+ * The Lease holder's rotation plan (shared/proxy/tls/rotation.ts
  * `reconcileSecret`) stepped second by second on a controlled clock through a
  * whole CA rotation: the steps keep their overlap, and the certificate in the
  * Secret always verifies with its `ca.crt` (what the APIService publishes).
@@ -12,9 +12,9 @@
  */
 import { X509Certificate } from "node:crypto";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createServingCA, issueServingCertificate } from "../shared/proxy/certs.ts";
-import { ApiError, type KubeClient, type Secret } from "../shared/proxy/kube.ts";
-import { CA_BUNDLE_CHANGED_AT, SERVING_CHANGED_AT, reconcileSecret, type RotationStep } from "../shared/proxy/rotation.ts";
+import { createServingCA, issueServingCertificate } from "../shared/proxy/tls/certs.ts";
+import { ApiError, type KubeClient, type Secret } from "../shared/proxy/kube/client.ts";
+import { CA_BUNDLE_CHANGED_AT, SERVING_CHANGED_AT, reconcileSecret, type RotationStep } from "../shared/proxy/tls/rotation.ts";
 
 const SERVICE = { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy" };
 const TARGET = { namespace: "external-metrics-bridge", name: "external-metrics-bridge-proxy-tls" };

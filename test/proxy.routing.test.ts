@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCA, issueCertificate } from "../shared/proxy/certs.ts";
+import { createCA, issueCertificate } from "../shared/proxy/tls/certs.ts";
 import { startNodeServer, type NodeServer } from "../functions/node.ts";
 import { loadConfig } from "../shared/config/config.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "./helpers/emulator.ts";

@@ -168,12 +168,12 @@ const generatedIn = (lines: string[]) =>
 describe("@peculiar/x509 is never in the proxy's main thread", () => {
   it("esbuild's metafile: only the certificate worker's files (and a dynamic import()) hold it; main.mjs's static graph does not", () => {
     for (const i of out.inputs) expect(i).not.toMatch(X509_PACKAGES);
-    for (const m of ["shared/proxy/x509.ts", "shared/proxy/certs.ts", "shared/proxy/client-cert-chain.ts", "shared/proxy/x509-worker.ts"]) expect(out.inputs, m).not.toContain(m);
-    for (const m of ["shared/proxy/pem.ts", "shared/proxy/client-cert.ts", "shared/proxy/cert-generation.ts", "shared/proxy/rotation.ts"]) expect(out.inputs, m).toContain(m);
+    for (const m of ["shared/proxy/tls/x509.ts", "shared/proxy/tls/certs.ts", "shared/proxy/authn/client-cert-chain.ts", "shared/proxy/tls/x509-worker.ts"]) expect(out.inputs, m).not.toContain(m);
+    for (const m of ["shared/proxy/tls/pem.ts", "shared/proxy/authn/client-cert.ts", "shared/proxy/tls/cert-generation.ts", "shared/proxy/tls/rotation.ts"]) expect(out.inputs, m).toContain(m);
     expect(out.worker.files).toContain("x509-worker.mjs");
-    expect(out.worker.inputs).toEqual(expect.arrayContaining(["shared/proxy/x509-worker.ts", "shared/proxy/certs.ts", "shared/proxy/x509.ts"]));
+    expect(out.worker.inputs).toEqual(expect.arrayContaining(["shared/proxy/tls/x509-worker.ts", "shared/proxy/tls/certs.ts", "shared/proxy/tls/x509.ts"]));
     expect(out.worker.inputs.some((i) => i.includes("node_modules/@peculiar/x509/"))).toBe(true);
-    expect(out.lazy.inputs).toContain("shared/proxy/client-cert-chain.ts");
+    expect(out.lazy.inputs).toContain("shared/proxy/authn/client-cert-chain.ts");
     for (const f of out.worker.files) expect(out.lazy.files).not.toContain(f);
   });
 

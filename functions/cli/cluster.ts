@@ -1,12 +1,13 @@
 /**
  * `--kubeconfig FILE [--context NAME]`: the policy objects of a live
  * cluster, listed with the proxy's own Kubernetes client
- * (`shared/proxy/kube.ts`, read-only: two paginated lists, {@link listAll})
+ * (`shared/proxy/kube/`, read-only: two paginated lists, {@link listAll})
  * and compiled by
  * `compilePolicyObject` (`shared/policy/objects.ts`), the path the
  * in-cluster proxy uses. Messages name objects as `<kind>/<namespace>/<name>`.
  */
-import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, LIST_PAGE_SIZE, listAllPages, type KubeObject } from "../../shared/proxy/kube.ts";
+import { ApiError, apiDeadline, KubeClient, kubeConfigFromFile, type KubeObject } from "../../shared/proxy/kube/client.ts";
+import { LIST_PAGE_SIZE, listAllPages } from "../../shared/proxy/kube/informer.ts";
 import type { ConfigIssue } from "../../shared/config/yaml.ts";
 import type { CompiledPolicy } from "../../shared/policy/evaluate.ts";
 import { POLICY_API_VERSION } from "../../shared/policy/schema.ts";
@@ -23,7 +24,7 @@ export const LIST_DEADLINE_MS = 10_000;
 
 /**
  * Every item of a collection, page by page as the proxy's Informer lists
- * (shared/proxy/kube.ts {@link listAllPages}: `limit` items a page, default
+ * (shared/proxy/kube/informer.ts {@link listAllPages}: `limit` items a page, default
  * `LIST_PAGE_SIZE` 500, halved for a page over the response bound; an
  * expired `continue` token starts again from the first page, at most
  * `MAX_LIST_RESTARTS` times), each page with its own deadline

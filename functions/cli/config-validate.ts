@@ -60,7 +60,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
       out.summary = plural(backends.length, "backend");
       for (const [i, b] of backends.entries()) {
         if (b.bridgeConfig === undefined) continue;
-        const file = b.bridgeConfig; // read as the proxy reads it (shared/proxy/in-process.ts): relative to the working directory
+        const file = b.bridgeConfig; // read as the proxy reads it (shared/proxy/forward/in-process.ts): relative to the working directory
         let inner: string;
         try {
           inner = readText(file);

@@ -271,7 +271,7 @@ export function policySetOf(ws: Workspace, override?: Action): { policies: Polic
 
 /**
  * The two policy layers of a cluster, evaluated as they are enforced: the
- * in-cluster proxy's cluster policies first (`shared/proxy/policies.ts`,
+ * in-cluster proxy's cluster policies first (`shared/proxy/policy/policies.ts`,
  * `whenNoneApply: Defer`, the default: when none applies the read is left
  * to the bridge), then the bridge's own policies and `policy.defaultAction`
  * (this set's). A read is allowed only if both layers allow it; a cluster

@@ -10,7 +10,7 @@
  * `--headers-timeout-seconds`, `--request-timeout-seconds`,
  * `--keep-alive-timeout-seconds`) and, with an `admission` section in the
  * ProxyConfig, the admission webhook on a listener of its own
- * (`--admission-port`, shared/proxy/admission-server.ts) until SIGTERM/SIGINT,
+ * (`--admission-port`, shared/proxy/admission/admission-server.ts) until SIGTERM/SIGINT,
  * which drain them gracefully. A start that fails (a port taken, an unusable
  * `admission.clientCA`) is one line on stderr and exit 2.
  */
@@ -18,12 +18,12 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { ConfigError } from "../../shared/config/yaml.ts";
 import { parseSigningKeys, SIGNING_KEYS_ENV, SigningKeyError, type SigningKey } from "../../shared/signing.ts";
-import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn-config.ts";
+import { AUTHENTICATION_CONFIGMAP, watchAuthenticationConfig } from "../../shared/proxy/authn/authn-config.ts";
 import { readProxyConfig, type ProxyConfig } from "../../shared/proxy/config.ts";
-import { loadKubeConfig } from "../../shared/proxy/kube.ts";
+import { loadKubeConfig } from "../../shared/proxy/kube/client.ts";
 import { jsonLogger } from "../../shared/proxy/log.ts";
-import { subjectAccessReviewer } from "../../shared/proxy/subject-access-review.ts";
-import { tokenReviewer } from "../../shared/proxy/token-review.ts";
+import { subjectAccessReviewer } from "../../shared/proxy/authz/subject-access-review.ts";
+import { tokenReviewer } from "../../shared/proxy/authn/token-review.ts";
 import { parseLevel, type Level } from "../../shared/observability/log.ts";
 
 /** `--log-level`: a level of the shared logger (`shared/observability/log.ts`). */
@@ -35,11 +35,11 @@ function logLevel(value: string): Level {
   }
 }
 import { startProxy } from "../../shared/proxy/server.ts";
-import { DEFAULT_ROTATION } from "../../shared/proxy/rotation.ts";
-import { startServing, type Serving } from "../../shared/proxy/serving.ts";
-import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission-server.ts";
+import { DEFAULT_ROTATION } from "../../shared/proxy/tls/rotation.ts";
+import { startServing, type Serving } from "../../shared/proxy/tls/serving.ts";
+import { DEFAULT_ADMISSION_PORT } from "../../shared/proxy/admission/admission-server.ts";
 import { PROXY_LIMITS } from "../../shared/http-limits.ts";
-import type { ServingSource } from "../../shared/proxy/tls.ts";
+import type { ServingSource } from "../../shared/proxy/tls/tls.ts";
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 

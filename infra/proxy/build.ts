@@ -4,18 +4,18 @@
  * bundled by esbuild for Node 24
  * into `main.mjs` (plus shared chunks it imports statically), and — split
  * off with esbuild's `splitting` — the in-process bridge
- * (`shared/proxy/in-process.ts`: the bridge's providers and cloud SDKs) in
+ * (`shared/proxy/forward/in-process.ts`: the bridge's providers and cloud SDKs) in
  * chunks loaded only by the dynamic `import()` of an `inProcess` backend.
  * The container image (`infra/Dockerfile`) ships this directory: no
  * `node_modules`. A proxy without an `inProcess` backend never reads the
  * bridge's chunks; its footprint is that of the statically loaded files.
- * A second entry point, `x509-worker.mjs` (shared/proxy/x509-worker.ts), is
+ * A second entry point, `x509-worker.mjs` (shared/proxy/tls/x509-worker.ts), is
  * the worker thread that makes certificates with @peculiar/x509
- * (shared/proxy/cert-generation.ts): the library sits only in it and the
+ * (shared/proxy/tls/cert-generation.ts): the library sits only in it and the
  * chunks it imports, never in what the main thread loads (issue 11 P5). A
- * third, `policy-worker.mjs` (shared/proxy/policy-worker-entry.ts), is the
+ * third, `policy-worker.mjs` (shared/proxy/policy/policy-worker-entry.ts), is the
  * thread that decides admission reviews and vets policy objects within a CPU
- * budget (shared/proxy/policy-worker.ts).
+ * budget (shared/proxy/policy/policy-worker.ts).
  *
  *   node infra/proxy/build.ts [--outdir dist/proxy]
  *
@@ -47,7 +47,7 @@ export const FORBIDDEN: readonly RegExp[] = [
   /node_modules\/protobufjs\//,
   /^shared\/providers\//,
   /^shared\/config\/config\.ts$/,
-  // issue 11 P5: +83 MiB / +29 MiB of RSS at import; the proxy has its own client (shared/proxy/kube.ts)
+  // issue 11 P5: +83 MiB / +29 MiB of RSS at import; the proxy has its own client (shared/proxy/kube/client.ts)
   /node_modules\/@kubernetes\/client-node\//,
   /node_modules\/undici\//,
   // issue 11 P5: @peculiar/x509 and what it needs, ~9 MB of RSS: only in the certificate worker (x509-worker.mjs) or a dynamic import()
@@ -116,7 +116,7 @@ export interface ProxyBuild {
   /**
    * what only a dynamic `import()` loads — an `inProcess` backend (the
    * in-process bridge), or a client certificate chain with intermediates
-   * (shared/proxy/client-cert-chain.ts): files (names in outdir), bytes, gzip bytes, inputs
+   * (shared/proxy/authn/client-cert-chain.ts): files (names in outdir), bytes, gzip bytes, inputs
    */
   lazy: { files: string[]; bytes: number; gzipBytes: number; inputs: string[] };
   /**
@@ -126,7 +126,7 @@ export interface ProxyBuild {
    */
   worker: { file: string; files: string[]; inputs: string[] };
   /**
-   * the policy worker's entry (`policy-worker.mjs`, shared/proxy/policy-worker-entry.ts:
+   * the policy worker's entry (`policy-worker.mjs`, shared/proxy/policy/policy-worker-entry.ts:
    * admission reviews and policy objects off the request loop) and the chunks
    * it imports statically; ship them with main.mjs
    */
@@ -144,7 +144,7 @@ export async function buildProxy(outdir = join(ROOT, "dist/proxy")): Promise<Pro
   const file = join(outdir, "main.mjs");
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/x509-worker.ts", "policy-worker": "shared/proxy/policy-worker-entry.ts" },
+    entryPoints: { main: "functions/proxy/main.ts", "x509-worker": "shared/proxy/tls/x509-worker.ts", "policy-worker": "shared/proxy/policy/policy-worker-entry.ts" },
     bundle: true,
     splitting: true,
     platform: "node",

@@ -53,7 +53,7 @@
  * older than its `ttlMs`; renewal only moves the wait for a reload off the
  * read that finds the value expired, onto an earlier read that does not
  * wait for it. The proxy's SubjectAccessReview cache uses it
- * (shared/proxy/authorize.ts `SAR_RENEW_AFTER_SHARE`).
+ * (shared/proxy/authz/authorize.ts `SAR_RENEW_AFTER_SHARE`).
  */
 import { RefreshAhead, type RefreshAheadOptions } from "./refresh-ahead.ts";
 

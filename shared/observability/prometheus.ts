@@ -101,7 +101,7 @@ export function bridgeRegistry(
  * decisions; not Node's process metrics) to an existing registry, read from
  * `metrics` and `providers()` at scrape time. The in-cluster proxy uses it
  * to export an in-process bridge's metrics on its own `/metrics`
- * (`shared/proxy/in-process.ts`).
+ * (`shared/proxy/forward/in-process.ts`).
  *
  * @throws Error (prom-client) when `registry` already holds one of these names: call once per registry
  */

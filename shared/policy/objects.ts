@@ -53,7 +53,7 @@ export const MAX_CONDITION_MESSAGE = 32768;
 
 /** What {@link compilePolicyObject} returns. */
 export interface PolicyObjectResult {
-  /** the compiled policy; undefined when any problem was found (then this generation is not enforced: shared/proxy/policies.ts keeps the last valid one, or denies the object's scope) */
+  /** the compiled policy; undefined when any problem was found (then this generation is not enforced: shared/proxy/policy/policies.ts keeps the last valid one, or denies the object's scope) */
   policy?: CompiledPolicy;
   /** every problem; `source` is the object's reference, `path` the field */
   issues: ConfigIssue[];

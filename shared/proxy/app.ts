@@ -41,13 +41,13 @@ import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
 import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
 import { metricName } from "../metric-name.ts";
-import type { Authenticator } from "./authenticate.ts";
-import type { Authorizer } from "./authorize.ts";
-import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./backend-contract.ts";
-import { BackendStatusError, type Answer, type Forwarder } from "./forward.ts";
+import type { Authenticator } from "./authn/authenticate.ts";
+import type { Authorizer } from "./authz/authorize.ts";
+import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./forward/backend-contract.ts";
+import { BackendStatusError, type Answer, type Forwarder } from "./forward/forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import { ClusterPolicyDenied, type ClusterPolicies } from "./policies.ts";
+import { ClusterPolicyDenied, type ClusterPolicies } from "./policy/policies.ts";
 import { requestIdFrom } from "../request-id.ts";
 import { EXTERNAL_METRICS_API } from "../values/request.ts";
 

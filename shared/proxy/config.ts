@@ -32,7 +32,7 @@ import { readFileSync } from "node:fs";
 import * as z from "../config/zod.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "../config/yaml.ts";
 import { compileMetricPattern, PatternError, type MetricPattern } from "../policy/regex.ts";
-import type { ClusterPolicyLimits } from "./policies.ts";
+import type { ClusterPolicyLimits } from "./policy/policies.ts";
 
 /**
  * API group/version of ProxyConfig: the project's own, equal to
@@ -150,7 +150,7 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { ttlSeconds: 10 },
   ),
-  /** the cluster policy layer (shared/proxy/policies.ts): ExternalMetricPolicy / ClusterExternalMetricPolicy objects read live */
+  /** the cluster policy layer (shared/proxy/policy/policies.ts): ExternalMetricPolicy / ClusterExternalMetricPolicy objects read live */
   clusterPolicies: z._default(
     z.strictObject({
       /** watch and enforce the policy objects (default false; the chart sets true) */
@@ -158,7 +158,7 @@ export const proxyConfigSchema = z.strictObject({
       /** a read no policy applies to: Defer (to the backend's own policy) or Deny */
       whenNoneApply: z._default(z.enum(["Defer", "Deny"]), "Defer"),
       /**
-       * bounds of the policy objects kept (shared/proxy/policies.ts
+       * bounds of the policy objects kept (shared/proxy/policy/policies.ts
        * `ClusterPolicyLimits`; each absent field keeps its default there)
        */
       limits: z.optional(
@@ -182,7 +182,7 @@ export const proxyConfigSchema = z.strictObject({
     }),
     { enabled: false, whenNoneApply: "Defer" },
   ),
-  /** the validating admission webhook (shared/proxy/admission.ts): served only when this section is present */
+  /** the validating admission webhook (shared/proxy/admission/admission.ts): served only when this section is present */
   admission: z.optional(
     z.strictObject({
       /** `Warn`: a metric a cluster policy would deny is an admission warning; `Deny`: the HPA is refused */
@@ -222,19 +222,19 @@ export interface ProxyConfig {
    * (0–30, default 2), shortened by the backend's `Cache-Control: max-age`;
    * `maxEntries` (default 10 000) and `maxBytes` (bytes, default 16 MiB)
    * bound it. Failures are kept only briefly as back-off (1–30 s, see
-   * shared/proxy/forward.ts).
+   * shared/proxy/forward/forward.ts).
    */
   cache: { ttlSeconds: number; maxEntries: number; maxBytes: number };
   discovery: { ttlSeconds: number };
   /**
    * The admission webhook's settings; undefined: not served. It has a
-   * listener of its own (shared/proxy/admission-server.ts, `--admission-port`).
+   * listener of its own (shared/proxy/admission/admission-server.ts, `--admission-port`).
    * `clientCA`: path of a PEM CA bundle; when set, only a caller presenting a
    * client certificate that verifies against it (kube-apiserver's) is served.
    */
   admission?: { mode: "Warn" | "Deny"; clientCA?: string };
   /**
-   * The cluster policy layer (shared/proxy/policies.ts): `enabled` (default
+   * The cluster policy layer (shared/proxy/policy/policies.ts): `enabled` (default
    * false) watches and enforces ExternalMetricPolicy and
    * ClusterExternalMetricPolicy objects; `whenNoneApply` (default Defer)
    * decides a read no policy applies to: Defer leaves it to the backend's
@@ -244,14 +244,14 @@ export interface ProxyConfig {
     enabled: boolean;
     whenNoneApply: "Defer" | "Deny";
     /**
-     * Bounds of the objects kept, counts and bytes (policies.ts
+     * Bounds of the objects kept, counts and bytes (policy/policies.ts
      * `ClusterPolicyLimits`: `maxObjects`, `maxSpecBytes`, `maxRules` for all
      * objects and for the cluster-scoped ones alone; `maxNamespaceObjects`,
      * `maxNamespaceSpecBytes`, `maxNamespaceRules` for one namespace). Absent
      * fields keep the defaults there.
      */
     limits?: ClusterPolicyLimits;
-    /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
+    /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policy/policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
     resyncTimeoutSeconds?: number;
   };
 }

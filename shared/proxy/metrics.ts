@@ -40,7 +40,7 @@ export interface ProxyMetrics {
   ready: Gauge;
   /** per backend: 1 when its last discovery call answered, 0 when it failed (absent until first asked) */
   backendUp: Gauge<"backend">;
-  /** policy decisions of the proxy's own layers (`layer="cluster"`: policies.ts) by decision: allow, deny, defer, unavailable */
+  /** policy decisions of the proxy's own layers (`layer="cluster"`: policy/policies.ts) by decision: allow, deny, defer, unavailable */
   policyDecisions: Counter<"layer" | "decision">;
   /**
    * cluster policy objects by state: `accepted` (enforced at their current
@@ -50,7 +50,7 @@ export interface ProxyMetrics {
    * for its limits, or all of them when the cluster-wide limits are passed)
    */
   clusterPolicies: Gauge<"state">;
-  /** generations of policy objects refused as invalid while an earlier valid generation stayed in force (policies.ts) */
+  /** generations of policy objects refused as invalid while an earlier valid generation stayed in force (policy/policies.ts) */
   clusterPolicyRefusedEdits: Counter;
   /** per kind: 1 while its list and watch have failed for longer than the resync bound (values reads refused, 503), else 0 */
   clusterPolicyWatchUnsynced: Gauge<"kind">;

@@ -37,7 +37,7 @@ export interface RequestInfo {
   /**
    * The request's `labelSelector`, parsed once here for every layer that
    * reads it (the authorizer's review, the proxy's cluster policy layer:
-   * policies.ts): set for a verb that takes selectors (`list`, `watch`,
+   * policy/policies.ts): set for a verb that takes selectors (`list`, `watch`,
    * `deletecollection`) whose query holds at most one `labelSelector` that
    * parses ({@link EVERYTHING} when absent or empty); undefined otherwise
    * (several, unparseable, or a verb without selectors), and the layer that
@@ -154,7 +154,7 @@ export function requestInfo(method: string, url: URL | RequestTarget): RequestIn
 
 /**
  * Estimated bytes a parsed selector holds, for the memos that keep one
- * (authorize.ts, policies.ts): per requirement 64 plus its key as UTF-16,
+ * (authz/authorize.ts, policy/policies.ts): per requirement 64 plus its key as UTF-16,
  * per value 16 plus the value as UTF-16.
  */
 export function selectorBytes(selector: Selector): number {

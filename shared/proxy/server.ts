@@ -5,7 +5,7 @@
  * `@hono/node-server`'s request listener, a readiness loop, optional
  * APIService self-registration, and graceful shutdown. With ProxyConfig
  * `admission`, the admission webhook runs on a second listener of its own
- * (admission-server.ts); the API listener does not serve its paths.
+ * (admission/admission-server.ts); the API listener does not serve its paths.
  *
  * Limits of the API listener ({@link PROXY_LIMITS}, shared/http-limits.ts):
  * headers 10 s (also the TLS handshake and a new connection's silence), a
@@ -15,7 +15,7 @@
  * Readiness (`/readyz`) is the proxy's own state: the authentication
  * ConfigMap loaded, a serving certificate present, not shutting down. It
  * never depends on a backend (discovery is served from held state, see
- * forward.ts). The APIService is registered once the proxy is ready. The
+ * forward/forward.ts). The APIService is registered once the proxy is ready. The
  * readiness loop also refreshes the held discovery list.
  *
  * Shutdown (`close()`): `/readyz` turns 503 at once; after `shutdownDelayMs`
@@ -28,23 +28,23 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { SigningKey } from "../signing.ts";
 import { createProxyApp } from "./app.ts";
-import type { AuthenticationConfigSource } from "./authn-config.ts";
-import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authenticate.ts";
-import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authorize.ts";
-import { createBackend } from "./backends.ts";
+import type { AuthenticationConfigSource } from "./authn/authn-config.ts";
+import { Authenticator, type AuthenticatorOptions, type TokenReviewer } from "./authn/authenticate.ts";
+import { Authorizer, type AuthorizerOptions, type SubjectAccessReviewer } from "./authz/authorize.ts";
+import { createBackend } from "./forward/backends.ts";
 import { routeFor, type ProxyConfig } from "./config.ts";
-import { AdmissionWebhook } from "./admission.ts";
-import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission-server.ts";
+import { AdmissionWebhook } from "./admission/admission.ts";
+import { ADMISSION_LIMITS, readClientCA, startAdmissionServer, type AdmissionLimits, type AdmissionServer } from "./admission/admission-server.ts";
 import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type ServerLimits } from "../http-limits.ts";
 import type { PolicySet } from "../policy/evaluate.ts";
-import { Forwarder } from "./forward.ts";
-import type { KubeClient } from "./kube.ts";
+import { Forwarder } from "./forward/forward.ts";
+import type { KubeClient } from "./kube/client.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
-import { ClusterPolicies, type ClusterPoliciesOptions } from "./policies.ts";
-import { createOffThreadCompiler } from "./policy-worker.ts";
-import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./registration.ts";
-import type { ServingMaterial } from "./serving-material.ts";
+import { ClusterPolicies, type ClusterPoliciesOptions } from "./policy/policies.ts";
+import { createOffThreadCompiler } from "./policy/policy-worker.ts";
+import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./tls/registration.ts";
+import type { ServingMaterial } from "./tls/serving-material.ts";
 
 /** Everything {@link startProxy} needs. */
 export interface ProxyOptions {
@@ -54,20 +54,20 @@ export interface ProxyOptions {
   /** bearer-token authentication; undefined turns it off */
   tokenReview?: TokenReviewer;
   subjectAccessReview: SubjectAccessReviewer;
-  /** SubjectAccessReview cache TTLs and deadline (authorize.ts defaults: allowed 20 s, denied 10 s, deadline 2 s) */
+  /** SubjectAccessReview cache TTLs and deadline (authz/authorize.ts defaults: allowed 20 s, denied 10 s, deadline 2 s) */
   authorization?: Pick<AuthorizerOptions, "allowedTtlMs" | "deniedTtlMs" | "timeoutMs">;
-  /** TokenReview cache TTL and deadline (authenticate.ts defaults: 10 s, 2 s) */
+  /** TokenReview cache TTL and deadline (authn/authenticate.ts defaults: 10 s, 2 s) */
   tokenAuthentication?: Pick<AuthenticatorOptions, "tokenCacheTtlMs" | "tokenReviewTimeoutMs">;
   /** the keys of BRIDGE_SIGNING_KEYS (first signs); required when a backend has type bridge */
   signingKeys?: readonly SigningKey[];
   /**
    * APIService self-registration; undefined turns it off. `isLeader`: with
    * several replicas, only the one it answers true for writes (the holder of
-   * the serving-certificate Lease, see `lease.ts`); the others never do.
+   * the serving-certificate Lease, see `tls/lease.ts`); the others never do.
    */
   registration?: { kc: KubeClient; target: Omit<RegistrationTarget, "caPem">; intervalMs?: number; isLeader?: () => boolean };
   /**
-   * How the cluster policy layer reaches the API (policies.ts), used when the
+   * How the cluster policy layer reaches the API (policy/policies.ts), used when the
    * ProxyConfig has `clusterPolicies.enabled`; `isLeader`: the replica that
    * writes the objects' status (the Lease holder). Required then.
    */
@@ -92,7 +92,7 @@ export interface ProxyOptions {
   admissionPolicies?: () => PolicySet | undefined;
   /** the admission listener's TCP port (default 8443, `DEFAULT_ADMISSION_PORT`; 0 picks a free one); on `host` */
   admissionPort?: number;
-  /** overrides of the admission listener's limits (admission-server.ts `ADMISSION_LIMITS`) */
+  /** overrides of the admission listener's limits (admission/admission-server.ts `ADMISSION_LIMITS`) */
   admissionLimits?: Partial<AdmissionLimits>;
   /** overrides of the API listener's limits ({@link PROXY_LIMITS}: ms and connections) */
   limits?: Partial<ServerLimits>;
@@ -173,7 +173,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   if (config.clusterPolicies?.enabled === true && options.clusterPolicies === undefined) {
     throw new Error("the ProxyConfig sets clusterPolicies.enabled but the proxy has no Kubernetes client to watch the policy objects");
   }
-  // Policy objects are compiled in a worker thread of their own (policy-worker.ts: a
+  // Policy objects are compiled in a worker thread of their own (policy/policy-worker.ts: a
   // CPU budget per object, fail closed past it), so no object, and no queue of hostile
   // admission reviews in the webhook's worker, holds the request loop or delays a rebuild.
   const watched = config.clusterPolicies?.enabled === true ? options.clusterPolicies : undefined;
@@ -193,7 +193,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   let shuttingDown = false;
   let registered = false;
   let serving = options.serving;
-  let servingSince = now(); // since when serving.caPem is current (registration.ts: a replica with newer material is not overwritten)
+  let servingSince = now(); // since when serving.caPem is current (tls/registration.ts: a replica with newer material is not overwritten)
   registerServingCertificate(metrics, () => serving.certPem);
   // Readiness is the proxy's own state only. A remote backend being down
   // must not make it unready: an unready pod leaves the Service without
@@ -394,7 +394,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
  * (`clusterPolicies.limits`, `clusterPolicies.resyncTimeoutSeconds`, seconds
  * → `resyncTimeoutMs`, ms) under those a caller of {@link startProxy} gave
  * (`options.clusterPolicies`, which win field by field, limits included).
- * Absent everywhere: the defaults of policies.ts.
+ * Absent everywhere: the defaults of policy/policies.ts.
  *
  * @param config the ProxyConfig's `clusterPolicies` section (config.ts)
  * @param given the caller's options (how the layer reaches the API, and test settings)

@@ -486,12 +486,12 @@ export async function startProxyStack(
 }
 
 /**
- * A serving certificate as the proxy generates one (shared/proxy/tls.ts
+ * A serving certificate as the proxy generates one (shared/proxy/tls/tls.ts
  * `loadServingMaterial` with `kind: generate`), made in THIS process: the
  * `hono-https` role's options.
  */
 export async function servingPems(): Promise<{ certPem: string; keyPem: string; caPem: string }> {
-  const { loadServingMaterial } = await import("../../shared/proxy/tls.ts");
+  const { loadServingMaterial } = await import("../../shared/proxy/tls/tls.ts");
   const serving = await loadServingMaterial({ kind: "generate" }, { namespace: "external-metrics-bridge", name: "bench-baseline" }, { log: () => {} });
   return { certPem: serving.certPem, keyPem: serving.keyPem, caPem: serving.caPem ?? "" };
 }

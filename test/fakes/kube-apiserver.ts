@@ -1,7 +1,7 @@
 /**
  * A local fake of the parts of the Kubernetes API the proxy uses, over HTTPS
  * with a generated CA, speaking the real wire format so the proxy's
- * Kubernetes client (shared/proxy/kube.ts) talks to it as to kube-apiserver:
+ * Kubernetes client (shared/proxy/kube/client.ts) talks to it as to kube-apiserver:
  *
  * - ConfigMaps: get, list with `fieldSelector=metadata.name=…`, and watch
  *   (`?watch=true`, newline-delimited `{type, object}` events) — what the
@@ -43,8 +43,8 @@
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createCA, issueCertificate, type IssuedCertificate } from "../../shared/proxy/certs.ts";
-import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../shared/proxy/authorize.ts";
+import { createCA, issueCertificate, type IssuedCertificate } from "../../shared/proxy/tls/certs.ts";
+import type { SubjectAccessReviewSpec, SubjectAccessReviewStatus } from "../../shared/proxy/authz/authorize.ts";
 import { closeServer } from "../helpers/http.ts";
 
 /** A TokenReview's user. */

@@ -1,14 +1,14 @@
 /**
  * Certificates for the test control plane, made with the proxy's own X.509
- * helpers (`shared/proxy/certs.ts`: @peculiar/x509 over WebCrypto, ECDSA
+ * helpers (`shared/proxy/tls/certs.ts`: @peculiar/x509 over WebCrypto, ECDSA
  * P-256, PEM out with PKCS#8 keys, which k8s.io/client-go/util/keyutil reads).
  *
  * The layout follows kubeadm's (`cmd/kubeadm/app/phases/certs`): a cluster CA
  * for serving and client certificates, a separate front-proxy CA for the
  * aggregator's client certificate, and a service-account signing key pair.
  */
-import { createCA as createProxyCA, issueCertificate } from "../../shared/proxy/certs.ts";
-import { x509 } from "../../shared/proxy/x509.ts";
+import { createCA as createProxyCA, issueCertificate } from "../../shared/proxy/tls/certs.ts";
+import { x509 } from "../../shared/proxy/tls/x509.ts";
 
 /** A certificate and its private key, both PEM. */
 export interface KeyPair {

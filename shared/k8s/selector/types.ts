@@ -71,7 +71,7 @@ export const NOTHING: Selector = Object.freeze({ requirements: Object.freeze([])
  * Longest `labelSelector` the bridge and the proxy accept, in UTF-16 code
  * units (characters): `parseSelector`'s default limit, the bridge's values
  * route (shared/app.ts), the proxy's request intake (proxy/app.ts
- * `checkRequestSize`) and its cluster policy layer (proxy/policies.ts). An
+ * `checkRequestSize`) and its cluster policy layer (proxy/policy/policies.ts). An
  * HPA's selector is a few dozen characters; apimachinery sets no limit of
  * its own (the request line's size bounds it).
  */

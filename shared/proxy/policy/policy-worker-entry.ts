@@ -10,10 +10,10 @@
  * @throws Error at load when started outside a worker thread
  */
 import { isMainThread, parentPort } from "node:worker_threads";
-import { StatusError } from "../k8s/status.ts";
-import { PolicySet, type CompiledPolicy } from "../policy/evaluate.ts";
-import { compilePolicyObject } from "../policy/objects.ts";
-import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
+import { StatusError } from "../../k8s/status.ts";
+import { PolicySet, type CompiledPolicy } from "../../policy/evaluate.ts";
+import { compilePolicyObject } from "../../policy/objects.ts";
+import { compileMetricPattern, type MetricPattern } from "../../policy/regex.ts";
 import { parseReview, reviewText, uidFromPrefix, type ReviewDraft } from "./admission-review.ts";
 import { portablePolicy, restorePolicy, type VetResult, type WorkerReply, type WorkerTask } from "./policy-worker.ts";
 

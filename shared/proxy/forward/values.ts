@@ -10,9 +10,9 @@
  * `timestamp metav1.Time`, `window *int64`, `value resource.Quantity`) and
  * apimachinery `pkg/api/resource/quantity.go` (the Quantity grammar).
  */
-import { fitsMilliValue, parseDecimal, QuantityError, type Decimal } from "../k8s/quantity.ts";
-import { parseRfc3339 } from "../k8s/time.ts";
-import { clampRetryAfter, MAX_RETRY_AFTER_SECONDS, MIN_RETRY_AFTER_SECONDS } from "../k8s/status.ts";
+import { fitsMilliValue, parseDecimal, QuantityError, type Decimal } from "../../k8s/quantity.ts";
+import { parseRfc3339 } from "../../k8s/time.ts";
+import { clampRetryAfter, MAX_RETRY_AFTER_SECONDS, MIN_RETRY_AFTER_SECONDS } from "../../k8s/status.ts";
 
 /**
  * Why a values answer is refused: `field` is a JSON path such as

@@ -30,11 +30,11 @@
  */
 import { existsSync } from "node:fs";
 import { Worker } from "node:worker_threads";
-import type { Selector } from "../k8s/selector.ts";
-import { PolicySet, type CompiledPolicy } from "../policy/evaluate.ts";
-import type { PolicyObjectResult } from "../policy/objects.ts";
-import { compileMetricPattern, type MetricPattern } from "../policy/regex.ts";
-import type { Action } from "../policy/schema.ts";
+import type { Selector } from "../../k8s/selector.ts";
+import { PolicySet, type CompiledPolicy } from "../../policy/evaluate.ts";
+import type { PolicyObjectResult } from "../../policy/objects.ts";
+import { compileMetricPattern, type MetricPattern } from "../../policy/regex.ts";
+import type { Action } from "../../policy/schema.ts";
 import type { AdmissionMode, AdmissionPath, ReviewDraft } from "./admission-review.ts";
 
 /** Budget of one AdmissionReview in the worker, ms (kube-apiserver gives the webhook `timeoutSeconds: 3` in all). */

@@ -1,7 +1,7 @@
 /**
  * The admission webhook's own HTTPS listener (ProxyConfig `admission`,
  * `--admission-port`, default {@link DEFAULT_ADMISSION_PORT}): the two
- * AdmissionReview paths of shared/proxy/admission.ts and nothing else. The
+ * AdmissionReview paths of shared/proxy/admission/admission.ts and nothing else. The
  * proxy's API listener (server.ts) does not serve them.
  *
  * | path | answer |
@@ -45,14 +45,14 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { readFileSync } from "node:fs";
 import type { TLSSocket } from "node:tls";
-import { StatusError, toStatusError, tooManyRequests, requestEntityTooLarge, notFound } from "../k8s/status.ts";
-import { applyServerLimits, GO_TRANSPORT_IDLE_TIMEOUT_MS, serverOptions, type ServerLimits } from "../http-limits.ts";
-import { requestIdFrom } from "../request-id.ts";
+import { StatusError, toStatusError, tooManyRequests, requestEntityTooLarge, notFound } from "../../k8s/status.ts";
+import { applyServerLimits, GO_TRANSPORT_IDLE_TIMEOUT_MS, serverOptions, type ServerLimits } from "../../http-limits.ts";
+import { requestIdFrom } from "../../request-id.ts";
 import { ADMISSION_PATHS, MAX_ADMISSION_BODY_BYTES, type AdmissionAnswer, type AdmissionCaller, type AdmissionPath } from "./admission.ts";
-import type { Logger } from "./log.ts";
-import type { ProxyMetrics } from "./metrics.ts";
-import { certificatesFromPem } from "./pem.ts";
-import type { ServingMaterial } from "./serving-material.ts";
+import type { Logger } from "../log.ts";
+import type { ProxyMetrics } from "../metrics.ts";
+import { certificatesFromPem } from "../tls/pem.ts";
+import type { ServingMaterial } from "../tls/serving-material.ts";
 
 /** The webhook's port when `--admission-port` is not given. */
 export const DEFAULT_ADMISSION_PORT = 8443;

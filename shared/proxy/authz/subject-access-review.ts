@@ -3,9 +3,9 @@
  * a SubjectAccessReview (`authorization.k8s.io/v1`) created through the
  * proxy's Kubernetes API client.
  */
-import { withCallSignal } from "../deadline.ts";
+import { withCallSignal } from "../../deadline.ts";
 import type { Authorizer, SubjectAccessReviewer, SubjectAccessReviewSpec } from "./authorize.ts";
-import { KUBE_API_TIMEOUT_MS, type ApiError, type KubeClient, type KubeObject, type ReviewOptions } from "./kube.ts";
+import { KUBE_API_TIMEOUT_MS, type ApiError, type KubeClient, type KubeObject, type ReviewOptions } from "../kube/client.ts";
 
 /** `authorization/v1.SubjectAccessReview` status (k8s.io/api/authorization/v1/types.go). */
 interface SubjectAccessReviewStatus {

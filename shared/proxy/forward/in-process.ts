@@ -37,17 +37,17 @@
  */
 import { readFileSync } from "node:fs";
 import type { Registry } from "prom-client";
-import { abortedPromise, callSignal } from "../deadline.ts";
-import type { LogRecord } from "../observability/log.ts";
-import { bootstrap } from "../bootstrap.ts";
-import type { Bridge } from "../bridge.ts";
-import { notFound } from "../k8s/status.ts";
-import { BridgeMetrics } from "../observability/metrics.ts";
-import { registerBridgeMetrics, type ProviderCache } from "../observability/prometheus.ts";
-import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
-import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../values/answer.ts";
+import { abortedPromise, callSignal } from "../../deadline.ts";
+import type { LogRecord } from "../../observability/log.ts";
+import { bootstrap } from "../../bootstrap.ts";
+import type { Bridge } from "../../bridge.ts";
+import { notFound } from "../../k8s/status.ts";
+import { BridgeMetrics } from "../../observability/metrics.ts";
+import { registerBridgeMetrics, type ProviderCache } from "../../observability/prometheus.ts";
+import { officialTransports } from "../../providers/gcp-monitoring/official-transports.ts";
+import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../../values/answer.ts";
 import { BackendError, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
-import type { BackendConfig } from "./config.ts";
+import type { BackendConfig } from "../config.ts";
 
 /** The bridge called in this process. */
 export class InProcessBackend implements Backend {

@@ -1,7 +1,7 @@
 /**
  * The cluster's authentication configuration for aggregated API servers:
  * ConfigMap `kube-system/extension-apiserver-authentication`, published by
- * kube-apiserver, read and then followed with a list+watch (kube.ts
+ * kube-apiserver, read and then followed with a list+watch (kube/informer.ts
  * {@link Informer}, client-go reflector semantics), as apiserver's
  * `DelegatingAuthenticationOptions` does (`pkg/server/options/authentication.go`,
  * `pkg/authentication/request/headerrequest/requestheader_controller.go`,
@@ -13,11 +13,12 @@
  * `requestheader-extra-headers-prefix` (JSON arrays of strings; empty or
  * absent = none).
  */
-import { certificatesFromPem } from "./pem.ts";
+import { certificatesFromPem } from "../tls/pem.ts";
 import type { CertPool } from "./client-cert-checks.ts";
 import { certPool } from "./client-cert.ts";
-import { Informer, type ConfigMap, type KubeClient } from "./kube.ts";
-import type { Logger } from "./log.ts";
+import type { ConfigMap, KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import type { Logger } from "../log.ts";
 
 /** Deadline of one list of the ConfigMap, ms; a list that hangs is cancelled and retried with the watch back-off. */
 export const CONFIGMAP_LIST_TIMEOUT_MS = 10_000;

@@ -6,7 +6,7 @@
  * SubjectAccessReview, before the read is forwarded (app.ts).
  *
  * - **Watch.** One {@link Informer} per kind (paginated list, then watch;
- *   410 → re-list; back-off 1 s doubling to 10 s; kube.ts). Each object is
+ *   410 → re-list; back-off 1 s doubling to 10 s; kube/informer.ts). Each object is
  *   cut down on receipt to what policy state needs ({@link stripPolicyObject}:
  *   name, namespace, uid, generation, resourceVersion, spec and the status
  *   conditions; never annotations or managedFields). Every change schedules
@@ -72,7 +72,7 @@
  *   name), the rule index and the requirement the request does not imply.
  *   Counted in `emb_proxy_policy_decisions_total{layer="cluster",decision}`
  *   (`allow`, `deny`, `defer`, `unavailable`).
- * - **Status write-back.** Only the Lease leader (`isLeader`, lease.ts)
+ * - **Status write-back.** Only the Lease leader (`isLeader`, tls/lease.ts)
  *   writes: `PUT …/{name}/status` with the resourceVersion as read (409 on a
  *   concurrent change: left for the next round, which sees the newer
  *   object), only when the `Accepted` condition or `observedGeneration`
@@ -88,16 +88,17 @@
  *   client-go's `tools/events` recorder does).
  */
 import { hostname } from "node:os";
-import { BoundedMap } from "../cache/bounded-map.ts";
-import type { Caller } from "../identity.ts";
-import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../k8s/status.ts";
-import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../k8s/selector.ts";
-import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../policy/evaluate.ts";
-import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../policy/objects.ts";
-import { apiDeadline, apiStatus, Informer, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "./kube.ts";
-import { selectorBytes } from "./request-info.ts";
-import type { Logger } from "./log.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import { BoundedMap } from "../../cache/bounded-map.ts";
+import type { Caller } from "../../identity.ts";
+import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../../k8s/status.ts";
+import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../../k8s/selector.ts";
+import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../../policy/evaluate.ts";
+import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../../policy/objects.ts";
+import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import { selectorBytes } from "../request-info.ts";
+import type { Logger } from "../log.ts";
+import type { ProxyMetrics } from "../metrics.ts";
 
 /** API group and version of the policy kinds. */
 export const POLICY_GROUP_VERSION = "external-metrics-bridge.io/v1alpha1";
@@ -231,7 +232,7 @@ export interface ClusterPoliciesOptions {
   compile?: PolicyCompiler;
   /** longest wait for one `compile`, ms (default {@link COMPILE_TIMEOUT_MS}) */
   compileTimeoutMs?: number;
-  /** items per page of the lists (default kube.ts `LIST_PAGE_SIZE`, 500) */
+  /** items per page of the lists (default kube/informer.ts `LIST_PAGE_SIZE`, 500) */
   listPageSize?: number;
   /** `reportingInstance` of the Events written (default: the host name, i.e. the pod's name) */
   instance?: string;
@@ -288,7 +289,7 @@ export interface ClusterPolicyRequest {
   /**
    * The request's `labelSelector` already parsed (request-info.ts
    * `RequestInfo.labelSelector`, carried by the authorizer's memo:
-   * authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
+   * authz/authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
    * selector once. The caller vouches that it is the URL's only
    * `labelSelector` (app.ts `checkRequestSize` refuses several, and longer
    * than {@link MAX_SELECTOR_LENGTH}, before authentication). Undefined: the

@@ -45,19 +45,19 @@
  *   backend); a bridge backend's 401 means the proxy's signature was refused
  *   (a key mismatch) and becomes a 500, never the caller's 401.
  */
-import { BoundedMap } from "../cache/bounded-map.ts";
-import { CoalescingCache, type CacheOutcome } from "../cache/coalescing.ts";
-import { callerKey, type Caller } from "../identity.ts";
-import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
-import { GROUP_VERSION, type APIResource, type APIResourceList } from "../k8s/types.ts";
-import { metricKey } from "../metric-name.ts";
+import { BoundedMap } from "../../cache/bounded-map.ts";
+import { CoalescingCache, type CacheOutcome } from "../../cache/coalescing.ts";
+import { callerKey, type Caller } from "../../identity.ts";
+import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../../k8s/status.ts";
+import { GROUP_VERSION, type APIResource, type APIResourceList } from "../../k8s/types.ts";
+import { metricKey } from "../../metric-name.ts";
 import { BackendError, DISCOVERY_PATH, type Backend, type BackendRequest, type BackendResponse } from "./backend-contract.ts";
-import { digestKey } from "./cache-key.ts";
-import { routeFor, type ProxyConfig } from "./config.ts";
-import type { Logger } from "./log.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import { digestKey } from "../cache-key.ts";
+import { routeFor, type ProxyConfig } from "../config.ts";
+import type { Logger } from "../log.ts";
+import type { ProxyMetrics } from "../metrics.ts";
 import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values.ts";
-import type { ExternalValuesParts } from "../values/request.ts";
+import type { ExternalValuesParts } from "../../values/request.ts";
 
 /**
  * Seconds a client should wait after a backend failure: the shared cap

@@ -3,9 +3,9 @@
  * a TokenReview (`authentication.k8s.io/v1`) created through the proxy's
  * Kubernetes API client.
  */
-import { withCallSignal } from "../deadline.ts";
+import { withCallSignal } from "../../deadline.ts";
 import type { Authenticator, TokenReviewer, TokenReviewResult } from "./authenticate.ts";
-import { KUBE_API_TIMEOUT_MS, type ApiError, type KubeClient, type KubeObject, type ReviewOptions } from "./kube.ts";
+import { KUBE_API_TIMEOUT_MS, type ApiError, type KubeClient, type KubeObject, type ReviewOptions } from "../kube/client.ts";
 
 /** `authentication/v1.TokenReview` status (k8s.io/api/authentication/v1/types.go). */
 type TokenReviewStatus = Partial<TokenReviewResult>;

@@ -8,12 +8,12 @@
  * for these.
  */
 import type { Registry } from "prom-client";
-import type { Caller } from "../identity.ts";
-import { GROUP_VERSION } from "../k8s/types.ts";
-import type { SigningKey } from "../signing.ts";
-import type { ExternalValuesParts } from "../values/request.ts";
-import type { BackendConfig } from "./config.ts";
-import type { LogRecord } from "./log.ts";
+import type { Caller } from "../../identity.ts";
+import { GROUP_VERSION } from "../../k8s/types.ts";
+import type { SigningKey } from "../../signing.ts";
+import type { ExternalValuesParts } from "../../values/request.ts";
+import type { BackendConfig } from "../config.ts";
+import type { LogRecord } from "../log.ts";
 
 /** Largest backend answer read, bytes. */
 export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;

@@ -32,11 +32,11 @@
  */
 import { X509Certificate } from "node:crypto";
 import type { TLSSocket, DetailedPeerCertificate } from "node:tls";
-import { CoalescingCache } from "../cache/coalescing.ts";
-import { ANONYMOUS, type Caller } from "../identity.ts";
-import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../k8s/status.ts";
+import { CoalescingCache } from "../../cache/coalescing.ts";
+import { ANONYMOUS, type Caller } from "../../identity.ts";
+import { MIN_RETRY_AFTER_SECONDS, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import type { AuthenticationConfig, AuthenticationConfigSource } from "./authn-config.ts";
-import { digestKey } from "./cache-key.ts";
+import { digestKey } from "../cache-key.ts";
 import type { CertPool } from "./client-cert-checks.ts";
 import { subjectOf, thumbprint, verifyClientCertificate } from "./client-cert.ts";
 

@@ -9,8 +9,8 @@
  */
 import { X509Certificate } from "node:crypto";
 import { CertificateVerifyError, checkValidity, type CertPool } from "./client-cert-checks.ts";
-import { fingerprintHex } from "./pem.ts";
-import { x509 } from "./x509.ts";
+import { fingerprintHex } from "../tls/pem.ts";
+import { x509 } from "../tls/x509.ts";
 
 /**
  * Build and check the chain from `leaf` through `intermediates` to a

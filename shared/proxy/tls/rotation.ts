@@ -14,7 +14,7 @@
  * {@link SERVING_CHANGED_AT} (RFC 3339), so a new leader continues a rotation
  * where the previous one stopped.
  *
- * Every replica follows the Secret with a list+watch (kube.ts `Informer` on
+ * Every replica follows the Secret with a list+watch (kube/informer.ts `Informer` on
  * `metadata.name=<name>`, client-go reflector semantics: re-listed after an
  * error with a back-off of 1 s doubling to 30 s, at once after a 410 Gone)
  * plus a periodic GET, and
@@ -78,9 +78,10 @@ import type { X509Certificate } from "node:crypto";
 import { createServingCAPem, createServingPair, issueServingPem } from "./cert-generation.ts";
 import { certificatePem, certificatesFromPem, dnsNames, keyMatchesCertificate, notAfter, notBefore, serviceDnsNames, signedBy } from "./pem.ts";
 import type { LeaderElector } from "./lease.ts";
-import { parseRfc3339 } from "../k8s/time.ts";
-import { apiDeadline, apiStatus, Informer, type KubeClient, type Secret } from "./kube.ts";
-import type { Logger } from "./log.ts";
+import { parseRfc3339 } from "../../k8s/time.ts";
+import { apiDeadline, apiStatus, type KubeClient, type Secret } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import type { Logger } from "../log.ts";
 import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 
 /** When `ca.crt` last changed (RFC 3339). */

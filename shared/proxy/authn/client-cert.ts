@@ -36,7 +36,7 @@
  */
 import type { X509Certificate } from "node:crypto";
 import { CertificateVerifyError, checkValidity, validityProblem, type CertPool } from "./client-cert-checks.ts";
-import { fingerprintHex, signedBy, subjectNames } from "./pem.ts";
+import { fingerprintHex, signedBy, subjectNames } from "../tls/pem.ts";
 
 const OID_CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 const OID_ANY_EKU = "2.5.29.37.0";

@@ -7,7 +7,7 @@
  * does not import the module that loads it.
  */
 import type { X509Certificate } from "node:crypto";
-import { notAfter, notBefore } from "./pem.ts";
+import { notAfter, notBefore } from "../tls/pem.ts";
 
 /** A set of trust anchors (a PEM bundle such as `client-ca-file`). */
 export interface CertPool {

@@ -30,8 +30,8 @@
  * Every API call has a deadline (the client's AbortSignal at `renewDeadlineMs`
  * / 2, at most 5 s).
  */
-import { apiDeadline, apiStatus, microTime, type CallOptions, type KubeClient, type Lease } from "./kube.ts";
-import type { Logger } from "./log.ts";
+import { apiDeadline, apiStatus, microTime, type CallOptions, type KubeClient, type Lease } from "../kube/client.ts";
+import type { Logger } from "../log.ts";
 
 /** Settings of {@link LeaderElector}; the defaults are client-go's (15 s, 10 s, 2 s). */
 export interface LeaderElectionOptions {

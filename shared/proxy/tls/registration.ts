@@ -32,8 +32,8 @@
  * agree far better than a Secret update takes to reach every pod.
  */
 import { createHash } from "node:crypto";
-import { GROUP, VERSION } from "../k8s/types.ts";
-import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "./kube.ts";
+import { GROUP, VERSION } from "../../k8s/types.ts";
+import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "../kube/client.ts";
 
 /** Deadline of each APIService read or write, ms (as the Secret's, rotation.ts). */
 export const REGISTRATION_DEADLINE_MS = 5000;
@@ -129,7 +129,7 @@ function annotationsFor(hash: string, since: number | undefined): Record<string,
  *
  * @param options.now clock, ms since the epoch (default `Date.now`; the clock of `target.since`)
  * @returns what was done: `superseded` = left as a newer replica wrote it
- * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC);
+ * @throws ApiError (kube/client.ts) when the API refuses (e.g. RBAC);
  *   a `TimeoutError` DOMException when a call passes its deadline
  */
 export async function registerAPIService(
@@ -220,7 +220,7 @@ interface WebhookConfiguration {
  *
  * @param options.now clock, ms since the epoch (default `Date.now`; the clock of `target.since`)
  * @returns what was done
- * @throws ApiError (kube.ts) when the API refuses (e.g. RBAC); a
+ * @throws ApiError (kube/client.ts) when the API refuses (e.g. RBAC); a
  *   `TimeoutError` DOMException when a call passes its deadline
  */
 export async function registerWebhookCABundle(

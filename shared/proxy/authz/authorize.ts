@@ -19,15 +19,15 @@
  * so a Role can grant `get,list` on `external.metrics.k8s.io` resources
  * `["queue_messages_ready"]` to one team's ServiceAccount.
  */
-import { BoundedMap } from "../cache/bounded-map.ts";
-import { CoalescingCache, type CacheOutcome } from "../cache/coalescing.ts";
-import { untilAborted, withCallSignal } from "../deadline.ts";
-import { callerKey, type Caller } from "../identity.ts";
-import type { Selector } from "../k8s/selector.ts";
-import { forbidden, internalError, type StatusError } from "../k8s/status.ts";
-import { digestKey } from "./cache-key.ts";
-import type { RequestTarget } from "../k8s/request-path.ts";
-import { requestInfo, selectorBytes, type RequestInfo } from "./request-info.ts";
+import { BoundedMap } from "../../cache/bounded-map.ts";
+import { CoalescingCache, type CacheOutcome } from "../../cache/coalescing.ts";
+import { untilAborted, withCallSignal } from "../../deadline.ts";
+import { callerKey, type Caller } from "../../identity.ts";
+import type { Selector } from "../../k8s/selector.ts";
+import { forbidden, internalError, type StatusError } from "../../k8s/status.ts";
+import { digestKey } from "../cache-key.ts";
+import type { RequestTarget } from "../../k8s/request-path.ts";
+import { requestInfo, selectorBytes, type RequestInfo } from "../request-info.ts";
 
 /** Paths allowed without a review. */
 export const ALWAYS_ALLOW_PATHS = new Set(["/healthz", "/readyz", "/livez"]);
@@ -112,7 +112,7 @@ export interface AuthorizationDecision {
    * {@link Authorizer.authorizeRequest} with `withSelector`: the request's
    * parsed `labelSelector` (request-info.ts `RequestInfo.labelSelector`,
    * remembered with the request), for the cluster policy layer
-   * (policies.ts) to use instead of parsing the URL again; absent when the
+   * (policy/policies.ts) to use instead of parsing the URL again; absent when the
    * request has none usable (several, unparseable, not a selector verb).
    */
   selector?: Selector;

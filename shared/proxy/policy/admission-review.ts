@@ -1,9 +1,11 @@
 /**
- * The admission webhook's decisions (admission.ts serves them over HTTP):
- * from the text of an `admission.k8s.io/v1` AdmissionReview to the
+ * The admission webhook's decisions (admission/admission.ts serves them over
+ * HTTP): from the text of an `admission.k8s.io/v1` AdmissionReview to the
  * AdmissionResponse, with every bound of its answer. Pure and synchronous,
  * so it runs unchanged in the policy worker thread (policy-worker.ts) — where
- * the proxy runs it, off the request loop — or inline.
+ * the proxy runs it, off the request loop — or inline; it sits here, beside
+ * the worker that runs it, so the webhook (admission/) imports the policy
+ * room and never the other way round.
  *
  * Wire facts: k8s.io/api `admission/v1/types.go` (AdmissionReview,
  * AdmissionRequest, AdmissionResponse);
@@ -14,13 +16,13 @@
  * denial's `status.message` is shown as `admission webhook "…" denied the
  * request: <message>` (apiserver `pkg/admission/plugin/webhook/errors/statuserror.go`).
  */
-import type { ConfigIssue } from "../config/yaml.ts";
-import { badRequest, forbidden, invalid, type Status } from "../k8s/status.ts";
-import { metricKey } from "../metric-name.ts";
-import { checkHpaObject, hpaMetricCount, MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS, POLICY_DENIED } from "../policy/check-hpa.ts";
-import type { PolicySet } from "../policy/evaluate.ts";
-import { lintPolicies } from "../policy/lint.ts";
-import { compilePolicyObject, policyObjectRef } from "../policy/objects.ts";
+import type { ConfigIssue } from "../../config/yaml.ts";
+import { badRequest, forbidden, invalid, type Status } from "../../k8s/status.ts";
+import { metricKey } from "../../metric-name.ts";
+import { checkHpaObject, hpaMetricCount, MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS, POLICY_DENIED } from "../../policy/check-hpa.ts";
+import type { PolicySet } from "../../policy/evaluate.ts";
+import { lintPolicies } from "../../policy/lint.ts";
+import { compilePolicyObject, policyObjectRef } from "../../policy/objects.ts";
 
 /** The webhook's paths on the proxy's HTTPS server. */
 export const ADMISSION_PATHS = { hpa: "/admission/hpa", policies: "/admission/policies" } as const;
@@ -82,7 +84,7 @@ export interface ReviewContext {
 
 /**
  * A warning that stands only when no route of the proxy serves `metricKey`
- * (decided where the routes are: the main thread, admission.ts).
+ * (decided where the routes are: the main thread, admission/admission.ts).
  */
 export interface UnlessServed {
   unlessServed: string;
@@ -143,7 +145,7 @@ export function reviewText(path: AdmissionPath, text: string, context: ReviewCon
   return path === "hpa" ? reviewHpa(request, context) : reviewPolicy(request);
 }
 
-/** The draft answer for an HPA (see admission.ts). */
+/** The draft answer for an HPA (see admission/admission.ts). */
 export function reviewHpa(req: AdmissionRequest, context: ReviewContext): ReviewDraft {
   const allowed: ReviewDraft = { response: { uid: req.uid, allowed: true }, warnings: [] };
   const kind = req.kind;
@@ -212,7 +214,7 @@ const POLICY_KINDS = new Set(["ExternalMetricPolicy", "ClusterExternalMetricPoli
 
 /**
  * The draft answer for an ExternalMetricPolicy or ClusterExternalMetricPolicy
- * (see admission.ts). Its messages describe only the object under review.
+ * (see admission/admission.ts). Its messages describe only the object under review.
  */
 export function reviewPolicy(req: AdmissionRequest): ReviewDraft {
   const allowed: ReviewDraft = { response: { uid: req.uid, allowed: true }, warnings: [] };

@@ -42,7 +42,7 @@
  * 413 Status otherwise; reading stops at the limit.
  *
  * CPU budget (issue 23): the body is only read here; parsing, compiling and
- * evaluating run in the policy worker thread (policy-worker.ts) within
+ * evaluating run in the policy worker thread (policy/policy-worker.ts) within
  * {@link REVIEW_BUDGET_MS}. A review over it — or whose cluster policies
  * could not be loaded into the worker within their budget — is REFUSED
  * (`allowed: false`, a 422 Status saying so) rather than failed: a failed
@@ -62,10 +62,10 @@
  * rules[0]`), never what it allows; authenticated, the full explanation
  * (the allowed selector and the requirement the HPA's selector misses).
  */
-import { invalid, requestEntityTooLarge, serviceUnavailable, StatusError, tooManyRequests } from "../k8s/status.ts";
-import { readBounded } from "../bounded-body.ts";
-import { MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS } from "../policy/check-hpa.ts";
-import type { PolicySet } from "../policy/evaluate.ts";
+import { invalid, requestEntityTooLarge, serviceUnavailable, StatusError, tooManyRequests } from "../../k8s/status.ts";
+import { readBounded } from "../../bounded-body.ts";
+import { MAX_HPA_EXTERNAL_METRICS, MAX_HPA_METRICS } from "../../policy/check-hpa.ts";
+import type { PolicySet } from "../../policy/evaluate.ts";
 import {
   ADMISSION_PATHS,
   completeReview,
@@ -79,8 +79,8 @@ import {
   type AdmissionMode,
   type AdmissionPath,
   type ReviewDraft,
-} from "./admission-review.ts";
-import { BudgetExceededError, PolicyWorker, REVIEW_BUDGET_MS, WorkerStatusError } from "./policy-worker.ts";
+} from "../policy/admission-review.ts";
+import { BudgetExceededError, PolicyWorker, REVIEW_BUDGET_MS, WorkerStatusError } from "../policy/policy-worker.ts";
 
 export {
   ADMISSION_PATHS,
@@ -94,7 +94,7 @@ export {
   REVIEW_BUDGET_MS,
 };
 export type { AdmissionMode, AdmissionPath };
-export type { AdmissionRequest, AdmissionResponse } from "./admission-review.ts";
+export type { AdmissionRequest, AdmissionResponse } from "../policy/admission-review.ts";
 
 /**
  * Largest AdmissionReview body accepted, bytes: 3 MiB, kube-apiserver's own
@@ -232,7 +232,7 @@ export class AdmissionWebhook {
  *
  * @returns the bytes, or — when the body (or its `Content-Length`) passes
  *   `limit` and `request.uid` can be read from its first KiB
- *   (admission-review.ts `uidFromPrefix`) — that uid: reading stops there and
+ *   (policy/admission-review.ts `uidFromPrefix`) — that uid: reading stops there and
  *   the review is refused with an answer rather than failed
  * @throws StatusError 413 when the body passes `limit` and no uid could be read
  */

@@ -14,9 +14,9 @@
  * listener, whether this replica may write the APIService, and `stop()`.
  */
 import { hostname } from "node:os";
-import type { KubeClient } from "./kube.ts";
+import type { KubeClient } from "../kube/client.ts";
 import { LeaderElector } from "./lease.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 import { startSecretServing, validateRotation, type RotationSettings, type SecretServing } from "./rotation.ts";
 import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 import { filesVersion, loadServingMaterial, readServingFiles, type ServingSource } from "./tls.ts";

@@ -26,10 +26,10 @@
 import { readFileSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { signRequest } from "../signing.ts";
+import { signRequest } from "../../signing.ts";
 import { BackendError, MAX_RESPONSE_BYTES, type Backend, type BackendClientOptions, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
-import type { BackendConfig } from "./config.ts";
-import { certificatesFromPem } from "./pem.ts";
+import type { BackendConfig } from "../config.ts";
+import { certificatesFromPem } from "../tls/pem.ts";
 
 const TOKEN_REREAD_MS = 30_000;
 /**

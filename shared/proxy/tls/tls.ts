@@ -15,8 +15,8 @@
 import { X509Certificate } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { generateServingPair } from "./cert-generation.ts";
-import { apiDeadline, apiStatus, type KubeClient, type Secret } from "./kube.ts";
-import type { Logger } from "./log.ts";
+import { apiDeadline, apiStatus, type KubeClient, type Secret } from "../kube/client.ts";
+import type { Logger } from "../log.ts";
 import { DEFAULT_ROTATION, reconcileSecret, secretPath, servingFromSecret } from "./rotation.ts";
 import type { ServiceName, ServingMaterial } from "./serving-material.ts";
 
