@@ -3,7 +3,7 @@
  * `readValues({ api, namespace, metric, labelSelector, caller, signal, requestId })`
  * → {@link ValuesAnswer} | StatusError, answered synchronously on a cache hit.
  * The Hono routes of every runtime (shared/app.ts) and the proxy's
- * in-process backend (shared/proxy/in-process.ts) call it directly: no
+ * in-process backend (shared/proxy/forward/in-process.ts) call it directly: no
  * `Request`, no Hono `Context`, no JSON parsed back.
  *
  * The steps, in order (each failure is a Status, never a value):

@@ -467,7 +467,7 @@ export function valuesKey(caller: Caller, backend: string, pathAndQuery: string)
 }
 
 /**
- * Validate a values answer (shared/proxy/values.ts `checkValueList`) and say
+ * Validate a values answer (forward/values.ts `checkValueList`) and say
  * how long it may be stored (`freshnessMs`: min(`ttlMs`, the backend's
  * max-age); `no-store` → 0).
  *
