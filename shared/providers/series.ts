@@ -28,7 +28,7 @@
  * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
  */
 import { Batcher, type Outcome } from "../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs, type RefreshAheadOptions } from "../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs, type CacheStats, type RefreshAheadOptions } from "../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { parseDecimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -160,6 +160,11 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     this.cache.close();
   }
 
+  /** The cache's own counters (`CoalescingCache.stats`, live): what the exporter reads (`Provider.stats`). */
+  stats(): CacheStats {
+    return this.cache.stats;
+  }
+
   /** The label sets `selector` names for `rule` (400/404 as `resolveLabelSets`). */
   labelSets(rule: MetricRule<Q>, selector: Selector): Record<string, string>[] {
     return resolveLabelSets(rule.name, selector, this.#backend.labels(rule), MAX_SERIES_PER_REQUEST, this.#backend.noun);
@@ -202,8 +207,8 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   /**
    * The series {@link query} would resolve to now when every read is a fresh
    * cache hit (`CoalescingCache.peek`), else undefined — nothing is loaded;
-   * the app then calls `query` under its deadline (`CachedReads`,
-   * `../app.ts`). Synchronous: a cache hit arms no timer and allocates no
+   * the app then calls `query` under its deadline (`Provider.peek`,
+   * `./types.ts`). Synchronous: a cache hit arms no timer and allocates no
    * AbortController. When only some reads hit, those count as hits here and
    * again in the `query` that follows.
    *
