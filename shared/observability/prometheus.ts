@@ -37,8 +37,8 @@ function sourceVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
 
-/** What the exporter reads of a provider: its name and cache outcomes (`Provider.stats`, `../providers/types.ts`; a provider without `stats` is left out). */
-export type ProviderCache = Pick<Provider, "name" | "stats">;
+/** What the exporter reads of a provider: its name and its cache's outcomes (`Provider.cache`, `../providers/types.ts`; a provider without a cache is left out). */
+export type ProviderCache = Pick<Provider, "name" | "cache">;
 
 /** A metric for prom-client's registry whose values are made at scrape time. */
 function collected(name: string, help: string, type: "counter" | "gauge" | "histogram", values: () => MetricValue<string>[]) {
@@ -74,7 +74,7 @@ function histogramValues(name: string, family: Family<Histogram>): MetricValue<s
 /**
  * A registry exporting `metrics` (names in `./metrics.ts`) and the cache
  * outcomes of `providers()` (`emb_bridge_cache_requests_total{provider,result}`
- * from each provider's `stats()`, `ProviderCacheStats`: hit, failure_hit,
+ * from each provider's `cache.stats`, `ProviderCacheStats`: hit, failure_hit,
  * coalesced, miss = loads started for a read). What `functions/node.ts` serves on `--metrics-port`.
  *
  * @param now clock, ms since the epoch (the served value's age)
@@ -139,7 +139,7 @@ export function registerBridgeMetrics(
       // Providers of the same name (two in-process bridges in one proxy, each with its `sqs`) add up: one series per label pair.
       const sums = new Map<string, MetricValue<string>>();
       for (const provider of providers()) {
-        const stats = provider.stats?.();
+        const stats = provider.cache?.stats;
         if (stats === undefined) continue;
         for (const [result, value] of [
           ["hit", stats.hits],

@@ -28,7 +28,7 @@
  * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
  */
 import { Batcher, type Outcome } from "../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs, type CacheStats, type RefreshAheadOptions } from "../cache.ts";
+import { CoalescingCache, ruleCacheTtlMs, type RefreshAheadOptions } from "../cache.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { parseDecimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
@@ -158,11 +158,6 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   /** Stop background work: the cache's refresh-ahead timer and refreshes in flight (`CoalescingCache.close`). Idempotent. */
   close(): void {
     this.cache.close();
-  }
-
-  /** The cache's own counters (`CoalescingCache.stats`, live): what the exporter reads (`Provider.stats`). */
-  stats(): CacheStats {
-    return this.cache.stats;
   }
 
   /** The label sets `selector` names for `rule` (400/404 as `resolveLabelSets`). */

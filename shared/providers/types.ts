@@ -7,9 +7,9 @@
  * {@link Provider} that answers one resolved rule plus one parsed selector
  * with a list of series. A provider's optional parts — answering from its
  * cache without I/O (`peek`), stopping its background work (`close`), its
- * cache outcomes for the exporter (`stats`) — are part of the contract here,
- * so no caller needs to guess at them. New providers are added to
- * `provider-list.ts` without touching the others.
+ * cache's outcomes for the exporter (`cache.stats`) — are part of the
+ * contract here, so no caller needs to guess at them. New providers are
+ * added to `provider-list.ts` without touching the others.
  */
 import type { ZodMiniType } from "zod/mini";
 import type { CacheStats } from "../cache.ts";
@@ -130,12 +130,13 @@ export interface Provider<Q = unknown> {
    */
   close?(): void;
   /**
-   * The instance's cache outcomes since it was built, read by the Node
-   * exporter at scrape time (`emb_bridge_cache_requests_total`,
-   * `shared/observability/prometheus.ts`). A live view: the counters may
-   * move after the call. Absent: the provider has no cache to report.
+   * The instance's read cache, of which the Node exporter reads `stats` — its
+   * outcomes since the instance was built, a live view — at scrape time
+   * (`emb_bridge_cache_requests_total`, `shared/observability/prometheus.ts`).
+   * `SeriesProvider.cache`, a `CoalescingCache` (`../cache.ts`). Absent: the
+   * provider has no cache to report.
    */
-  stats?(): ProviderCacheStats;
+  readonly cache?: { readonly stats: ProviderCacheStats };
 }
 
 /**
