@@ -53,7 +53,7 @@ import type { LogRecord } from "../shared/observability/log.ts";
 import { batchedJsonLog } from "./node-log.ts";
 import { BridgeMetrics } from "../shared/observability/metrics.ts";
 import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";
-import { bridgeRegistry, type ProviderCache } from "../shared/observability/prometheus.ts";
+import { bridgeRegistry } from "../shared/observability/prometheus.ts";
 import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
 import { applyServerLimits, BRIDGE_LIMITS, checkLimits, serverOptions, type ServerLimits } from "../shared/http-limits.ts";
 
@@ -141,7 +141,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   });
   let metricsServer: Server | undefined;
   if (options.metricsPort !== undefined) {
-    const registry = bridgeRegistry(metrics, () => bridge.providers.values() as Iterable<ProviderCache>, runtime.now);
+    const registry = bridgeRegistry(metrics, () => bridge.providers.values(), runtime.now);
     try {
       metricsServer = await listenMetrics(registry, options.metricsHost ?? "127.0.0.1", options.metricsPort);
     } catch (err) {
@@ -161,7 +161,7 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
     close: () =>
       new Promise<void>((resolve, reject) => {
         // background work of providers (CloudWatch refresh-ahead: its timer and refreshes in flight)
-        for (const provider of bridge.providers.values()) (provider as { close?: () => void }).close?.();
+        for (const provider of bridge.providers.values()) provider.close?.();
         metricsServer?.close();
         metricsServer?.closeIdleConnections();
         server.close((err) => (err ? reject(err) : resolve()));

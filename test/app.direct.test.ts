@@ -59,7 +59,7 @@ spec:
 }, 60_000);
 
 afterAll(async () => {
-  for (const provider of bridge?.providers.values() ?? []) (provider as { close?: () => void }).close?.();
+  for (const provider of bridge?.providers.values() ?? []) provider.close?.();
   await sqs?.stop();
 });
 

@@ -72,12 +72,13 @@ describe("build:lambda --config", () => {
 describe("build:worker", () => {
   it("npm run build:worker refuses an invalid infra/worker/bridge.yaml before wrangler runs (prebuild:worker)", async () => {
     // a copy of the project whose bundled config is broken: package.json, wrangler.toml,
-    // infra/worker/build.ts and infra/build-common.ts copied (the scripts find the project from
-    // their own path), the rest linked
+    // infra/worker/build.ts, infra/build-common.ts and infra/tools/provider-tables.ts copied (the
+    // scripts find the project from their own path), the rest linked
     const d = scratch();
     for (const f of ["shared", "functions", "node_modules"]) symlinkSync(join(ROOT, f), join(d, f));
     mkdirSync(join(d, "infra/worker"), { recursive: true });
-    for (const f of ["package.json", "wrangler.toml", "infra/worker/build.ts", "infra/build-common.ts"]) copyFileSync(join(ROOT, f), join(d, f));
+    mkdirSync(join(d, "infra/tools"), { recursive: true });
+    for (const f of ["package.json", "wrangler.toml", "infra/worker/build.ts", "infra/build-common.ts", "infra/tools/provider-tables.ts"]) copyFileSync(join(ROOT, f), join(d, f));
     writeFileSync(join(d, "infra/worker/bridge.yaml"), BROKEN);
     const r = await npm(["run", "build:worker"], d);
     expect(r.code).not.toBe(0);

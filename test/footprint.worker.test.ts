@@ -9,7 +9,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, PROVIDER_IMPLEMENTATIONS, providersOfConfig, providerTable, TABLE_SPECIFIER } from "../infra/worker/build.ts";
+import { PROVIDER_IMPLEMENTATIONS, providerTable } from "../infra/tools/provider-tables.ts";
+import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, providersOfConfig, TABLE_SPECIFIER } from "../infra/worker/build.ts";
 import { NOT_JSON } from "../infra/worker/json-yaml.ts";
 import { EventStreamSerde, eventStreamSerdeProvider, NO_EVENT_STREAMS } from "../infra/worker/no-event-streams.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";

@@ -2,18 +2,21 @@
  * The provider tables agree (issue 11 review): `provider-list.ts`
  * `PROVIDER_TYPES` is the source; `provider-loaders.ts` (Node, Lambda: a
  * dynamic import per provider), `infra/worker/providers.ts` (the Worker's
- * default build: static imports) and `infra/worker/build.ts`
+ * default build: static imports) and `infra/tools/provider-tables.ts`
  * `PROVIDER_IMPLEMENTATIONS` (what the Worker build writes for a chosen
  * set) name the same providers in the same order, and every entry of every
  * table loads the same implementation, whose schemas are the ones config
- * validation uses. (The compiler refuses a table missing a type or naming
- * an extra one: `satisfies Record<ProviderType, …>`.)
+ * validation uses. The committed tables are what
+ * `infra/tools/provider-tables.ts` writes from the list (issue 24: a new
+ * provider is one folder plus one line, `npm run providers:render`). (The
+ * compiler refuses a table missing a type or naming an extra one:
+ * `satisfies Record<ProviderType, …>`.)
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { PROVIDER_IMPLEMENTATIONS, providerTable } from "../infra/worker/build.ts";
+import { committedTables, PROVIDER_IMPLEMENTATIONS, providerTable, staleTables } from "../infra/tools/provider-tables.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../infra/worker/providers.ts";
 import { isProviderType, PROVIDER_TYPES, type ProviderEntry } from "../shared/providers/provider-list.ts";
 import { PROVIDERS } from "../shared/providers/provider-loaders.ts";
@@ -32,6 +35,11 @@ describe("one list of providers", () => {
     expect(isProviderType("carrier-pigeon")).toBe(false);
     expect(isProviderType("constructor")).toBe(false);
     expect(notBuiltMessage("carrier-pigeon")).toMatch(/^unknown provider type "carrier-pigeon"/);
+  });
+
+  it("the committed tables are what the list writes (npm run providers:render)", () => {
+    expect(committedTables().map((t) => t.path)).toEqual(["shared/providers/provider-loaders.ts", "infra/worker/providers.ts"]);
+    expect(staleTables()).toEqual([]);
   });
 
   it.each([...PROVIDER_TYPES])("%s: every table loads the same implementation, with the schemas config validation uses", async (type) => {

@@ -221,7 +221,7 @@ async function cloudWatchBackend(env: Record<string, string> = {}) {
     { signingKeys: () => undefined, env: { AWS_ACCESS_KEY_ID: "AKIDTEST", AWS_SECRET_ACCESS_KEY: "secret", ...env } },
   )) as InProcessBackend;
   expect(backend.providers).toHaveLength(1);
-  const remembered = () => (backend.providers[0] as { cache: { remembered: { keys: number } } }).cache.remembered.keys;
+  const remembered = () => (backend.providers[0] as unknown as { cache: { remembered: { keys: number } } }).cache.remembered.keys;
   const read = (requestId: string) => backend.get({ ...valuesRead("cpu"), caller: { user: "jane", groups: ["system:authenticated"], extra: {} }, requestId });
   return { backend, remembered, read };
 }

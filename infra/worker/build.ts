@@ -30,7 +30,9 @@
  * or a `BRIDGE_CONFIG` binding written in JSON; a YAML binding is a 500
  * Status saying so.
  *
- * It writes the table to `.cache/worker-build/providers-<types>.ts` and runs
+ * It writes the table (`infra/tools/provider-tables.ts` `providerTable`, as
+ * the committed `infra/worker/providers.ts`) to
+ * `.cache/worker-build/providers-<types>.ts` and runs
  * `wrangler deploy --dry-run --outdir OUTDIR --alias
  * ./provider-loaders.ts:<table>` with telemetry off and wrangler's state in
  * the work tree; arguments after `--` go to wrangler (e.g. `--metafile`).
@@ -54,10 +56,11 @@ import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import type { BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError } from "../../shared/config/yaml.ts";
-import { PROVIDER_TYPES, type ProviderType } from "../../shared/providers/provider-list.ts";
+import { PROVIDER_TYPES } from "../../shared/providers/provider-list.ts";
 import { checkBridgeConfig, checkBridgeConfigFile, INVALID_CONFIG_EXIT, printConfigIssues, type ConfigCheck } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 import { ROOT } from "../build-common.ts";
+import { providerTable } from "../tools/provider-tables.ts";
 
 const exec = promisify(execFile);
 
@@ -91,18 +94,6 @@ function validCheck(check: ConfigCheck): ConfigCheck & { config: BridgeConfig } 
   return check as ConfigCheck & { config: BridgeConfig };
 }
 
-/** The name each provider's `shared/providers/<type>/index.ts` exports its `ProviderModule` under (every type of `PROVIDER_TYPES`: the compiler checks it). */
-const MODULE_EXPORTS = {
-  "aws-sqs": "sqsModule",
-  "aws-cloudwatch": "cloudWatchModule",
-  "gcp-monitoring": "monitoringModule",
-} as const satisfies Record<ProviderType, string>;
-
-/** Each provider type's implementation: module path (from the repository root, `shared/providers/<type>/index.ts`) and export name, in `PROVIDER_TYPES` order. */
-export const PROVIDER_IMPLEMENTATIONS: Readonly<Record<string, { path: string; name: string }>> = Object.fromEntries(
-  PROVIDER_TYPES.map((type) => [type, { path: `shared/providers/${type}/index.ts`, name: MODULE_EXPORTS[type] }]),
-);
-
 /**
  * The provider types used by the config text `text` (validated).
  *
@@ -115,32 +106,6 @@ export function providersOfConfig(text: string, source: string): string[] {
 /** The provider types a validated config uses, sorted, each once. */
 export function providersOf(config: BridgeConfig): string[] {
   return [...new Set(Object.values(config.providers).map((p) => p.type))].sort();
-}
-
-/**
- * The source of a provider table holding `types` only, for a file in `dir`
- * (implementations imported statically, see `infra/worker/providers.ts`).
- *
- * @throws Error naming an unknown type
- */
-export function providerTable(types: readonly string[], dir: string): string {
-  const imports: string[] = [];
-  const entries: string[] = [];
-  for (const [i, type] of types.entries()) {
-    const impl = Object.hasOwn(PROVIDER_IMPLEMENTATIONS, type) ? PROVIDER_IMPLEMENTATIONS[type] : undefined;
-    if (impl === undefined) throw new Error(`unknown provider type "${type}" (known: ${PROVIDER_TYPES.join(", ")})`);
-    imports.push(`import { ${impl.name} as m${i} } from ${JSON.stringify(relative(dir, join(ROOT, impl.path)))};`);
-    entries.push(`  ${JSON.stringify(type)}: bundledEntry(m${i}),`);
-  }
-  return [
-    `// Written by infra/worker/build.ts: the Worker's provider table with ${types.join(", ") || "no provider"} only.`,
-    `import { bundledEntry } from ${JSON.stringify(relative(dir, join(ROOT, "shared/providers/provider-list.ts")))};`,
-    ...imports,
-    "export const PROVIDERS = {",
-    ...entries,
-    "};",
-    "",
-  ].join("\n");
 }
 
 /** What {@link buildWorker} produced. */

@@ -8,17 +8,20 @@
  * in esbuild's lazy-initialisation code (measured: +70 KiB, +26 KiB gzip).
  * A Worker built for a chosen set of providers (`infra/worker/build.ts
  * --providers …` or `--config FILE`) bundles a table written like this one
- * with only those entries. The entries are exactly `provider-list.ts`
- * `PROVIDER_TYPES` (the compiler checks it).
+ * with only those entries.
+ *
+ * Written by `npm run providers:render` (`infra/tools/provider-tables.ts`)
+ * from `shared/providers/provider-list.ts` `PROVIDER_TYPES`: do not edit
+ * (`test/provider-tables.test.ts` fails when it is stale).
  */
-import { cloudWatchModule } from "../../shared/providers/aws-cloudwatch/index.ts";
-import { sqsModule } from "../../shared/providers/aws-sqs/index.ts";
-import { monitoringModule } from "../../shared/providers/gcp-monitoring/index.ts";
 import { bundledEntry, type ProviderEntry, type ProviderType } from "../../shared/providers/provider-list.ts";
+import { providerModule as awsSqs } from "../../shared/providers/aws-sqs/index.ts";
+import { providerModule as awsCloudwatch } from "../../shared/providers/aws-cloudwatch/index.ts";
+import { providerModule as gcpMonitoring } from "../../shared/providers/gcp-monitoring/index.ts";
 
-/** Every provider, by `type:`, implementations bundled in. */
+/** The providers of this build, by `type:`, implementations bundled in. */
 export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
-  "aws-sqs": bundledEntry(sqsModule),
-  "aws-cloudwatch": bundledEntry(cloudWatchModule),
-  "gcp-monitoring": bundledEntry(monitoringModule),
+  "aws-sqs": bundledEntry(awsSqs),
+  "aws-cloudwatch": bundledEntry(awsCloudwatch),
+  "gcp-monitoring": bundledEntry(gcpMonitoring),
 } satisfies Record<ProviderType, ProviderEntry>;

@@ -14,7 +14,7 @@
  */
 import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry, type MetricValue } from "prom-client";
-import type { CacheStats } from "../cache/coalescing.ts";
+import type { Provider } from "../providers/types.ts";
 import { LATENCY_BUCKETS, type BridgeMetrics, type Count, type Family, type Histogram } from "./metrics.ts";
 
 const PREFIX = "emb_bridge_";
@@ -37,11 +37,8 @@ function sourceVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
 
-/** A provider's cache as the exporter reads it (`SeriesProvider.cache`). */
-export interface ProviderCache {
-  name: string;
-  cache?: { stats: CacheStats };
-}
+/** What the exporter reads of a provider: its name and its cache's outcomes (`Provider.cache`, `../providers/types.ts`; a provider without a cache is left out). */
+export type ProviderCache = Pick<Provider, "name" | "cache">;
 
 /** A metric for prom-client's registry whose values are made at scrape time. */
 function collected(name: string, help: string, type: "counter" | "gauge" | "histogram", values: () => MetricValue<string>[]) {
@@ -77,8 +74,8 @@ function histogramValues(name: string, family: Family<Histogram>): MetricValue<s
 /**
  * A registry exporting `metrics` (names in `./metrics.ts`) and the cache
  * outcomes of `providers()` (`emb_bridge_cache_requests_total{provider,result}`
- * from each cache's `CacheStats`: hit, failure_hit, coalesced, miss = loads
- * started for a read). What `functions/node.ts` serves on `--metrics-port`.
+ * from each provider's `cache.stats`, `ProviderCacheStats`: hit, failure_hit,
+ * coalesced, miss = loads started for a read). What `functions/node.ts` serves on `--metrics-port`.
  *
  * @param now clock, ms since the epoch (the served value's age)
  * @param processMetrics add Node's process metrics (default true)

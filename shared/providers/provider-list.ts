@@ -1,31 +1,44 @@
 /**
- * The list of provider types, and the shape of one entry of a provider
+ * The one list of providers, and the shape of one entry of a provider
  * table. Both the tables (`./provider-loaders.ts`,
  * `infra/worker/providers.ts`, the ones `infra/worker/build.ts` writes) and
  * `./registry.ts`, which loads the table of its build, import them from
  * here, so no table imports the registry that imports it.
  *
- * **One list of providers.** {@link PROVIDER_TYPES} is the source; the
- * three tables that must name the same providers are checked against it by
- * the compiler (`satisfies Record<ProviderType, …>`: a missing or extra
- * entry does not typecheck): `./provider-loaders.ts` (schemas plus a
- * dynamic `import()` per provider, split into chunks by esbuild),
- * `infra/worker/providers.ts` (the Worker's, static imports) and
- * `infra/worker/build.ts` `PROVIDER_IMPLEMENTATIONS` (the export name of
- * each `shared/providers/<type>/index.ts`, for the tables the Worker build
- * writes). They stay literal because the bundlers need static import paths;
- * `test/provider-tables.test.ts` proves they agree and that every entry
- * loads the same implementation.
+ * **Adding a provider is one folder plus one line.** The folder is
+ * `shared/providers/<type>/` (named as its `type:`), holding
+ * - `schema.ts`, exporting `providerSchema` (a provider instance, without
+ *   `type`) and `querySchema` (a rule's `query:` section): small, read
+ *   synchronously by config validation, so they must not import the
+ *   provider's cloud client;
+ * - `index.ts`, exporting `providerModule`, its {@link ProviderModule}
+ *   (whose schemas are those same objects).
  *
- * Adding a provider: its `schema.ts` and `index.ts` under
- * `shared/providers/<type>/`, its type in {@link PROVIDER_TYPES}, then the
- * entry the compiler asks for in each table.
+ * The line is its type in {@link PROVIDER_TYPES}, e.g. `"http-gauge",`.
+ *
+ * Every provider table is written from this list by
+ * `infra/tools/provider-tables.ts`: the bundlers need literal import paths
+ * (esbuild splits only a static `import("./…")` into a chunk, and the
+ * synchronous schemas need static imports), so the tables are generated
+ * rather than computed. After changing the list run `npm run
+ * providers:render`, which rewrites `./provider-loaders.ts` (schemas plus a
+ * dynamic `import()` per provider, for Node and Lambda) and
+ * `infra/worker/providers.ts` (the Worker's, static imports); the Worker
+ * build writes its table for a chosen set with the same code at build time.
+ * `test/provider-tables.test.ts` fails when a committed table is stale, and
+ * proves that every entry loads the same implementation; the compiler
+ * refuses a table missing a type or naming an extra one (`satisfies
+ * Record<ProviderType, …>`) and a folder missing one of the exports.
  */
 import type { ZodMiniType } from "zod/mini";
 import type { ProviderModule } from "./types.ts";
 
-/** Every provider type the project has, whether or not this build holds it: the source of every provider table (see the file comment). */
-export const PROVIDER_TYPES = ["aws-sqs", "aws-cloudwatch", "gcp-monitoring"] as const;
+/** Every provider type the project has, whether or not this build holds it, in table order: the source of every provider table (see the file comment). */
+export const PROVIDER_TYPES = [
+  "aws-sqs",
+  "aws-cloudwatch",
+  "gcp-monitoring",
+] as const;
 
 /** A provider type of {@link PROVIDER_TYPES}. */
 export type ProviderType = (typeof PROVIDER_TYPES)[number];

@@ -11,31 +11,33 @@
  * for `./provider-loaders.ts` at it, so the other providers' code is not in
  * the bundle at all (wrangler bundles a dynamic import into the one script).
  * Keep the import path `./provider-loaders.ts` in `registry.ts` as it is.
- * The entries are exactly `provider-list.ts` `PROVIDER_TYPES` (the source; the
- * compiler checks it), literal because esbuild splits only a static
+ * The imports are literal because esbuild splits only a static
  * `import("./…")` into a chunk.
+ *
+ * Written by `npm run providers:render` (`infra/tools/provider-tables.ts`)
+ * from `shared/providers/provider-list.ts` `PROVIDER_TYPES`: do not edit
+ * (`test/provider-tables.test.ts` fails when it is stale).
  */
-import { awsProviderSchema } from "./aws/common.ts";
-import { cloudWatchProviderSchema, cloudWatchQuerySchema } from "./aws-cloudwatch/schema.ts";
-import { sqsQuerySchema } from "./aws-sqs/schema.ts";
-import { monitoringProviderSchema, monitoringQuerySchema } from "./gcp-monitoring/schema.ts";
+import { providerSchema as awsSqsProviderSchema, querySchema as awsSqsQuerySchema } from "./aws-sqs/schema.ts";
+import { providerSchema as awsCloudwatchProviderSchema, querySchema as awsCloudwatchQuerySchema } from "./aws-cloudwatch/schema.ts";
+import { providerSchema as gcpMonitoringProviderSchema, querySchema as gcpMonitoringQuerySchema } from "./gcp-monitoring/schema.ts";
 import type { ProviderEntry, ProviderType } from "./provider-list.ts";
 
 /** Every provider, by `type:`. */
 export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
   "aws-sqs": {
-    providerSchema: awsProviderSchema,
-    querySchema: sqsQuerySchema,
-    load: async () => (await import("./aws-sqs/index.ts")).sqsModule,
+    providerSchema: awsSqsProviderSchema,
+    querySchema: awsSqsQuerySchema,
+    load: async () => (await import("./aws-sqs/index.ts")).providerModule,
   },
   "aws-cloudwatch": {
-    providerSchema: cloudWatchProviderSchema,
-    querySchema: cloudWatchQuerySchema,
-    load: async () => (await import("./aws-cloudwatch/index.ts")).cloudWatchModule,
+    providerSchema: awsCloudwatchProviderSchema,
+    querySchema: awsCloudwatchQuerySchema,
+    load: async () => (await import("./aws-cloudwatch/index.ts")).providerModule,
   },
   "gcp-monitoring": {
-    providerSchema: monitoringProviderSchema,
-    querySchema: monitoringQuerySchema,
-    load: async () => (await import("./gcp-monitoring/index.ts")).monitoringModule,
+    providerSchema: gcpMonitoringProviderSchema,
+    querySchema: gcpMonitoringQuerySchema,
+    load: async () => (await import("./gcp-monitoring/index.ts")).providerModule,
   },
 } satisfies Record<ProviderType, ProviderEntry>;

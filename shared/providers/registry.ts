@@ -17,7 +17,8 @@
  *
  * The list of provider types and the shape of a table entry are
  * `./provider-list.ts`, which the tables import (not this file, which
- * imports the table).
+ * imports the table); every table is written from that list
+ * (`infra/tools/provider-tables.ts`).
  */
 import { isProviderType, type ProviderEntry } from "./provider-list.ts";
 import { PROVIDERS } from "./provider-loaders.ts";

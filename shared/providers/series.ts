@@ -203,8 +203,8 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   /**
    * The series {@link query} would resolve to now when every read is a fresh
    * cache hit (`CoalescingCache.peek`), else undefined — nothing is loaded;
-   * the app then calls `query` under its deadline (`CachedReads`,
-   * `../app.ts`). Synchronous: a cache hit arms no timer and allocates no
+   * the app then calls `query` under its deadline (`Provider.peek`,
+   * `./types.ts`). Synchronous: a cache hit arms no timer and allocates no
    * AbortController. When only some reads hit, those count as hits here and
    * again in the `query` that follows.
    *

@@ -5,10 +5,14 @@
  * `pkg/provider/interfaces.go`: a provider module declares the schema of its
  * provider instances and of its rules' `query` section, and builds a
  * {@link Provider} that answers one resolved rule plus one parsed selector
- * with a list of series. New providers are added to `provider-list.ts` without
- * touching the others.
+ * with a list of series. A provider's optional parts — answering from its
+ * cache without I/O (`peek`), stopping its background work (`close`), its
+ * cache's outcomes for the exporter (`cache.stats`) — are part of the
+ * contract here, so no caller needs to guess at them. New providers are
+ * added to `provider-list.ts` without touching the others.
  */
 import type { ZodMiniType } from "zod/mini";
+import type { CacheStats } from "../cache/coalescing.ts";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import type { BridgeMetrics } from "../observability/metrics.ts";
@@ -103,7 +107,47 @@ export interface Provider<Q = unknown> {
    * (`SeriesProvider`): read them, never change them.
    */
   query(request: QueryRequest<Q>): Promise<Series[]>;
+  /**
+   * The series {@link query} would resolve to right now, when every one of
+   * them is a fresh cache hit; undefined when any needs a load (then the app
+   * calls `query` with its deadline). Synchronous, no I/O: never starts a
+   * backend call. On a hit the app serves the answer at once — no deadline
+   * timer, no AbortController, no race (issue 11 P1). The series' `labels`
+   * may be frozen objects shared by every hit (read them, never change
+   * them); the app keeps a built answer while the same label objects and
+   * `Decimal` values come back. Absent: every read goes through `query`.
+   * `SeriesProvider.peek` (`./series.ts`).
+   *
+   * @throws StatusError 400/404 exactly as `query` would (label resolution)
+   */
+  peek?(request: PlanRequest<Q>): Series[] | undefined;
+  /**
+   * Stop the instance's background work (e.g. CloudWatch refresh-ahead: its
+   * timer and refreshes in flight), when the process stops serving with it
+   * (the Node server's and the proxy's in-process bridge's close). Idempotent;
+   * reads keep working, without the background work. Absent: nothing runs
+   * in the background.
+   */
+  close?(): void;
+  /**
+   * The instance's read cache, of which the Node exporter reads `stats` — its
+   * outcomes since the instance was built, a live view — at scrape time
+   * (`emb_bridge_cache_requests_total`, `shared/observability/prometheus.ts`).
+   * `SeriesProvider.cache`, a `CoalescingCache` (`../cache/coalescing.ts`). Absent: the
+   * provider has no cache to report.
+   */
+  readonly cache?: { readonly stats: ProviderCacheStats };
 }
+
+/**
+ * A provider's cache outcomes, counters since the instance was built
+ * (`CacheStats` of `../cache/coalescing.ts`, which `SeriesProvider` reports whole):
+ * `hits` (reads answered from a fresh stored value), `failureHits` (from a
+ * stored failure), `coalesced` (reads that joined a load in flight),
+ * `loads` (backend loads started) and `refreshes` (the refresh-ahead and
+ * renewal loads among them). The exporter's `miss` is `loads − refreshes`.
+ */
+export type ProviderCacheStats = Readonly<Pick<CacheStats, "hits" | "failureHits" | "coalesced" | "loads" | "refreshes">>;
 
 /**
  * How providers reach their backends, chosen by the entry point, keyed by

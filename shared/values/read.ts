@@ -132,7 +132,7 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
   const readSeries = (query: ValuesQuery, rule: MetricRule, provider: Provider, audit: ReadAudit, signal: AbortSignal | undefined): ValuesAnswer | Promise<ValuesAnswer> => {
     const request: PlanRequest = { rule, selector: query.selector, namespace: query.namespace };
     // A cache hit is answered synchronously: no deadline to arm, nothing to cancel, no promise.
-    const cached = (provider as Partial<CachedReads>).peek?.(request);
+    const cached = provider.peek?.(request);
     if (cached !== undefined) {
       audit.cache = "hit";
       return answer(query, rule, audit, cached);
@@ -235,12 +235,6 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
     }
     return finish(parts, audit, started, result, false);
   };
-}
-
-/** A provider that can answer a read from its cache without I/O (`SeriesProvider.peek`, shared/providers/series.ts). */
-interface CachedReads {
-  /** the series `query` would resolve to now when all are fresh cache hits, else undefined; synchronous. @throws StatusError 400/404 as `query` */
-  peek(request: PlanRequest): Series[] | undefined;
 }
 
 /** Most distinct reads remembered parsed ({@link ValuesQuery}), and their bytes at most (about 5 KiB each at worst). */

@@ -331,3 +331,6 @@ export const cloudWatchModule: ProviderModule<CloudWatchProviderConfig, CloudWat
   querySchema: cloudWatchQuerySchema,
   create: (name, config, runtime) => new CloudWatchProvider(name, config, runtime),
 };
+
+/** This module under the name every provider folder's `index.ts` exports it (the provider tables import it by this name: `../provider-list.ts`). */
+export { cloudWatchModule as providerModule };

@@ -274,3 +274,6 @@ export function renameExpressionIds(expression: string, rename: (id: string) => 
     .map((t) => (t.kind === "identifier" && ids.has(t.text) ? rename(t.text) : t.text))
     .join("");
 }
+
+/** This provider's schemas under the names every provider folder's `schema.ts` exports them (the provider tables import them by these names: `../provider-list.ts`). */
+export { cloudWatchProviderSchema as providerSchema, cloudWatchQuerySchema as querySchema };

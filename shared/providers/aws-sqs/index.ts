@@ -216,3 +216,6 @@ export const sqsModule: ProviderModule<AwsProviderConfig, SqsQuery> = {
   querySchema: sqsQuerySchema,
   create: (name, config, runtime) => new SqsProvider(name, config, runtime),
 };
+
+/** This module under the name every provider folder's `index.ts` exports it (the provider tables import it by this name: `../provider-list.ts`). */
+export { sqsModule as providerModule };

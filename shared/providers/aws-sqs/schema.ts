@@ -40,3 +40,7 @@ export const sqsQuerySchema = z.strictObject({
 
 /** Validated `query:` section of an SQS rule. */
 export type SqsQuery = z.infer<typeof sqsQuerySchema>;
+
+/** This provider's schemas under the names every provider folder's `schema.ts` exports them (the provider tables import them by these names: `../provider-list.ts`). */
+export { awsProviderSchema as providerSchema } from "../aws/common.ts";
+export { sqsQuerySchema as querySchema };

@@ -321,3 +321,6 @@ export const monitoringModule: ProviderModule<MonitoringProviderConfig, Monitori
   querySchema: monitoringQuerySchema,
   create: (name, config, runtime) => new MonitoringProvider(name, config, runtime, transportFactoryOf(runtime)),
 };
+
+/** This module under the name every provider folder's `index.ts` exports it (the provider tables import it by this name: `../provider-list.ts`). */
+export { monitoringModule as providerModule };

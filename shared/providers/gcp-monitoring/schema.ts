@@ -156,3 +156,6 @@ export type MonitoringProviderConfig = z.infer<typeof monitoringProviderSchema>;
 export function alignmentPeriodOf(query: MonitoringQuery): number | undefined {
   return query.aligner !== undefined && query.aligner !== "ALIGN_NONE" ? (query.alignmentPeriod ?? 60) : undefined;
 }
+
+/** This provider's schemas under the names every provider folder's `schema.ts` exports them (the provider tables import them by these names: `../provider-list.ts`). */
+export { monitoringProviderSchema as providerSchema, monitoringQuerySchema as querySchema };

@@ -44,6 +44,7 @@ import type { Bridge } from "../../bridge.ts";
 import { notFound } from "../../k8s/status.ts";
 import { BridgeMetrics } from "../../observability/metrics.ts";
 import { registerBridgeMetrics, type ProviderCache } from "../../observability/prometheus.ts";
+import type { Provider } from "../../providers/types.ts";
 import { officialTransports } from "../../providers/gcp-monitoring/official-transports.ts";
 import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../../values/answer.ts";
 import { BackendError, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
@@ -99,7 +100,7 @@ export class InProcessBackend implements Backend {
       transports: officialTransports,
     });
     for (const notice of notices) log({ ...notice, backend: config.name });
-    for (const provider of bridge.providers.values()) exported?.providers.add(provider as ProviderCache);
+    for (const provider of bridge.providers.values()) exported?.providers.add(provider);
     return new InProcessBackend(config, bridge, runtime.now, exported);
   }
 
@@ -174,15 +175,15 @@ export class InProcessBackend implements Backend {
   }
 
   /** The bridge's provider instances (for tests and tools). */
-  get providers(): readonly unknown[] {
+  get providers(): readonly Provider[] {
     return [...this.#bridge.providers.values()];
   }
 
   /** Close the bridge's providers (their refresh-ahead timers and refreshes in flight), as the Node server's close() does. */
   close(): void {
     for (const provider of this.#bridge.providers.values()) {
-      (provider as { close?: () => void }).close?.();
-      this.#exported?.providers.delete(provider as ProviderCache);
+      provider.close?.();
+      this.#exported?.providers.delete(provider);
     }
   }
 }
