@@ -8,6 +8,7 @@
  * Node only (file and SSM reads, the official Cloud Monitoring client);
  * never imported by the Worker.
  */
+import { isApisPath } from "../k8s/request-path.ts";
 import { Hono } from "hono";
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import type { LogRecord } from "../observability/log.ts";
@@ -41,9 +42,7 @@ function failing(err: StatusError): LambdaHandler {
 /** A handler answering `/apis` and everything under it with the Status of `err`, and the rest (health probes) with `app`. */
 function refusingApis(app: Hono, err: StatusError): LambdaHandler {
   const outer = new Hono();
-  // `/apis/*` also matches `/apis` itself (Hono wildcard semantics).
-  outer.all("/apis/*", () => err.toResponse());
-  outer.all("*", (c) => app.fetch(c.req.raw));
+  outer.all("*", (c) => (isApisPath(c.req.path) ? err.toResponse() : app.fetch(c.req.raw)));
   return handle(outer);
 }
 

@@ -14,7 +14,7 @@
  * - `GET /apis/external.metrics.k8s.io/v1beta1` (and `/apis`, `/metrics`, …)
  *   → non-resource request, verb `get`, the path.
  */
-import { EVERYTHING, parseSelector, type Requirement, type Selector } from "../k8s/selector.ts";
+import { EVERYTHING, MAX_SELECTOR_LENGTH, parseSelector, type Requirement, type Selector } from "../k8s/selector.ts";
 import { isValidPathSegmentName, resolveResourceParts, type RequestTarget, type ResourceParts } from "../k8s/request-path.ts";
 import { badRequest } from "../k8s/status.ts";
 
@@ -122,7 +122,7 @@ export function requestInfo(method: string, url: URL | RequestTarget): RequestIn
     const text = label();
     if (text === undefined || text === "") return (parsed = EVERYTHING);
     try {
-      return (parsed = Object.freeze(parseSelector(text, { maxLength: 1 << 20 })));
+      return (parsed = Object.freeze(parseSelector(text, { maxLength: MAX_SELECTOR_LENGTH }))); // longer ones were refused before (app.ts checkRequestSize)
     } catch {
       return (parsed = null);
     }
