@@ -610,13 +610,17 @@ export interface HmacSha256 {
   verify(key: SigningKey, mac: Uint8Array, data: string): Promise<boolean> | boolean;
 }
 
+/** Each key imported once (a WebCrypto import is async and costs more than a MAC); a failed import is forgotten, so the next use tries again. */
 const importedKeys = new WeakMap<SigningKey, Promise<CryptoKey>>();
 
 function importKey(key: SigningKey): Promise<CryptoKey> {
   let imported = importedKeys.get(key);
   if (imported === undefined) {
-    imported = crypto.subtle.importKey("raw", key.secret as Uint8Array<ArrayBuffer>, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
-    importedKeys.set(key, imported);
+    const importing = crypto.subtle.importKey("raw", key.secret as Uint8Array<ArrayBuffer>, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+    importedKeys.set(key, (imported = importing));
+    importing.catch(() => {
+      if (importedKeys.get(key) === importing) importedKeys.delete(key);
+    });
   }
   return imported;
 }

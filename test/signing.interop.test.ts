@@ -55,6 +55,17 @@ describe("HMAC implementations", () => {
     }
   });
 
+  it("webcrypto: a key whose import failed once is imported again on its next use (a failure is not remembered)", async () => {
+    const key: SigningKey = { id: "retry", secret: new Uint8Array(32).fill(3) };
+    const stub = vi.spyOn(crypto.subtle, "importKey").mockImplementationOnce(() => Promise.reject(new Error("import failed once")));
+    try {
+      await expect(webCryptoHmac.sign(key, "x")).rejects.toThrow("import failed once");
+      expect(hex(await webCryptoHmac.sign(key, "x"))).toBe(hex(NODE.sign(key, "x") as Uint8Array));
+    } finally {
+      stub.mockRestore();
+    }
+  });
+
   it.each(IMPLEMENTATIONS)("%s computes the RFC 4231 HMAC-SHA256 test vectors", async (_name, hmac) => {
     // RFC 4231 §4.2 (test case 1) and §4.3 (test case 2)
     const case1 = { id: "t1", secret: new Uint8Array(20).fill(0x0b) };
