@@ -6,13 +6,12 @@ const INTEGRATION = [
   "test/**/*.lambda.test.ts",
   "test/**/*.contract.test.ts",
   "test/**/*.runtimes.test.ts",
-  "test/proxy.*.test.ts",
-  "test/build.test.ts",
-  "test/demo.test.ts",
-  "test/first-hour.test.ts",
-  "test/cli.test.ts",
-  "test/infra.test.ts",
-  "test/hostile-tenant.*.test.ts",
+  "test/proxy/*.test.ts",
+  "test/runtimes/build.test.ts",
+  "test/project/demo.test.ts",
+  "test/project/first-hour.test.ts",
+  "test/project/cli.test.ts",
+  "test/project/infra.test.ts",
 ];
 /** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
 const ORACLES = ["test/**/*.oracle.test.ts"];
@@ -31,7 +30,7 @@ const E2E = ["test/**/*.e2e.test.ts"];
  *   at a time and after everything else, so a control plane never shares the
  *   machine's cores with other suites (against the newest Kubernetes
  *   release, or the one `EMB_K8S_VERSION` names: test/k8s/cluster.ts);
- * - `e2e-floor`: test/k8s.e2e.test.ts again with `EMB_K8S_VERSION=v1.30`,
+ * - `e2e-floor`: test/e2e/k8s.e2e.test.ts again with `EMB_K8S_VERSION=v1.30`,
  *   the oldest minor the chart claims, in the same sequential group.
  *
  * Ordering, as vitest 5.1 really does it (`groupSpecs` in its runner,
@@ -94,7 +93,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "e2e-floor",
-          include: ["test/k8s.e2e.test.ts"],
+          include: ["test/e2e/k8s.e2e.test.ts"],
           env: { EMB_K8S_VERSION: "v1.30" },
           globalSetup: ["test/setup/k8s-build.ts"],
           fileParallelism: false,

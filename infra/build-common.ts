@@ -21,7 +21,7 @@
  * alternative, `external` google-gax with its `node_modules` shipped beside
  * the bundle, is about 70 packages: 31 MB on disk, 5.5 MB compressed, or
  * 20 MB / 2.4 MB without type declarations and maps, against the ≈ 0.5 MB
- * compressed the client adds to this bundle.) `test/build.test.ts` proves
+ * compressed the client adds to this bundle.) `test/runtimes/build.test.ts` proves
  * the result: the built Lambda artifact, in a fresh Node 24 process, reads
  * Cloud Monitoring through the official client over TLS against a gRPC
  * fake of MetricService.

@@ -46,7 +46,7 @@ export const LAMBDA_RUNTIME = "nodejs24.x";
 
 /**
  * The files of the output directory that serverless.yml packages (its
- * `package.patterns`, under `dist/lambda/`) and `test/build.test.ts` runs:
+ * `package.patterns`, under `dist/lambda/`) and `test/runtimes/build.test.ts` runs:
  * the bundle, the licence notices of what it bundles, the optional config.
  * The source map and `meta.json` stay behind for local debugging.
  */

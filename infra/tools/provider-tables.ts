@@ -20,7 +20,7 @@
  *   wrangler.toml `[alias]`), a chosen set at build time
  *   (`infra/worker/build.ts`).
  *
- * `test/provider-tables.test.ts` fails when a committed table differs from
+ * `test/providers/provider-tables.test.ts` fails when a committed table differs from
  * what this writes.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -44,7 +44,7 @@ export const WORKER_TABLE = "infra/worker/providers.ts";
 
 const GENERATED_NOTE = ` * Written by \`npm run providers:render\` (\`infra/tools/provider-tables.ts\`)
  * from \`shared/providers/provider-list.ts\` \`PROVIDER_TYPES\`: do not edit
- * (\`test/provider-tables.test.ts\` fails when it is stale).`;
+ * (\`test/providers/provider-tables.test.ts\` fails when it is stale).`;
 
 const LOADER_HEADER = `/**
  * The providers this build holds, by \`type:\`: each one's config schemas

@@ -37,7 +37,7 @@ export const RENDER_ARGS = ["template", "external-metrics-bridge", CHART, "--nam
 /** First lines of the rendered file. */
 export const MANIFESTS_HEADER = `# Rendered from infra/helm/external-metrics-bridge with default values by
 #   npm run infra:render   (helm ${RENDER_ARGS.slice(0, 2).join(" ")} … --namespace external-metrics-bridge --set namespace.create=true)
-# Do not edit: change the chart and re-render; test/infra.test.ts fails when they differ.
+# Do not edit: change the chart and re-render; test/project/infra.test.ts fails when they differ.
 `;
 
 

@@ -12,7 +12,7 @@
  *
  * Written by `npm run providers:render` (`infra/tools/provider-tables.ts`)
  * from `shared/providers/provider-list.ts` `PROVIDER_TYPES`: do not edit
- * (`test/provider-tables.test.ts` fails when it is stale).
+ * (`test/providers/provider-tables.test.ts` fails when it is stale).
  */
 import { bundledEntry, type ProviderEntry, type ProviderType } from "../../shared/providers/provider-list.ts";
 import { providerModule as awsSqs } from "../../shared/providers/aws-sqs/index.ts";

@@ -7,7 +7,7 @@
  * `amount.go` (int64Amount / infDecAmount AsCanonicalBytes, AsScaledInt64),
  * `math.go` (scaledValue, positiveScaleInt64, negativeScaleInt64) and
  * `suffix.go` (the Decimal SI suffix table). Checked against v0.37.2 by
- * `test/quantity.oracle.test.ts`, which runs the real Go code.
+ * `test/wire/quantity.oracle.test.ts`, which runs the real Go code.
  *
  * Everything is BigInt arithmetic on decimal digits; no value is ever
  * formatted through binary floating point.
@@ -396,7 +396,7 @@ export const MAX_EXACT_QUANTITY_DIGITS = 18;
  * - |value| × 1000, rounded away from zero, is ≤ 2^63−1 (|value| below
  *   about 9.22e15): past it {@link milliValue} wraps or gives 0
  *   (apimachinery math.go `positiveScaleInt64`).
- * Proven against the real apimachinery by `test/quantity.oracle.test.ts`:
+ * Proven against the real apimachinery by `test/wire/quantity.oracle.test.ts`:
  * every value accepted here is read back with the right MilliValue.
  *
  * @throws {QuantityError} as for {@link formatQuantity}

@@ -15,7 +15,7 @@
  *
  * Error messages are byte-for-byte apimachinery's, so a `SelectorError`'s
  * `message` can go straight into a `400 BadRequest` Status.
- * `test/selector.oracle.test.ts` checks all of this against the real Go code.
+ * `test/wire/selector.oracle.test.ts` checks all of this against the real Go code.
  *
  * This is the public module every importer uses; the implementation lives
  * in `shared/k8s/selector/`, one file per concern (see its `index.ts`).

@@ -35,7 +35,7 @@ export const MAX_PROGRAM_SIZE = 4096;
  * {@link MAX_PATTERN_LENGTH} characters without repeat counts or Unicode
  * classes, `a{1000}`, or four Unicode classes (`[\pL\pN]\pP\pS`); every
  * pattern seen in practice costs far less (`queue_messages_(ready|delayed)`:
- * 28). Measured (test/policy.pattern-cost.test.ts prints it): the costliest
+ * 28). Measured (test/policy/policy.pattern-cost.test.ts prints it): the costliest
  * patterns under the bounds compile in a few ms.
  */
 export const MAX_PATTERN_COST = 2048;

@@ -40,7 +40,7 @@ export const CLUSTER_POLICY_KIND = "ClusterExternalMetricPolicy";
 
 /**
  * Bounds shared with the CRDs (infra/helm/external-metrics-bridge/crds/,
- * `maxItems`/`maxLength`/`maxProperties`; test/policy.objects.test.ts checks
+ * `maxItems`/`maxLength`/`maxProperties`; test/policy/policy.objects.test.ts checks
  * both refuse the same objects).
  */
 export const POLICY_LIMITS = {

@@ -26,7 +26,7 @@
  * or Q implies every requirement of S. Keys are independent, so Q implies a
  * requirement on k iff the set of states Q allows for k (absent, or one of a
  * set of strings) lies inside the requirement's set. {@link keyDomain}
- * computes that set exactly; `test/subset.property.test.ts` checks the result
+ * computes that set exactly; `test/policy/subset.property.test.ts` checks the result
  * against brute force over label universes rich enough to be exact.
  */
 import type { Requirement, Selector } from "../k8s/selector.ts";

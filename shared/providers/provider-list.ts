@@ -25,7 +25,7 @@
  * dynamic `import()` per provider, for Node and Lambda) and
  * `infra/worker/providers.ts` (the Worker's, static imports); the Worker
  * build writes its table for a chosen set with the same code at build time.
- * `test/provider-tables.test.ts` fails when a committed table is stale, and
+ * `test/providers/provider-tables.test.ts` fails when a committed table is stale, and
  * proves that every entry loads the same implementation; the compiler
  * refuses a table missing a type or naming an extra one (`satisfies
  * Record<ProviderType, …>`) and a folder missing one of the exports.

@@ -16,7 +16,7 @@
  *
  * Written by `npm run providers:render` (`infra/tools/provider-tables.ts`)
  * from `shared/providers/provider-list.ts` `PROVIDER_TYPES`: do not edit
- * (`test/provider-tables.test.ts` fails when it is stale).
+ * (`test/providers/provider-tables.test.ts` fails when it is stale).
  */
 import { providerSchema as awsSqsProviderSchema, querySchema as awsSqsQuerySchema } from "./aws-sqs/schema.ts";
 import { providerSchema as awsCloudwatchProviderSchema, querySchema as awsCloudwatchQuerySchema } from "./aws-cloudwatch/schema.ts";

@@ -38,7 +38,7 @@ import type { ClusterPolicyLimits } from "./policy/policies.ts";
  * API group/version of ProxyConfig: the project's own, equal to
  * `CONFIG_API_VERSION` of `shared/config/config.ts` (not imported: that
  * module loads every provider and its cloud SDK, which the proxy never
- * needs; test/infra.test.ts checks they agree).
+ * needs; test/project/infra.test.ts checks they agree).
  */
 export const PROXY_API_VERSION = "external-metrics-bridge.io/v1alpha1";
 

@@ -65,7 +65,7 @@ const VERBS_WITH_SELECTORS = new Set(["list", "watch", "deletecollection"]);
  *   attributes are that target's parts: the SubjectAccessReview then names
  *   exactly the namespace and resource every later layer uses.
  * - Given a `URL`, this is the plain apiserver port (checked against
- *   k8s.io/apiserver by test/proxy.oracle.test.ts): the path decoded as Go's
+ *   k8s.io/apiserver by test/proxy/proxy.oracle.test.ts): the path decoded as Go's
  *   `req.URL.Path`, then split.
  *
  * Both read the parts with the same `RequestInfoFactory` logic

@@ -17,7 +17,7 @@ import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { kubeConfigFor } from "../../shared/proxy/kube/client.ts";
 import { startFakeKubeApiServer } from "../fakes/kube-apiserver.ts";
-import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1 } from "../proxy.harness.ts";
+import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1 } from "../proxy/proxy.harness.ts";
 import { writeReport } from "./report.ts";
 
 const { values } = parseArgs({

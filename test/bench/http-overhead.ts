@@ -50,7 +50,7 @@
  * - B: the trivial Hono route over HTTPS with the proxy's TLS setup
  *   (generated serving certificate, `requestCert`, TLS ≥ 1.2), the client
  *   presenting the front-proxy certificate on every connection;
- * - proxy → bridge: `shared/proxy` (via `test/proxy.harness.ts`, fake
+ * - proxy → bridge: `shared/proxy` (via `test/proxy/proxy.harness.ts`, fake
  *   Kubernetes API `test/fakes/kube-apiserver.ts`) authenticating the
  *   front-proxy client certificate and `X-Remote-*` headers, authorizing with
  *   SubjectAccessReview (cached 10 s, as apiserver's webhook authorizer),

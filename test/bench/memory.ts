@@ -181,7 +181,7 @@ async function main(): Promise<void> {
   const failures: string[] = [];
   let proxyProc: ChildProcess | undefined;
   const { startFakeKubeApiServer } = await import("../fakes/kube-apiserver.ts");
-  const { writeFakeKubeconfig, eventually } = await import("../proxy.harness.ts");
+  const { writeFakeKubeconfig, eventually } = await import("../proxy/proxy.harness.ts");
   const fake = await startFakeKubeApiServer();
   try {
     // Baseline: bare Node + Hono over HTTPS, bundled and run with the same Node flags, the same reads.

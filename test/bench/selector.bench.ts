@@ -4,7 +4,7 @@
  * parsed with no length limit) against a baseline measured in the same run:
  * an ordinary selector of the same length (`k0=v0,k1=v1,…`). A ratio near 1
  * means the hostile shape costs what its length costs — no quadratic or
- * exponential path. Prints figures; asserts nothing (test/selector.test.ts
+ * exponential path. Prints figures; asserts nothing (test/wire/selector.test.ts
  * proves the answers; timings live here, not in unit tests).
  */
 import { parseSelector, selectorToString } from "../../shared/k8s/selector.ts";

@@ -9,7 +9,7 @@
  * queues `bench-q<i>` holding i + 1 messages), `hono-http` / `hono-https`
  * (test/bench/trivial.ts; the HTTPS one with PEMs from {@link servingPems}), `bridge` (`functions/node.ts` on fauxqs with a
  * realistic policy set) and `proxy` (`shared/proxy` through
- * `test/proxy.harness.ts`, with the fake Kubernetes API). Everything listens
+ * `test/proxy/proxy.harness.ts`, with the fake Kubernetes API). Everything listens
  * on 127.0.0.1 only.
  */
 import { fork, type ChildProcess } from "node:child_process";
@@ -158,7 +158,7 @@ export async function startRole(role: string, options: Record<string, unknown>):
       return { url: server.url, stats: () => ({ ...commands }), close: () => server.close() };
     }
     case "proxy": {
-      const { startHarness, KEYS } = await import("../proxy.harness.ts");
+      const { startHarness, KEYS } = await import("../proxy/proxy.harness.ts");
       const { jsonLogger } = await import("../../shared/proxy/log.ts");
       const proxyConfig = `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: ProxyConfig
@@ -401,9 +401,9 @@ export interface FrontProxyClient {
   get(url: string, caPem: string): Promise<{ status: number; text: string }>;
 }
 
-/** Generate the PKI and the front-proxy client (test/proxy.harness.ts). */
+/** Generate the PKI and the front-proxy client (test/proxy/proxy.harness.ts). */
 export async function frontProxyClient(): Promise<FrontProxyClient> {
-  const harness = await import("../proxy.harness.ts");
+  const harness = await import("../proxy/proxy.harness.ts");
   const pki = await harness.createPki();
   const headers = { "X-Remote-User": HPA_USER, "X-Remote-Group": "system:serviceaccounts" };
   return {

@@ -1,6 +1,6 @@
 // Test-only module: builds a real Kubernetes control plane (kube-apiserver,
 // kube-controller-manager, kubectl) and etcd from the Go module proxy for
-// test/k8s.e2e.test.ts. Never imported by the product.
+// test/e2e/k8s.e2e.test.ts. Never imported by the product.
 //
 // k8s.io/kubernetes points its staging modules at ./staging/src/k8s.io/…,
 // which do not exist in the published module, so every one of them is

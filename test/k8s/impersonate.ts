@@ -6,7 +6,7 @@
  * k8s.io/apiserver `pkg/endpoints/filters/impersonation.go`). Through the
  * aggregation layer the impersonated identity is what the backend (the
  * proxy) receives in the front-proxy headers, as for the HPA controller's own
- * reads. Used by test/k8s.policy.e2e.test.ts to poll a read every ~100 ms.
+ * reads. Used by test/e2e/k8s.policy.e2e.test.ts to poll a read every ~100 ms.
  */
 import { Agent, request } from "node:https";
 import type { ControlPlane } from "./cluster.ts";

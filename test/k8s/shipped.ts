@@ -2,7 +2,7 @@
  * The shipped plain manifests (infra/manifests/external-metrics-bridge.yaml)
  * as end-to-end tests apply them to the local control plane, and the proxy
  * Deployment's arguments for a local proxy process; used by
- * test/k8s.e2e.test.ts and test/k8s.rotation.e2e.test.ts.
+ * test/e2e/k8s.e2e.test.ts and test/e2e/k8s.rotation.e2e.test.ts.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -1,5 +1,5 @@
 /**
- * Run the test control plane by hand (what test/k8s.e2e.test.ts starts):
+ * Run the test control plane by hand (what test/e2e/k8s.e2e.test.ts starts):
  *
  *   node test/k8s/start.ts [--hpa-sync-period 2] [--downscale-stabilization 4]
  *

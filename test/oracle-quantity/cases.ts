@@ -1,6 +1,6 @@
 /**
- * Shared corpus for test/quantity.test.ts (expected answers) and
- * test/quantity.oracle.test.ts (which also checks every input against the Go
+ * Shared corpus for test/wire/quantity.test.ts (expected answers) and
+ * test/wire/quantity.oracle.test.ts (which also checks every input against the Go
  * oracle in this directory).
  */
 import type { Decimal, QuantityInput } from "../../shared/k8s/quantity.ts";
@@ -9,7 +9,7 @@ const dec = (mantissa: bigint, exponent: number): Decimal => ({ mantissa, expone
 
 /**
  * Value → [canonical string, MilliValue()] as apimachinery v0.37.2 computes
- * them (confirmed by test/quantity.oracle.test.ts, which also feeds every
+ * them (confirmed by test/wire/quantity.oracle.test.ts, which also feeds every
  * input here to the Go oracle).
  */
 export const QUANTITY_CASES: ReadonlyArray<readonly [QuantityInput, string, bigint]> = [

@@ -1,7 +1,7 @@
 /**
  * Hand-written label selector cases with their expected outcomes, shared by
- * test/selector.test.ts (which checks shared/k8s/selector.ts against them)
- * and test/selector.oracle.test.ts (which checks them against the real
+ * test/wire/selector.test.ts (which checks shared/k8s/selector.ts against them)
+ * and test/wire/selector.oracle.test.ts (which checks them against the real
  * k8s.io/apimachinery, so every expectation here is proven, not guessed).
  *
  * Most cases re-express apimachinery's own tests (pkg/labels/selector_test.go,

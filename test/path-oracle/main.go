@@ -1,4 +1,4 @@
-// Oracle for test/request-path.oracle.test.ts: what Go's net/url (the
+// Oracle for test/wire/request-path.oracle.test.ts: what Go's net/url (the
 // escaping client-go uses, and the decoding kube-apiserver's server applies
 // to a request target) does with path segments and request paths, to
 // compare with shared/k8s/request-path.ts.

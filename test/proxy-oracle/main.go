@@ -1,4 +1,4 @@
-// Oracle for test/proxy.oracle.test.ts: what kube-apiserver's own code
+// Oracle for test/proxy/proxy.oracle.test.ts: what kube-apiserver's own code
 // computes for a request, to compare with shared/proxy/request-info.ts and
 // authorize.ts.
 //

@@ -7,7 +7,7 @@
  * OUT --metafile` with the repository's `wrangler.toml`, telemetry off,
  * wrangler state inside the work tree. `--metafile` only adds
  * `bundle-meta.json` beside `worker.js`, so the one build serves both the
- * files that run the Worker and `test/build.test.ts`, which inspects it.
+ * files that run the Worker and `test/runtimes/build.test.ts`, which inspects it.
  *
  * Cache: `<root>/worker-bundle/<key>/` with `<root>` as for the Go tools
  * (`$EMB_CACHE_DIR`, else `$HOME/.cache/external-metrics-bridge`;

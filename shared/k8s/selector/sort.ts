@@ -16,7 +16,7 @@
  * `slices` package's `zsortanyfunc.go` are the same algorithm over other
  * call shapes) swap for swap, including its quirks (the `j >= 1` bound in
  * `partialInsertionSort`, the xorshift in `breakPatterns`).
- * `test/selector.oracle.test.ts` checks the result against the real
+ * `test/wire/selector.oracle.test.ts` checks the result against the real
  * apimachinery, including selectors with many requirements on one key.
  *
  * `goStringLess` is Go's `a < b` on strings: UTF-8 byte order, which is

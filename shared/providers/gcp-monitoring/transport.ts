@@ -13,7 +13,7 @@
  *
  * Both turn their wire format into the normalized shapes below, so the
  * provider behaves identically over either (the contract suite
- * `test/gcp.transports.test.ts` proves it on the same fixtures).
+ * `test/providers/gcp.transports.test.ts` proves it on the same fixtures).
  */
 import { decimalFromNumber, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { parseRfc3339 as parseStrictRfc3339 } from "../../k8s/time.ts";
