@@ -36,7 +36,7 @@
  */
 import { BACKEND_LOAD_TIMEOUT_MS, withCallSignal } from "../../deadline.ts";
 import { parseDecimal } from "../../k8s/quantity.ts";
-import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
+import { badRequest, internalError, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
@@ -179,13 +179,20 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const values = Object.entries(q.selectorLabels).map(([label, m]) => mappedValue(m, labels[label]!));
     const one = Object.fromEntries(shape.names.map((n, i) => [n, [values[i]!]]));
     const group = JSON.stringify(shape);
+    let what: string;
+    try {
+      what = `metric ${rule.name} (${expression(shape, rule.name, one)})`;
+    } catch (err) {
+      if (err instanceof StatusError) throw err;
+      throw badRequest(`metric ${rule.name}: ${(err as Error).message}`);
+    }
     return {
       key: JSON.stringify([group, values]),
       group,
       shape,
       values,
       rule: rule.name,
-      what: `metric ${rule.name} (${expression(shape, rule.name, one)})`,
+      what,
       onEmpty: q.onEmpty,
     };
   }
