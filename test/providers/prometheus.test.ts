@@ -212,7 +212,7 @@ describe("prometheus provider against a fake HTTP API", () => {
     expect(a.body.message).toMatch(/backend unreachable.*ECONNREFUSED/);
   });
 
-  it("a slow server is cut at timeoutSeconds: 503, and the other query of the pair is cancelled", async () => {
+  it("a slow server is cut at timeoutSeconds: 503 (timed out), well before the server answers", async () => {
     fake.series = [queue("orders", "5")];
     fake.respond = (q) => (q.query.startsWith("min") ? { delayMs: 2_000, body: vector([]) } : undefined);
     const started = Date.now();
@@ -241,7 +241,7 @@ describe("prometheus provider against a fake HTTP API", () => {
   });
 
   it.each([
-    ["1e+21", "1000E"],
+    ["1.5e+15", "1500T"],
     ["1e-07", "100n"],
     ["0.1", "100m"],
     ["-2.5e3", "-2500"],
@@ -252,6 +252,16 @@ describe("prometheus provider against a fake HTTP API", () => {
         : { body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, String((NOW - 2000) / 1000)] }]) };
     const a = await read(bridgeFor(config(fake.url)), "queue_ready", "queue=orders");
     expect(a.body.items).toEqual([{ metricName: "queue_ready", metricLabels: { queue: "orders" }, timestamp: iso(NOW - 2000), value: quantity }]);
+  });
+
+  it("1e+21 is read exactly, then refused as a value the HPA cannot read back (500), never rounded", async () => {
+    fake.respond = (q) =>
+      q.query.startsWith("sum")
+        ? { body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, "1e+21"] }]) }
+        : { body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, String((NOW - 2000) / 1000)] }]) };
+    const a = await read(bridgeFor(config(fake.url)), "queue_ready", "queue=orders");
+    expect(a.status).toBe(500);
+    expect(a.body.message).toMatch(/value 1000000000000000000000 of series .* cannot be read back exactly by the HPA \(its Quantity 1000E has more than 18 digits/);
   });
 
   it("sends the bearer token, basic auth and the tenant header; a missing secret is a 500 and nothing is sent", async () => {
@@ -283,9 +293,9 @@ describe("prometheus provider against a fake HTTP API", () => {
       labels: { group: billing }
       selectorLabels: { topic: topic }
 `;
-    fake.respond = () => ({ body: vector([{ metric: { topic: "payments" }, value: [(NOW - 1500) / 1000, "42"] }]) });
+    fake.respond = () => ({ body: vector([{ metric: { topic: "payments" }, value: [(NOW - 2000) / 1000, "42"] }]) });
     const a = await read(bridgeFor(config(fake.url, "", rules)), "consumer_lag", "topic=payments");
-    expect(a.body.items).toEqual([{ metricName: "consumer_lag", metricLabels: { topic: "payments" }, timestamp: iso(NOW - 1500), value: "42" }]);
+    expect(a.body.items).toEqual([{ metricName: "consumer_lag", metricLabels: { topic: "payments" }, timestamp: iso(NOW - 2000), value: "42" }]);
     expect(fake.requests.map((r) => r.query)).toEqual([
       `sum by (topic) (sum by (topic) (kafka_consumergroup_lag{group="billing",topic="payments"}) - on(topic) group_left() sum by (topic) (kafka_committed{group="billing",topic="payments"}))`,
     ]);
@@ -348,5 +358,16 @@ metrics:
       template: sum(rate(http_requests_total[5m]))
 `);
     expect(text).toMatch(/bridge\.yaml:8:\d+: metrics\[0\]\.query\.template: must contain the matcher placeholder <<\.LabelMatchers>>/);
+  });
+
+  it("refuses a template with a vector selector lacking the placeholder, naming its line and column in the template", () => {
+    const text = problems(`  - name: t
+    provider: prom
+    query:
+      template: |
+        sum(rate(http_requests_total{<<.LabelMatchers>>}[5m]))
+          / sum(http_requests_capacity)
+`);
+    expect(text).toMatch(/bridge\.yaml:8:\d+: metrics\[0\]\.query\.template: template line 2, column 9: vector selector http_requests_capacity has no <<\.LabelMatchers>>/);
   });
 });

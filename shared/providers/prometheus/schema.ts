@@ -48,10 +48,18 @@ const metricName = z.string().check(
   z.refine((n) => !n.startsWith("__"), "names beginning with __ are reserved by Prometheus"),
 );
 
+/** Why `name` is not a label name a rule may use, or undefined. */
+function labelNameProblem(name: string): string | undefined {
+  if (name.length > 256 || !LEGACY_LABEL_NAME.test(name)) return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)";
+  if (name.startsWith("__")) return "label names beginning with __ are reserved by Prometheus";
+  return undefined;
+}
+
 const promLabelName = z.string().check(
-  z.maxLength(256),
-  z.regex(LEGACY_LABEL_NAME, "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
-  z.refine((n) => !n.startsWith("__"), "label names beginning with __ are reserved by Prometheus"),
+  z.superRefine((name, ctx) => {
+    const problem = labelNameProblem(name);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  }),
 );
 
 /** Any label value (a UTF-8 string); bounded so a query stays small. */
@@ -107,7 +115,8 @@ const template = z.string().check(
     }
     const problem = templateCheck?.(text);
     if (problem !== undefined) {
-      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${problem.message}` });
+      const message = problem.message.replace(/^line \d+, column \d+: /, "");
+      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${message}` });
     }
   }),
 );
@@ -127,7 +136,8 @@ export const prometheusQuerySchema = z
   .strictObject({
     series: z.optional(metricName),
     template: z.optional(template),
-    labels: z._default(z.record(promLabelName, promLabelValue), {}),
+    // keys checked below, so that the message says why (a record key's own message is lost: "Invalid key in record")
+    labels: z._default(z.record(z.string(), promLabelValue), {}),
     selectorLabels: z._default(z.record(labelKeySchema, selectorLabel), {}),
     onEmpty,
     lookbackSeconds: z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS))),
@@ -136,6 +146,10 @@ export const prometheusQuerySchema = z
     z.superRefine((q, ctx) => {
       if ((q.series === undefined) === (q.template === undefined)) {
         ctx.addIssue({ code: "custom", path: [], message: "needs exactly one of series (a metric name) or template (PromQL)" });
+      }
+      for (const name of Object.keys(q.labels)) {
+        const problem = labelNameProblem(name);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", path: ["labels", name], message: problem });
       }
       const seen = new Map<string, string>();
       for (const [label, mapping] of Object.entries(q.selectorLabels)) {
