@@ -19,7 +19,7 @@
  */
 import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
-import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
+import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 
 /** Flavours of Prometheus HTTP API the provider speaks; `generic` is any server of the Prometheus HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics). */
 export const FLAVOURS = ["generic"] as const;
@@ -76,15 +76,6 @@ const selectorLabel = z.union([
   z.strictObject({ label: promLabelName, values: z.optional(z.record(labelValueSchema, promLabelValue)) }),
 ]);
 
-/** What a rule does when the answer holds no series for a label set: as `gcp-monitoring` (503 by default, 404, or a value written here). */
-const onEmpty = z._default(
-  z.union([
-    z.enum(["unavailable", "notFound"]),
-    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
-  ]),
-  "unavailable",
-);
-
 /**
  * How a template is fully checked once the PromQL parser is loaded: returns
  * undefined when valid, else the problem with its 1-based line and column
@@ -139,7 +130,7 @@ export const prometheusQuerySchema = z
     // keys checked below, so that the message says why (a record key's own message is lost: "Invalid key in record")
     labels: z._default(z.record(z.string(), promLabelValue), {}),
     selectorLabels: z._default(z.record(labelKeySchema, selectorLabel), {}),
-    onEmpty,
+    onEmpty: onEmptySchema,
     lookbackSeconds: z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS))),
   })
   .check(
