@@ -309,6 +309,10 @@ export const prometheusModule: ProviderModule<PrometheusProviderConfig, Promethe
   providerSchema: prometheusProviderSchema,
   querySchema: prometheusQuerySchema,
   create: (name, config, runtime) => new PrometheusProvider(name, config, runtime),
+  // A config validated before this module loaded (Node, Lambda) had its templates checked for the placeholder only.
+  checkRule: (rule) => {
+    if (rule.query.template !== undefined) templateOf(rule.name, rule.query.template);
+  },
 };
 
 /** This module under the name every provider folder's `index.ts` exports it (`../provider-list.ts`). */
