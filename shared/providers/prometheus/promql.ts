@@ -237,6 +237,8 @@ function stringLiteralProblem(token: string): { offset: number; message: string 
  * (`@prometheus-io/lezer-promql`, the grammar of Prometheus's own UI) after
  * each {@link MATCHERS_PLACEHOLDER} is replaced by a stand-in matcher. It is
  * refused when:
+ * - it has another placeholder than {@link MATCHERS_PLACEHOLDER} (such as
+ *   prometheus-adapter's `<<.Series>>` or `<<.GroupBy>>`);
  * - it is not valid Unicode, or does not parse (a syntax error node), or a
  *   string literal is one Prometheus's lexer refuses (unterminated, bad
  *   escape);
@@ -262,6 +264,11 @@ export function parseTemplate(text: string): QueryTemplate {
   };
   const surrogate = LONE_SURROGATE.exec(text);
   if (surrogate) fail(surrogate.index, "the template is not valid Unicode (a lone surrogate)");
+  for (const m of text.matchAll(/<<[^<>\n]*>>/g)) {
+    if (m[0] !== MATCHERS_PLACEHOLDER) {
+      fail(m.index, `unknown placeholder ${m[0]}: the only one is ${MATCHERS_PLACEHOLDER} (write the metric name and the grouping labels themselves, prometheus-adapter's <<.Series>> and <<.GroupBy>> are not supported)`);
+    }
+  }
 
   // Placeholders at their original offsets; the parsed text has DUMMY in their place.
   const pieces = text.split(MATCHERS_PLACEHOLDER);
