@@ -63,8 +63,8 @@ function refusal(text: string): string {
     parseTemplate(text);
   } catch (err) {
     if (!(err instanceof TemplateError)) throw err;
-    expect(err.message.startsWith(`line ${err.line}, column ${err.column}: `)).toBe(true);
-    return `${err.line}:${err.column} ${err.message.replace(/^line \d+, column \d+: /, "")}`;
+    expect(err.message).toBe(`line ${err.line}, column ${err.column}: ${err.reason}`);
+    return `${err.line}:${err.column} ${err.reason}`;
   }
   throw new Error(`accepted: ${text}`);
 }

@@ -145,17 +145,20 @@ const DUMMY = `${DUMMY_NAME}="x"`;
 
 /**
  * A query template the config cannot use. `line` and `column` are 1-based,
- * in the template's own text (the column counts Unicode code points); the
- * message starts with them.
+ * in the template's own text (the column counts Unicode code points);
+ * `message` is `line L, column C: <reason>`, `reason` the same without the
+ * position (for callers that show the position their own way).
  */
 export class TemplateError extends Error {
   readonly line: number;
   readonly column: number;
-  constructor(message: string, line: number, column: number) {
-    super(`line ${line}, column ${column}: ${message}`);
+  readonly reason: string;
+  constructor(reason: string, line: number, column: number) {
+    super(`line ${line}, column ${column}: ${reason}`);
     this.name = "TemplateError";
     this.line = line;
     this.column = column;
+    this.reason = reason;
   }
 }
 
