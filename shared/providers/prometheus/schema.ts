@@ -79,8 +79,8 @@ const selectorLabel = z.union([
 
 /**
  * How a template is fully checked once the PromQL parser is loaded: returns
- * undefined when valid, else the problem with its 1-based line and column
- * in the template text. Set by `./index.ts` ({@link setTemplateCheck}).
+ * undefined when valid, else the problem (without position) with its
+ * 1-based line and column in the template text. Set by `./index.ts` ({@link setTemplateCheck}).
  */
 export type TemplateCheck = (text: string) => { message: string; line: number; column: number } | undefined;
 
@@ -108,8 +108,7 @@ const template = z.string().check(
     }
     const problem = templateCheck?.(text);
     if (problem !== undefined) {
-      const message = problem.message.replace(/^line \d+, column \d+: /, "");
-      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${message}` });
+      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${problem.message}` });
     }
   }),
 );
