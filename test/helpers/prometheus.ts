@@ -160,6 +160,13 @@ export interface PrometheusServer {
   query(promql: string, time?: number): Promise<QueryResponse>;
   /** poll until the instant vector `promql` has a sample (and, with `value`, one whose value string is `value`); resolves with the vector */
   waitForSeries(promql: string, options?: { value?: string; timeoutMs?: number }): Promise<VectorSample[]>;
+  /**
+   * How many HTTP requests the server has answered on `handler` (default
+   * `/api/v1/query`), any status: the sum of its own
+   * `prometheus_http_requests_total{handler=…}` read from `/metrics` (the
+   * reading is not itself counted: it is another handler).
+   */
+  requests(handler?: string): Promise<number>;
   /** the last lines of the server's log */
   logs(lines?: number): string;
   /** SIGTERM, SIGKILL after `graceMs` (default 10 000), then delete {@link dir}; idempotent */
@@ -236,6 +243,17 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
           },
           { timeoutMs: opts.timeoutMs ?? 30_000, intervalMs: 250, context: () => server.logs() },
         );
+      },
+      async requests(handler = "/api/v1/query") {
+        const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+        const text = await res.text();
+        let total = 0;
+        for (const line of text.split("\n")) {
+          if (!line.startsWith("prometheus_http_requests_total{")) continue;
+          if (!line.includes(`handler=${JSON.stringify(handler)}`)) continue;
+          total += Number(line.slice(line.lastIndexOf(" ") + 1));
+        }
+        return total;
       },
       logs: (lines = 40) => logTails([proc], lines),
       async stop(graceMs) {
