@@ -62,8 +62,12 @@ export interface ExportedSample {
 export interface Exporter {
   /** `127.0.0.1:<port>`, the scrape target */
   target: string;
-  /** replace the exposed samples (each metric gets a `# TYPE <name> <type>` line; gauge unless `types` says otherwise) */
-  set(samples: readonly ExportedSample[], types?: Readonly<Record<string, "gauge" | "counter" | "untyped">>): void;
+  /**
+   * Replace the exposed samples (each metric gets a `# TYPE <name> <type>`
+   * line; gauge unless `types` says otherwise). A function is called at
+   * every scrape (e.g. a counter that grows with the clock).
+   */
+  set(samples: readonly ExportedSample[] | (() => readonly ExportedSample[]), types?: Readonly<Record<string, "gauge" | "counter" | "untyped">>): void;
   /** the number of scrapes served so far */
   readonly scrapes: number;
   close(): Promise<void>;
@@ -102,13 +106,13 @@ export function exposition(samples: readonly ExportedSample[], types: Readonly<R
 
 /** Start an exporter on 127.0.0.1 (a free port) serving `initial` at every path. */
 export async function startExporter(initial: readonly ExportedSample[] = []): Promise<Exporter> {
-  let body = exposition(initial);
+  let body: () => string = () => exposition(initial);
   let scrapes = 0;
   const server: Server = createServer((_req, res) => {
     scrapes++;
     // Prometheus 3 refuses a scrape without a valid Content-Type unless fallback_scrape_protocol is set
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
-    res.end(body);
+    res.end(body());
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -118,7 +122,7 @@ export async function startExporter(initial: readonly ExportedSample[] = []): Pr
   return {
     target: `127.0.0.1:${port}`,
     set(samples, types = {}) {
-      body = exposition(samples, types);
+      body = typeof samples === "function" ? () => exposition(samples(), types) : () => exposition(samples, types);
     },
     get scrapes() {
       return scrapes;
