@@ -218,6 +218,8 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       `--config.file=${join(dir, "prometheus.yml")}`,
       `--storage.tsdb.path=${join(dir, "data")}`,
       `--web.listen-address=127.0.0.1:${port}`,
+      // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
+      "--scrape.discovery-reload-interval=100ms",
       ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
       ...(options.extraArgs ?? []),
     ];
