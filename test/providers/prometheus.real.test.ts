@@ -37,6 +37,8 @@ function samples(): ExportedSample[] {
     gauge("b", 4),
     gauge("a.b", 5),
     gauge("aXb", 7),
+    gauge("a+b", 11),
+    gauge("aab", 13),
     gauge("big", 1e21),
     gauge("tiny", 1e-7),
     gauge("tenth", 0.1),
@@ -64,6 +66,9 @@ metrics:
   - name: queue_ready_or_zero
     provider: prom
     query: { series: emb_queue_ready, selectorLabels: { queue: queue }, onEmpty: { value: "0" } }
+  - name: queue_by_alias
+    provider: prom
+    query: { series: emb_queue_ready, selectorLabels: { queue: { label: queue, values: { plus: "a+b", b: b } } } }
   - name: jobs_per_second
     provider: prom
     query:
@@ -120,6 +125,13 @@ describe("prometheus provider against a real Prometheus", () => {
     // a.b alone, when only aXb exists, is empty and not aXb's value
     const onlyX = await read(bridge, "queue_ready_or_zero", "queue in (a.c, aXb)");
     expect(values(onlyX.body)).toEqual([["a.c", "0"], ["aXb", "7"]]);
+  });
+
+  it("quotes a mapped value for RE2 (a+b is the literal a+b, not the pattern that matches aab)", async () => {
+    // the answer is split back by exact label values, so an unquoted . would only over-select; an unquoted + under-selects
+    const r = await read(bridgeFor(prom.url), "queue_by_alias", "queue in (plus, b)");
+    expect(r.status).toBe(200);
+    expect(values(r.body)).toEqual([["b", "4"], ["plus", "11"]]);
   });
 
   it("turns Go's float text into exact Quantities (1e-07 → 100n, 0.1 → 100m) and refuses 1e+21 rather than rounding it", async () => {
