@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-/** Suites that run a real runtime or process: workerd, the Lambda artifact, the proxy over TLS, npm scripts, the CLI, helm and kubeconform. */
+/** Suites that run a real runtime or process: workerd, the Lambda artifact, the proxy over TLS, npm scripts, the CLI, helm and kubeconform, a real Prometheus (`*.real.test.ts`). */
 const INTEGRATION = [
   "test/**/*.worker.test.ts",
   "test/**/*.lambda.test.ts",
@@ -13,6 +13,7 @@ const INTEGRATION = [
   "test/cli.test.ts",
   "test/infra.test.ts",
   "test/hostile-tenant.*.test.ts",
+  "test/**/*.real.test.ts",
 ];
 /** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
 const ORACLES = ["test/**/*.oracle.test.ts"];
