@@ -47,8 +47,6 @@ export interface InstantQuery {
   headers: Readonly<Record<string, string>>;
   /** the call's signal (the read's, combined with the provider's `timeoutSeconds`) */
   signal: AbortSignal;
-  /** `fetch` to use (default the global one) */
-  fetch?: typeof fetch;
 }
 
 /**
@@ -112,8 +110,7 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   // its duration syntax has no fractions ("0.5s" is refused), and a timeoutSeconds may be 0.5.
   form.set("timeout", String(q.timeoutSeconds));
   if (q.lookbackSeconds !== undefined) form.set("lookback_delta", String(q.lookbackSeconds));
-  const doFetch = q.fetch ?? fetch;
-  const response = await doFetch(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
+  const response = await fetch(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
     method: "POST",
     headers: { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
     body: form.toString(),
