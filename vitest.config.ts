@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-/** Suites that run a real runtime or process: workerd, the Lambda artifact, the proxy over TLS, npm scripts, the CLI, helm and kubeconform. */
+/** Suites that run a real runtime or process: workerd, the Lambda artifact, the proxy over TLS, npm scripts, the CLI, helm and kubeconform, a real Prometheus (`*.real.test.ts`). */
 const INTEGRATION = [
   "test/**/*.worker.test.ts",
   "test/**/*.lambda.test.ts",
@@ -12,6 +12,7 @@ const INTEGRATION = [
   "test/project/first-hour.test.ts",
   "test/project/cli.test.ts",
   "test/project/infra.test.ts",
+  "test/**/*.real.test.ts",
 ];
 /** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
 const ORACLES = ["test/**/*.oracle.test.ts"];

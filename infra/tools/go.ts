@@ -140,25 +140,31 @@ export function goBinary(dir: string, name: string, options: { timeoutMs?: numbe
 }
 
 /**
- * The path of a tool installed with `go install <module>@<version>`, cached
- * per module@version.
+ * The path of a tool installed with `go install [-tags t1,t2] <module>@<version>`,
+ * cached per module@version and build tags (a tool built without tags keeps
+ * the key it always had).
  *
+ * @param options.tags Go build tags (`go help buildconstraint`), e.g.
+ *   `["remove_all_sd"]` for Prometheus without its service discoveries
  * @throws Error with go's output when the install fails
  */
-export function goInstall(moduleAtVersion: string, binaryName: string, options: { timeoutMs?: number } = {}): string {
-  const dir = join(toolCacheDir(), "tools", createHash("sha256").update(moduleAtVersion).digest("hex").slice(0, 16));
+export function goInstall(moduleAtVersion: string, binaryName: string, options: { timeoutMs?: number; tags?: readonly string[] } = {}): string {
+  const tags = [...(options.tags ?? [])].sort();
+  const key = tags.length ? `${moduleAtVersion} -tags ${tags.join(",")}` : moduleAtVersion;
+  const dir = join(toolCacheDir(), "tools", createHash("sha256").update(key).digest("hex").slice(0, 16));
   const binary = join(dir, binaryName);
   if (existsSync(binary)) return binary;
   mkdirSync(dir, { recursive: true });
   return withLock(join(dir, ".lock"), options.timeoutMs ?? 25 * 60_000, () => {
     if (existsSync(binary)) return binary;
-    const r = spawnSync(findGo(), ["install", moduleAtVersion], {
+    const args = tags.length ? ["install", "-tags", tags.join(","), moduleAtVersion] : ["install", moduleAtVersion];
+    const r = spawnSync(findGo(), args, {
       encoding: "utf8",
       timeout: options.timeoutMs ?? 25 * 60_000,
       env: goEnv({ GOBIN: dir }),
     });
     if (r.status !== 0 || !existsSync(binary)) throw new Error(`go install ${moduleAtVersion} failed:\n${r.stderr}`);
-    writeFileSync(join(dir, "SOURCE"), `${moduleAtVersion}\n`);
+    writeFileSync(join(dir, "SOURCE"), `${key}\n`);
     return binary;
   });
 }

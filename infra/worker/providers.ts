@@ -18,10 +18,12 @@ import { bundledEntry, type ProviderEntry, type ProviderType } from "../../share
 import { providerModule as awsSqs } from "../../shared/providers/aws-sqs/index.ts";
 import { providerModule as awsCloudwatch } from "../../shared/providers/aws-cloudwatch/index.ts";
 import { providerModule as gcpMonitoring } from "../../shared/providers/gcp-monitoring/index.ts";
+import { providerModule as prometheus } from "../../shared/providers/prometheus/index.ts";
 
 /** The providers of this build, by `type:`, implementations bundled in. */
 export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
   "aws-sqs": bundledEntry(awsSqs),
   "aws-cloudwatch": bundledEntry(awsCloudwatch),
   "gcp-monitoring": bundledEntry(gcpMonitoring),
+  "prometheus": bundledEntry(prometheus),
 } satisfies Record<ProviderType, ProviderEntry>;

@@ -30,6 +30,21 @@ export const labelValueSchema = z.string().check(
   }),
 );
 
+/**
+ * Config schema of a rule's `onEmpty` (`OnEmpty` of `./series.ts`): what the
+ * rule reports when the backend's answer holds no value for a series —
+ * `unavailable` (503, the default), `notFound` (404), or `{value}`, a plain
+ * decimal the rule's author wrote (e.g. `"0"` for an idle queue whose metric
+ * the backend stops reporting). Never 0 unless written here.
+ */
+export const onEmptySchema = z._default(
+  z.union([
+    z.enum(["unavailable", "notFound"]),
+    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
+  ]),
+  "unavailable",
+);
+
 /** One selector label a rule understands. */
 export interface MappedLabel {
   /** the selector label key */

@@ -38,6 +38,7 @@ export const PROVIDER_TYPES = [
   "aws-sqs",
   "aws-cloudwatch",
   "gcp-monitoring",
+  "prometheus",
 ] as const;
 
 /** A provider type of {@link PROVIDER_TYPES}. */

@@ -21,6 +21,7 @@
 import { providerSchema as awsSqsProviderSchema, querySchema as awsSqsQuerySchema } from "./aws-sqs/schema.ts";
 import { providerSchema as awsCloudwatchProviderSchema, querySchema as awsCloudwatchQuerySchema } from "./aws-cloudwatch/schema.ts";
 import { providerSchema as gcpMonitoringProviderSchema, querySchema as gcpMonitoringQuerySchema } from "./gcp-monitoring/schema.ts";
+import { providerSchema as prometheusProviderSchema, querySchema as prometheusQuerySchema } from "./prometheus/schema.ts";
 import type { ProviderEntry, ProviderType } from "./provider-list.ts";
 
 /** Every provider, by `type:`. */
@@ -39,5 +40,10 @@ export const PROVIDERS: Readonly<Record<string, ProviderEntry>> = {
     providerSchema: gcpMonitoringProviderSchema,
     querySchema: gcpMonitoringQuerySchema,
     load: async () => (await import("./gcp-monitoring/index.ts")).providerModule,
+  },
+  "prometheus": {
+    providerSchema: prometheusProviderSchema,
+    querySchema: prometheusQuerySchema,
+    load: async () => (await import("./prometheus/index.ts")).providerModule,
   },
 } satisfies Record<ProviderType, ProviderEntry>;

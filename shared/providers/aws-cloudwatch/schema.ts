@@ -7,7 +7,7 @@
  */
 import * as z from "../../config/zod.ts";
 import { awsProviderSchema } from "../aws/common.ts";
-import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
+import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 
 /** Most queries one `GetMetricData` call may carry (API reference: MetricDataQueries, max 500). */
 export const MAX_QUERIES_PER_CALL = 500;
@@ -87,19 +87,6 @@ const dimensionLabel = z.union([
   }),
 ]);
 
-/**
- * What a rule does when the look-back window holds no datapoint:
- * `unavailable` (503, the default), `notFound` (404), or `{value}` — an
- * explicit value the rule's author chose (e.g. `"0"` for an idle SQS queue,
- * which CloudWatch stops reporting). Never 0 unless written here.
- */
-const onEmpty = z._default(
-  z.union([
-    z.enum(["unavailable", "notFound"]),
-    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
-  ]),
-  "unavailable",
-);
 
 /**
  * A rule's `query:` section for `aws-cloudwatch`. Either one metric
@@ -111,7 +98,7 @@ const onEmpty = z._default(
  * - `lookbackSeconds`: how far back the newest datapoint is searched
  *   (default max(300, 5 × period));
  * - `accountId`: read another account's metric (cross-account observability);
- * - `onEmpty`: see above.
+ * - `onEmpty`: `onEmptySchema` (`../label-mapping.ts`).
  */
 export const cloudWatchQuerySchema = z
   .strictObject({
@@ -128,7 +115,7 @@ export const cloudWatchQuerySchema = z
     period,
     lookbackSeconds: z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS))),
     accountId: z.optional(z.string().check(z.regex(/^\d{12}$/, "must be a 12-digit AWS account id"))),
-    onEmpty,
+    onEmpty: onEmptySchema,
   })
   .check(z.superRefine((q, ctx) => {
     const single = q.namespace !== undefined || q.metricName !== undefined || q.stat !== undefined;

@@ -8,7 +8,7 @@ import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { gcpCredentialsSchema } from "../gcp/credentials.ts";
 import { FILTER_FIELD, filterValueProblem } from "../gcp/filter.ts";
-import { labelKeySchema, labelValueSchema } from "../label-mapping.ts";
+import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 
 /** `Aggregation.perSeriesAligner` values (`google/monitoring/v3/common.proto`). */
 export const ALIGNERS = [
@@ -56,18 +56,6 @@ const selectorLabel = z.union([
   z.strictObject({ field: labelField, values: z.optional(z.record(labelValueSchema, filterValue)) }),
 ]);
 
-/**
- * What a rule does when the look-back window holds no point:
- * `unavailable` (503, default), `notFound` (404), or `{value}` written by
- * the rule's author. Never 0 unless written here.
- */
-const onEmpty = z._default(
-  z.union([
-    z.enum(["unavailable", "notFound"]),
-    z.strictObject({ value: z.string().check(z.regex(/^-?\d+(?:\.\d+)?$/, "must be a plain decimal number such as 0 or 1.5")) }),
-  ]),
-  "unavailable",
-);
 
 /** A Google Cloud project id or number. */
 const projectId = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number"));
@@ -82,7 +70,7 @@ const projectId = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{
  * - `aligner`, `alignmentPeriod` (seconds), `reducer`, `groupByFields`:
  *   `Aggregation`; with an aligner the reported `window` is the alignment period;
  * - `lookbackSeconds`: the interval searched for the newest point (default 300);
- * - `onEmpty`: see above.
+ * - `onEmpty`: `onEmptySchema` (`../label-mapping.ts`).
  */
 export const monitoringQuerySchema = z
   .strictObject({
@@ -99,7 +87,7 @@ export const monitoringQuerySchema = z
     reducer: z.optional(z.enum(REDUCERS)),
     groupByFields: z.optional(z.array(labelField)),
     lookbackSeconds: z._default(z.number().check(z.int(), z.positive(), z.maximum(MAX_LOOKBACK_SECONDS)), 300),
-    onEmpty,
+    onEmpty: onEmptySchema,
   })
   .check(z.superRefine((q, ctx) => {
     const fields = Object.values(q.selectorLabels).map((s) => (typeof s === "string" ? s : s.field));

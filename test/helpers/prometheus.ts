@@ -1,0 +1,297 @@
+/**
+ * A real Prometheus for the provider's integration suites: v3.16.0 built from
+ * Go modules (`github.com/prometheus/prometheus` v0.316.0, `cmd/prometheus`,
+ * `-tags remove_all_sd`: no service discovery but static configs), cached
+ * outside the tree by module version and tags (infra/tools/go.ts
+ * `goInstall`), started on 127.0.0.1 scraping an exporter this process serves.
+ *
+ * - {@link prometheusBinary}: the binary, built on first use (cold about 7
+ *   minutes on 2 cores, see the README; warm a stat);
+ * - {@link startExporter}: a node:http server speaking the Prometheus text
+ *   exposition format 0.0.4 with the samples the test sets (values, labels,
+ *   optional explicit timestamps);
+ * - {@link startPrometheus}: the server with a temporary TSDB, a generated
+ *   `prometheus.yml` scraping the exporter every second, optional
+ *   `--web.route-prefix`; ready when `/-/ready` answers 200; stopped with
+ *   SIGTERM then SIGKILL, also when the start fails.
+ *
+ * Sources: Prometheus docs "Exposition formats" (text format 0.0.4),
+ * "Configuration" (`scrape_configs`, `static_configs`), "HTTP API"
+ * (`/api/v1/query`, `/-/ready`), and `cmd/prometheus/main.go` (flags).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import { goInstall } from "../../infra/tools/go.ts";
+import { logTails, startProcess, waitFor, type LoggedProcess } from "../k8s/cluster.ts";
+import { freePort } from "./ports.ts";
+
+/** The Go module (and version) whose `cmd/prometheus` is the server: Prometheus v3.16.0 is module version v0.316.0. */
+export const PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus@v0.316.0";
+/** Build tags: `remove_all_sd` drops every service discovery plugin (plugins/plugin_*.go), a smaller and faster build. */
+export const PROMETHEUS_BUILD_TAGS: readonly string[] = ["remove_all_sd"];
+/** The bound on a cold build (module download + compile), in ms: a `beforeAll` that builds needs at least this as its timeout. */
+export const PROMETHEUS_BUILD_TIMEOUT_MS = 40 * 60_000;
+
+/**
+ * The path of the Prometheus binary, built now when the cache lacks it
+ * (synchronous: blocks this worker for the whole cold build, minutes).
+ *
+ * @throws Error with go's output when the build fails or Go is missing
+ */
+export function prometheusBinary(): string {
+  return goInstall(PROMETHEUS_MODULE, "prometheus", { tags: PROMETHEUS_BUILD_TAGS, timeoutMs: PROMETHEUS_BUILD_TIMEOUT_MS });
+}
+
+/** One exported sample: `name{labels} value [timestampMs]` in the text exposition format. */
+export interface ExportedSample {
+  /** metric name, e.g. `queue_depth` */
+  name: string;
+  /** label name → value; values are escaped (backslash, double quote, newline) */
+  labels?: Readonly<Record<string, string>>;
+  /** the value; NaN and ±Inf are written as `NaN`, `+Inf`, `-Inf` */
+  value: number;
+  /** an explicit sample timestamp in ms since the epoch (Prometheus honours it: `honor_timestamps` defaults to true) */
+  timestampMs?: number;
+}
+
+/** A local exporter Prometheus scrapes. */
+export interface Exporter {
+  /** `127.0.0.1:<port>`, the scrape target */
+  target: string;
+  /**
+   * Replace the exposed samples (each metric gets a `# TYPE <name> <type>`
+   * line; gauge unless `types` says otherwise). A function is called at
+   * every scrape (e.g. a counter that grows with the clock).
+   */
+  set(samples: readonly ExportedSample[] | (() => readonly ExportedSample[]), types?: Readonly<Record<string, "gauge" | "counter" | "untyped">>): void;
+  /** the number of scrapes served so far */
+  readonly scrapes: number;
+  close(): Promise<void>;
+}
+
+/** A number as the text format writes it (Go `strconv.ParseFloat` reads the result back exactly). */
+export function exposedNumber(value: number): string {
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity) return "+Inf";
+  if (value === -Infinity) return "-Inf";
+  return String(value);
+}
+
+function escapeLabelValue(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/**
+ * The text exposition format 0.0.4 body of `samples` (samples of one metric
+ * grouped under its `# TYPE` line, in first-seen order).
+ */
+export function exposition(samples: readonly ExportedSample[], types: Readonly<Record<string, string>> = {}): string {
+  const byName = new Map<string, ExportedSample[]>();
+  for (const s of samples) byName.set(s.name, [...(byName.get(s.name) ?? []), s]);
+  let out = "";
+  for (const [name, group] of byName) {
+    out += `# TYPE ${name} ${types[name] ?? "gauge"}\n`;
+    for (const s of group) {
+      const labels = Object.entries(s.labels ?? {}).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
+      out += `${name}${labels.length ? `{${labels.join(",")}}` : ""} ${exposedNumber(s.value)}`;
+      out += s.timestampMs === undefined ? "\n" : ` ${Math.trunc(s.timestampMs)}\n`;
+    }
+  }
+  return out;
+}
+
+/** Start an exporter on 127.0.0.1 (a free port) serving `initial` at every path. */
+export async function startExporter(initial: readonly ExportedSample[] = []): Promise<Exporter> {
+  let body: () => string = () => exposition(initial);
+  let scrapes = 0;
+  const server: Server = createServer((_req, res) => {
+    scrapes++;
+    // Prometheus 3 refuses a scrape without a valid Content-Type unless fallback_scrape_protocol is set
+    res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+    res.end(body());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    target: `127.0.0.1:${port}`,
+    set(samples, types = {}) {
+      body = typeof samples === "function" ? () => exposition(samples(), types) : () => exposition(samples, types);
+    },
+    get scrapes() {
+      return scrapes;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** One element of an instant vector in the HTTP API's JSON (`data.result[i]` of `resultType: "vector"`). */
+export interface VectorSample {
+  metric: Record<string, string>;
+  /** [unix seconds (may be fractional), value as a string] */
+  value: [number, string];
+}
+
+/** A `/api/v1/query` answer (Prometheus docs "HTTP API", format overview). */
+export interface QueryResponse {
+  status: "success" | "error";
+  data?: { resultType: string; result: unknown };
+  errorType?: string;
+  error?: string;
+  warnings?: string[];
+  infos?: string[];
+}
+
+/** A running Prometheus. */
+export interface PrometheusServer {
+  /** the HTTP API base URL, route prefix included, no trailing slash (e.g. `http://127.0.0.1:9090/gmp`) */
+  url: string;
+  port: number;
+  process: LoggedProcess;
+  /** the temporary directory: prometheus.yml, data/, prometheus.log */
+  dir: string;
+  /** GET `/api/v1/query` (time: unix seconds, default the server's now); resolves with the JSON whatever the HTTP status */
+  query(promql: string, time?: number): Promise<QueryResponse>;
+  /** poll until the instant vector `promql` has a sample (and, with `value`, one whose value string is `value`); resolves with the vector */
+  waitForSeries(promql: string, options?: { value?: string; timeoutMs?: number }): Promise<VectorSample[]>;
+  /**
+   * How many HTTP requests the server has answered on `handler` (default
+   * `/api/v1/query`), any status: the sum of its own
+   * `prometheus_http_requests_total{handler=…}` read from `/metrics` (the
+   * reading is not itself counted: it is another handler).
+   */
+  requests(handler?: string): Promise<number>;
+  /** the last lines of the server's log */
+  logs(lines?: number): string;
+  /** SIGTERM, SIGKILL after `graceMs` (default 10 000), then delete {@link dir}; idempotent */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Options of {@link startPrometheus}. */
+export interface PrometheusOptions {
+  /** scrape targets (`host:port`), one job `exporter` */
+  targets: readonly string[];
+  /** `--web.route-prefix` (e.g. `/gmp`): the API then lives under it */
+  routePrefix?: string;
+  /** `global.scrape_interval` in seconds (default 1) */
+  scrapeIntervalSeconds?: number;
+  /** more flags, e.g. `--query.lookback-delta=1m` */
+  extraArgs?: readonly string[];
+  /** the binary (default {@link prometheusBinary}) */
+  binary?: string;
+  /** bound on reaching `/-/ready`, in ms (default 60 000) */
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Start Prometheus on 127.0.0.1 (a free port) with a temporary TSDB and a
+ * generated config scraping `targets`, and wait until `/-/ready` answers 200.
+ * On any failure the process is killed and the directory removed before the
+ * error is thrown (with the server's log tail).
+ *
+ * @throws Error when the server exits or is not ready within `readyTimeoutMs`
+ */
+export async function startPrometheus(options: PrometheusOptions): Promise<PrometheusServer> {
+  const binary = options.binary ?? prometheusBinary();
+  const interval = `${options.scrapeIntervalSeconds ?? 1}s`;
+  const prefix = (options.routePrefix ?? "").replace(/\/+$/, "");
+  // a port taken between freePort() and the bind makes Prometheus exit at once: try another
+  for (let attempt = 1; ; attempt++) {
+    const dir = mkdtempSync(join(tmpdir(), "emb-prometheus-"));
+    const port = await freePort();
+    const config = {
+      global: { scrape_interval: interval, scrape_timeout: interval, evaluation_interval: interval },
+      scrape_configs: [{ job_name: "exporter", static_configs: [{ targets: [...options.targets] }] }],
+    };
+    writeFileSync(join(dir, "prometheus.yml"), stringify(config));
+    const args = [
+      `--config.file=${join(dir, "prometheus.yml")}`,
+      `--storage.tsdb.path=${join(dir, "data")}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
+      "--scrape.discovery-reload-interval=100ms",
+      ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
+      ...(options.extraArgs ?? []),
+    ];
+    const proc = startProcess("prometheus", binary, args, { logFile: join(dir, "prometheus.log"), cwd: dir });
+    const url = `http://127.0.0.1:${port}${prefix}`;
+    let stopped = false;
+    const server: PrometheusServer = {
+      url,
+      port,
+      process: proc,
+      dir,
+      async query(promql, time) {
+        const params = new URLSearchParams({ query: promql });
+        if (time !== undefined) params.set("time", String(time));
+        const res = await fetch(`${url}/api/v1/query?${params}`, { signal: AbortSignal.timeout(10_000) });
+        return (await res.json()) as QueryResponse;
+      },
+      async waitForSeries(promql, opts = {}) {
+        return waitFor(
+          `${promql}${opts.value === undefined ? "" : ` = ${opts.value}`} in Prometheus`,
+          async () => {
+            const r = await server.query(promql);
+            if (r.status !== "success") throw new Error(`${r.errorType}: ${r.error}`);
+            const vector = r.data?.result as VectorSample[];
+            if (!vector.length) return undefined;
+            return opts.value === undefined || vector.some((s) => s.value[1] === opts.value) ? vector : undefined;
+          },
+          { timeoutMs: opts.timeoutMs ?? 30_000, intervalMs: 250, context: () => server.logs() },
+        );
+      },
+      async requests(handler = "/api/v1/query") {
+        const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+        const text = await res.text();
+        let total = 0;
+        for (const line of text.split("\n")) {
+          if (!line.startsWith("prometheus_http_requests_total{")) continue;
+          if (!line.includes(`handler=${JSON.stringify(handler)}`)) continue;
+          total += Number(line.slice(line.lastIndexOf(" ") + 1));
+        }
+        return total;
+      },
+      logs: (lines = 40) => logTails([proc], lines),
+      async stop(graceMs) {
+        if (stopped) return;
+        stopped = true;
+        await proc.stop(graceMs);
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+    try {
+      const ready = waitFor(
+        `Prometheus ready on ${url}`,
+        async () => {
+          const res = await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(2_000) });
+          await res.body?.cancel();
+          return res.status === 200;
+        },
+        { timeoutMs: options.readyTimeoutMs ?? 60_000, intervalMs: 200, context: () => server.logs() },
+      );
+      const exited = proc.exited.then(() => {
+        throw new Error(`Prometheus exited with ${proc.exitCode} before it was ready\n${server.logs()}`);
+      });
+      // whichever loses settles later (the exit when stopped, the poll at its deadline): never an unhandled rejection
+      ready.catch(() => {});
+      exited.catch(() => {});
+      await Promise.race([ready, exited]);
+      return server;
+    } catch (err) {
+      const log = server.logs(200);
+      await server.stop(2_000);
+      if (attempt < 3 && proc.exitCode !== undefined && /address already in use/.test(log)) continue;
+      throw err;
+    }
+  }
+}

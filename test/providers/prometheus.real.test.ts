@@ -1,0 +1,200 @@
+/**
+ * The `prometheus` provider (generic flavour) through the real bridge app
+ * against a REAL Prometheus v3.16.0 (test/helpers/prometheus.ts: built from
+ * Go modules, scraping an exporter this test controls every second): the
+ * served value is the exported one stamped with the sample's own time;
+ * `in (…)` values reach Prometheus as exact matchers (`a.b` never matches
+ * `aXb`); values in Go's float format become exact Quantities (or a refusal,
+ * never a rounding); NaN, an unknown queue and a stopped Prometheus are
+ * Status errors, never a value; a template rule with `irate()` works; two
+ * reads arriving together cost Prometheus one value query and one age query
+ * (counted by Prometheus itself, `prometheus_http_requests_total`).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildBridge, type Bridge } from "../helpers/bridge.ts";
+import {
+  PROMETHEUS_BUILD_TIMEOUT_MS,
+  prometheusBinary,
+  startExporter,
+  startPrometheus,
+  type ExportedSample,
+  type Exporter,
+  type PrometheusServer,
+} from "../helpers/prometheus.ts";
+
+const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
+const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
+
+/** The time of queue a's sample: 20 s before the suite starts, whole seconds, exported as the sample's own timestamp. */
+const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
+
+/** What the exporter serves at every scrape: gauges per queue, and counters growing 5/s (a) and 2/s (b) stamped with whole seconds. */
+function samples(): ExportedSample[] {
+  const second = Math.floor(Date.now() / 1000);
+  const gauge = (queue: string, value: number, timestampMs?: number): ExportedSample => ({ name: "emb_queue_ready", labels: { queue }, value, timestampMs });
+  return [
+    gauge("a", 3, SAMPLE_TS),
+    gauge("b", 4),
+    gauge("a.b", 5),
+    gauge("aXb", 7),
+    gauge("a+b", 11),
+    gauge("aab", 13),
+    gauge("big", 1e21),
+    gauge("tiny", 1e-7),
+    gauge("tenth", 0.1),
+    gauge("nan", NaN),
+    { name: "emb_jobs_total", labels: { queue: "a" }, value: 5 * second, timestampMs: second * 1000 },
+    { name: "emb_jobs_total", labels: { queue: "b" }, value: 2 * second, timestampMs: second * 1000 },
+  ];
+}
+
+function config(url: string): string {
+  return `
+apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
+defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
+providers:
+  prom:
+    type: prometheus
+    url: ${url}
+    timeoutSeconds: 2
+metrics:
+  - name: queue_ready
+    provider: prom
+    query: { series: emb_queue_ready, labels: { job: exporter }, selectorLabels: { queue: queue } }
+  - name: queue_ready_or_zero
+    provider: prom
+    query: { series: emb_queue_ready, selectorLabels: { queue: queue }, onEmpty: { value: "0" } }
+  - name: queue_by_alias
+    provider: prom
+    query: { series: emb_queue_ready, selectorLabels: { queue: { label: queue, values: { plus: "a+b", b: b } } } }
+  - name: jobs_per_second
+    provider: prom
+    query:
+      template: 'sum by (queue) (irate(emb_jobs_total{<<.LabelMatchers>>}[1m]))'
+      selectorLabels: { queue: queue }
+`;
+}
+
+let exporter: Exporter;
+let prom: PrometheusServer;
+
+beforeAll(async () => {
+  const binary = prometheusBinary();
+  exporter = await startExporter();
+  exporter.set(samples, { emb_jobs_total: "counter" });
+  prom = await startPrometheus({ binary, targets: [exporter.target] });
+  await prom.waitForSeries('emb_queue_ready{queue="nan"}');
+}, PROMETHEUS_BUILD_TIMEOUT_MS + 120_000);
+
+afterAll(async () => {
+  await prom?.stop();
+  await exporter?.close();
+});
+
+function bridgeFor(url: string): Bridge {
+  return buildBridge(config(url), "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+}
+
+async function read(bridge: Bridge, metric: string, selector: string) {
+  const res = await bridge.app.fetch(new Request(`http://bridge${NS}/${metric}?labelSelector=${encodeURIComponent(selector)}`));
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+/** [queue, value] of each item of a 200 answer. */
+const values = (body: any): [string, string][] => body.items.map((i: any) => [i.metricLabels.queue, i.value]);
+
+describe("prometheus provider against a real Prometheus", () => {
+  it("serves the exported value stamped with the sample's own timestamp, not the time of the read", async () => {
+    const a = await read(bridgeFor(prom.url), "queue_ready", "queue=a");
+    expect(a.status).toBe(200);
+    expect(a.body.items).toEqual([{ metricName: "queue_ready", metricLabels: { queue: "a" }, timestamp: iso(SAMPLE_TS), value: "3" }]);
+  });
+
+  it("reads queue in (a, b) as exactly a and b, and never confuses a.b with aXb", async () => {
+    const bridge = bridgeFor(prom.url);
+    const ab = await read(bridge, "queue_ready", "queue in (a, b)");
+    expect(ab.status).toBe(200);
+    expect(values(ab.body)).toEqual([["a", "3"], ["b", "4"]]);
+    expect(ab.body.items.reduce((sum: number, i: any) => sum + Number(i.value), 0)).toBe(7);
+    const dot = await read(bridge, "queue_ready", "queue in (a.b)");
+    expect(values(dot.body)).toEqual([["a.b", "5"]]);
+    const both = await read(bridge, "queue_ready", "queue in (a.b, aXb)");
+    expect(values(both.body)).toEqual([["a.b", "5"], ["aXb", "7"]]);
+    // a.b alone, when only aXb exists, is empty and not aXb's value
+    const onlyX = await read(bridge, "queue_ready_or_zero", "queue in (a.c, aXb)");
+    expect(values(onlyX.body)).toEqual([["a.c", "0"], ["aXb", "7"]]);
+  });
+
+  it("quotes a mapped value for RE2 (a+b is the literal a+b, not the pattern that matches aab)", async () => {
+    // the answer is split back by exact label values, so an unquoted . would only over-select; an unquoted + under-selects
+    const r = await read(bridgeFor(prom.url), "queue_by_alias", "queue in (plus, b)");
+    expect(r.status).toBe(200);
+    expect(values(r.body)).toEqual([["b", "4"], ["plus", "11"]]);
+  });
+
+  it("turns Go's float text into exact Quantities (1e-07 → 100n, 0.1 → 100m) and refuses 1e+21 rather than rounding it", async () => {
+    const bridge = bridgeFor(prom.url);
+    expect(values((await read(bridge, "queue_ready", "queue=tiny")).body)).toEqual([["tiny", "100n"]]);
+    expect(values((await read(bridge, "queue_ready", "queue=tenth")).body)).toEqual([["tenth", "100m"]]);
+    const big = await read(bridge, "queue_ready", "queue=big");
+    expect(big.status).toBe(500);
+    expect(big.body.items).toBeUndefined();
+    expect(big.body.message).toMatch(/1000000000000000000000 .*cannot be read back exactly/);
+  });
+
+  it("answers 503 for an exported NaN, never a value", async () => {
+    const nan = await read(bridgeFor(prom.url), "queue_ready", "queue=nan");
+    expect(nan.status).toBe(503);
+    expect(nan.body.items).toBeUndefined();
+    expect(nan.body.message).toMatch(/the value is NaN/);
+  });
+
+  it("answers an unknown queue with the rule's onEmpty: 503 by default, the configured value otherwise", async () => {
+    const bridge = bridgeFor(prom.url);
+    const missing = await read(bridge, "queue_ready", "queue=nope");
+    expect(missing.status).toBe(503);
+    expect(missing.body.items).toBeUndefined();
+    expect(missing.body.message).toMatch(/no series in the answer/);
+    expect(values((await read(bridge, "queue_ready_or_zero", "queue=nope")).body)).toEqual([["nope", "0"]]);
+  });
+
+  it("evaluates a template rule (irate over a counter) per queue, stamped with the evaluation time", async () => {
+    // irate over the last two samples: whole-second timestamps and 5/s, 2/s increments make it exact
+    await prom.waitForSeries('irate(emb_jobs_total{queue="b"}[1m])', { value: "2", timeoutMs: 20_000 });
+    const before = Date.now();
+    const r = await read(bridgeFor(prom.url), "jobs_per_second", "queue in (a, b)");
+    expect(r.status).toBe(200);
+    expect(values(r.body)).toEqual([["a", "5"], ["b", "2"]]);
+    const stamp = Date.parse(r.body.items[0].timestamp);
+    expect(stamp).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 - 1000);
+    expect(stamp).toBeLessThanOrEqual(Date.now());
+  });
+
+  it("sends two reads arriving together as one value query and one age query (Prometheus' own request count)", async () => {
+    const bridge = bridgeFor(prom.url);
+    const before = await prom.requests();
+    const [a, b] = await Promise.all([read(bridge, "queue_ready", "queue=a"), read(bridge, "queue_ready", "queue=b")]);
+    expect((await prom.requests()) - before).toBe(2);
+    expect(values(a.body)).toEqual([["a", "3"]]);
+    expect(values(b.body)).toEqual([["b", "4"]]);
+    expect(a.body.items[0].timestamp).toBe(iso(SAMPLE_TS));
+  });
+});
+
+describe("a stopped Prometheus", () => {
+  it("is a 503, never a value", async () => {
+    const own = await startPrometheus({ targets: [exporter.target] });
+    try {
+      await own.waitForSeries('emb_queue_ready{queue="b"}');
+      expect(values((await read(bridgeFor(own.url), "queue_ready", "queue=b")).body)).toEqual([["b", "4"]]);
+    } finally {
+      await own.stop();
+    }
+    const after = await read(bridgeFor(own.url), "queue_ready", "queue=b");
+    expect(after.status).toBe(503);
+    expect(after.body.items).toBeUndefined();
+    expect(after.body.message).toMatch(/provider prom/);
+  });
+});
