@@ -191,6 +191,12 @@ export interface PrometheusOptions {
   binary?: string;
   /** bound on reaching `/-/ready`, in ms (default 60 000) */
   readyTimeoutMs?: number;
+  /**
+   * Require HTTP basic auth on every endpoint (`--web.config.file` with
+   * `basic_auth_users`: prometheus/exporter-toolkit, which compares the
+   * password with a bcrypt hash); the helper's own requests send it.
+   */
+  basicAuth?: { username: string; password: string; bcryptHash: string };
 }
 
 /**
@@ -214,6 +220,11 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       scrape_configs: [{ job_name: "exporter", static_configs: [{ targets: [...options.targets] }] }],
     };
     writeFileSync(join(dir, "prometheus.yml"), stringify(config));
+    const auth = options.basicAuth;
+    if (auth) writeFileSync(join(dir, "web.yml"), stringify({ basic_auth_users: { [auth.username]: auth.bcryptHash } }));
+    const headers: Record<string, string> = auth
+      ? { authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`, "utf8").toString("base64")}` }
+      : {};
     const args = [
       `--config.file=${join(dir, "prometheus.yml")}`,
       `--storage.tsdb.path=${join(dir, "data")}`,
@@ -221,6 +232,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
       "--scrape.discovery-reload-interval=100ms",
       ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
+      ...(auth ? [`--web.config.file=${join(dir, "web.yml")}`] : []),
       ...(options.extraArgs ?? []),
     ];
     const proc = startProcess("prometheus", binary, args, { logFile: join(dir, "prometheus.log"), cwd: dir });
@@ -234,7 +246,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       async query(promql, time) {
         const params = new URLSearchParams({ query: promql });
         if (time !== undefined) params.set("time", String(time));
-        const res = await fetch(`${url}/api/v1/query?${params}`, { signal: AbortSignal.timeout(10_000) });
+        const res = await fetch(`${url}/api/v1/query?${params}`, { headers, signal: AbortSignal.timeout(10_000) });
         return (await res.json()) as QueryResponse;
       },
       async waitForSeries(promql, opts = {}) {
@@ -251,7 +263,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
         );
       },
       async requests(handler = "/api/v1/query") {
-        const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+        const res = await fetch(`${url}/metrics`, { headers, signal: AbortSignal.timeout(10_000) });
         const text = await res.text();
         let total = 0;
         for (const line of text.split("\n")) {
@@ -273,7 +285,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       const ready = waitFor(
         `Prometheus ready on ${url}`,
         async () => {
-          const res = await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(2_000) });
+          const res = await fetch(`${url}/-/ready`, { headers, signal: AbortSignal.timeout(2_000) });
           await res.body?.cancel();
           return res.status === 200;
         },

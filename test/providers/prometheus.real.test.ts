@@ -8,7 +8,8 @@
  * never a rounding); NaN, an unknown queue and a stopped Prometheus are
  * Status errors, never a value; a template rule with `irate()` works; two
  * reads arriving together cost Prometheus one value query and one age query
- * (counted by Prometheus itself, `prometheus_http_requests_total`).
+ * (counted by Prometheus itself, `prometheus_http_requests_total`); basic
+ * auth is checked by the server's own web config.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
@@ -52,7 +53,7 @@ function samples(): ExportedSample[] {
   ];
 }
 
-function config(url: string): string {
+function config(url: string, provider = ""): string {
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
@@ -63,6 +64,7 @@ providers:
     type: prometheus
     url: ${url}
     timeoutSeconds: 2
+${provider}
 metrics:
   - name: queue_ready
     provider: prom
@@ -101,8 +103,8 @@ afterAll(async () => {
   await exporter?.close();
 });
 
-function bridgeFor(url: string): Bridge {
-  return buildBridge(config(url), "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+function bridgeFor(url: string, provider = "", env: Record<string, string> = {}): Bridge {
+  return buildBridge(config(url, provider), "test.yaml", { env, now: () => Date.now() }, { log: () => {} });
 }
 
 async function read(bridge: Bridge, metric: string, selector: string) {
@@ -217,6 +219,34 @@ describe("a stopped Prometheus", () => {
       expect(after.status).toBe(503);
       expect(after.body.items).toBeUndefined();
       expect(after.body.message).toMatch(/provider prom: .* backend unreachable/);
+    }
+  });
+});
+
+describe("a Prometheus behind basic auth (exporter-toolkit's web config)", () => {
+  // bcrypt (cost 4) of the password below, made once with golang.org/x/crypto/bcrypt GenerateFromPassword
+  const basicAuth = { username: "bridge", password: "p@ss:wörd", bcryptHash: "$2a$04$D6ri7dPs7fJ3xPmThsvIPefqKTnmXd6CytC85tyg.nlUfFinOzzJS" };
+  const withAuth = "    auth: { basicAuth: { usernameEnv: PROM_USER, passwordEnv: PROM_PASSWORD } }";
+  let guarded: PrometheusServer;
+  beforeAll(async () => {
+    guarded = await startPrometheus({ targets: [exporter.target], basicAuth });
+    await guarded.waitForSeries('emb_queue_ready{queue="b"}');
+  }, 120_000);
+  afterAll(async () => guarded?.stop());
+
+  it("is read with the configured credentials (a password with ':' and non-ASCII, UTF-8 as RFC 7617 says)", async () => {
+    const ok = await read(bridgeFor(guarded.url, withAuth, { PROM_USER: "bridge", PROM_PASSWORD: "p@ss:wörd" }), "queue_ready", "queue=b");
+    expect(ok.status).toBe(200);
+    expect(values(ok.body)).toEqual([["b", "4"]]);
+  });
+
+  it("refuses a wrong password or none with a 500 that says to check auth, never a value", async () => {
+    const wrong = await read(bridgeFor(guarded.url, withAuth, { PROM_USER: "bridge", PROM_PASSWORD: "p@ss:word" }), "queue_ready_or_zero", "queue=b");
+    const none = await read(bridgeFor(guarded.url), "queue_ready_or_zero", "queue=b");
+    for (const r of [wrong, none]) {
+      expect(r.status).toBe(500);
+      expect(r.body.items).toBeUndefined();
+      expect(r.body.message).toMatch(/refused the bridge's credentials; check the provider's auth .*HTTP 401/);
     }
   });
 });
