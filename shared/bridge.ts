@@ -12,7 +12,7 @@ import type { ReadValues } from "./values/read.ts";
 import type { Caller } from "./identity.ts";
 import type { Selector } from "./k8s/selector.ts";
 import type { BridgeConfig } from "./config/config.ts";
-import { buildProviders, loadProviderModules } from "./providers/registry.ts";
+import { buildProviders, checkRules, loadProviderModules } from "./providers/registry.ts";
 import { policyHooks } from "./policy/authorize.ts";
 import { callerKey } from "./identity.ts";
 import { signatureAuthenticator } from "./signing.ts";
@@ -72,13 +72,15 @@ export async function loadBridge(config: BridgeConfig, runtime: RuntimeEnv, opti
  * Build providers and app from an already validated config, the providers'
  * modules loaded already (else use {@link loadBridge}).
  *
- * @throws Error when a configured type's module is not loaded (`buildProviders`)
+ * @throws Error when a configured type's module is not loaded (`buildProviders`),
+ *   or listing the rules a module's `checkRule` refused (`checkRules`)
  */
 export function fromConfig(
   config: BridgeConfig,
   runtime: RuntimeEnv,
   options: BuildOptions = {},
 ): Bridge {
+  checkRules(config.providers, config.metrics);
   const providers = buildProviders(config.providers, runtime);
   // Policy: the local identity as caller and the ExternalMetricPolicy
   // authorizer; an `authenticate` in options (the proxy's verifier) wins.

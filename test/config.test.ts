@@ -35,6 +35,7 @@ describe("config loading", () => {
       ["infra/examples/aws-sqs.yaml", "queue=orders"],
       ["infra/examples/cloudwatch.yaml", "queue=orders"],
       ["infra/examples/gcp-pubsub.yaml", "subscription=orders-worker"],
+      ["infra/examples/prometheus.yaml", "queue=orders"],
     ] as const) {
       const { config } = loadConfig(readFileSync(file, "utf8"), file);
       expect(config.policy, file).toMatchObject({ defaultAction: "Deny" });

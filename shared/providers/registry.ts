@@ -22,7 +22,7 @@
  */
 import { isProviderType, type ProviderEntry } from "./provider-list.ts";
 import { PROVIDERS } from "./provider-loaders.ts";
-import type { Provider, ProviderModule, RuntimeEnv } from "./types.ts";
+import type { MetricRule, Provider, ProviderModule, RuntimeEnv } from "./types.ts";
 
 /** The provider types this build holds, in table order. */
 export function builtProviderTypes(): string[] {
@@ -80,6 +80,30 @@ export function notBuiltMessage(type: string): string {
   const built = builtProviderTypes().join(", ");
   if (!isProviderType(type)) return `unknown provider type "${type}" (known: ${built})`;
   return `provider type "${type}" is not in this build (it holds: ${built}); build with it included (docs/deploy.md, "Bundle size")`;
+}
+
+/**
+ * Run each loaded module's `checkRule` (`ProviderModule.checkRule`) on the
+ * rules of its instances: the checks a provider's small schema leaves to its
+ * implementation, done before anything is served.
+ *
+ * @param providers validated `providers:` section, name → instance config
+ * @param metrics the validated rules
+ * @throws Error listing every rule refused (one line each)
+ */
+export function checkRules(providers: Readonly<Record<string, ProviderInstanceConfig>>, metrics: readonly MetricRule[]): void {
+  const problems: string[] = [];
+  for (const rule of metrics) {
+    const instance = providers[rule.provider];
+    const check = instance !== undefined ? loaded.get(instance.type)?.checkRule : undefined;
+    if (check === undefined) continue;
+    try {
+      check(rule);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  if (problems.length > 0) throw new Error(`invalid metric rules:\n${problems.join("\n")}`);
 }
 
 /**

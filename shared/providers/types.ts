@@ -191,4 +191,15 @@ export interface ProviderModule<P = unknown, Q = unknown> {
   readonly querySchema: ZodMiniType<Q>;
   /** build an instance; must not do network I/O */
   create(name: string, config: P, runtime: RuntimeEnv): Provider<Q>;
+  /**
+   * Checks of a rule that need the implementation and so cannot live in the
+   * small, statically imported `querySchema` (e.g. a full parse of a
+   * `prometheus` query template with the PromQL grammar). Run at start-up,
+   * before serving, for every rule of the provider's instances
+   * (`checkRules`, `./registry.ts`, from `shared/bridge.ts` `fromConfig`).
+   * No I/O. Absent: the schema checks everything.
+   *
+   * @throws Error whose message names the rule and the problem
+   */
+  checkRule?(rule: MetricRule<Q>): void;
 }

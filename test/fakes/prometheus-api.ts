@@ -92,7 +92,7 @@ function matches(labels: Record<string, string>, m: Matcher): boolean {
 
 function seconds(duration: string | undefined, fallback: number): number {
   if (duration === undefined) return fallback;
-  const m = /^(\d+(?:\.\d+)?)(s?)$/.exec(duration);
+  const m = /^(\d+(?:\.\d+)?)$/.exec(duration); // plain seconds, as the provider sends them
   return m ? Number(m[1]) : fallback;
 }
 

@@ -63,8 +63,8 @@ function refusal(text: string): string {
     parseTemplate(text);
   } catch (err) {
     if (!(err instanceof TemplateError)) throw err;
-    expect(err.message.startsWith(`line ${err.line}, column ${err.column}: `)).toBe(true);
-    return `${err.line}:${err.column} ${err.message.replace(/^line \d+, column \d+: /, "")}`;
+    expect(err.message).toBe(`line ${err.line}, column ${err.column}: ${err.reason}`);
+    return `${err.line}:${err.column} ${err.reason}`;
   }
   throw new Error(`accepted: ${text}`);
 }
@@ -112,6 +112,8 @@ describe("query templates", () => {
     expect(refusal("absent(m{<<.LabelMatchers>>}) or\n\tlabel_replace(x, \"a\", \"b\", \"c\", \"d\")")).toMatch(/^2:16 vector selector x has no/);
     expect(refusal("é名 + m")).toMatch(/^1:1 PromQL syntax error/);
     expect(refusal("1 + 😀m")).toMatch(/^1:5 PromQL syntax error/);
+    expect(refusal("sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)")).toMatch(/^1:5 unknown placeholder <<.Series>>: the only one is <<.LabelMatchers>>/);
+    expect(refusal("sum(m{<<.LabelMatchers>>}) by (<<.GroupBy>>)")).toMatch(/^1:32 unknown placeholder <<.GroupBy>>/);
     expect(refusal("vector(1) + 2")).toBe("1:1 the template has no vector selector: it must read series through metric{<<.LabelMatchers>>}");
   });
 

@@ -12,6 +12,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../../shared/config/config.ts";
 import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
+import { fromConfig } from "../../shared/bridge.ts";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { startFakePrometheus, vector, type FakePrometheus, type FakeSeries } from "../fakes/prometheus-api.ts";
 
@@ -81,7 +82,7 @@ describe("prometheus provider against a fake HTTP API", () => {
       `sum by (queue) (${METRIC}{job="rabbitmq",queue="orders"})`,
     ]);
     for (const r of fake.requests) {
-      expect(r).toMatchObject({ method: "POST", path: "/api/v1/query", timeout: "0.5s", lookbackDelta: "300s", time: undefined });
+      expect(r).toMatchObject({ method: "POST", path: "/api/v1/query", timeout: "0.5", lookbackDelta: "300", time: undefined });
       expect(r.headers["content-type"]).toBe("application/x-www-form-urlencoded");
       expect(r.headers["authorization"]).toBeUndefined();
     }
@@ -233,7 +234,7 @@ describe("prometheus provider against a fake HTTP API", () => {
     const a = await read(bridge, "queue_ready_wide", "queue=orders");
     expect(a.status).toBe(503);
     expect(a.body.message).toMatch(/older than maxAgeSeconds \(300\)/);
-    expect(fake.requests.every((r) => r.lookbackDelta === "600s")).toBe(true);
+    expect(fake.requests.every((r) => r.lookbackDelta === "600")).toBe(true);
     // the default lookback (maxAgeSeconds) does not select it at all
     const b = await read(bridge, "queue_ready", "queue=orders");
     expect(b.status).toBe(503);
@@ -369,5 +370,14 @@ metrics:
           / sum(http_requests_capacity)
 `);
     expect(text).toMatch(/bridge\.yaml:8:\d+: metrics\[0\]\.query\.template: template line 2, column 9: vector selector http_requests_capacity has no <<\.LabelMatchers>>/);
+  });
+
+  it("parses templates again at start-up, before serving, for a config validated before the parser was loaded (Node, Lambda)", () => {
+    const { config } = loadConfig(`${HEAD}  - { name: t, provider: prom, query: { template: "sum(x{<<.LabelMatchers>>})" } }\n`, "x.yaml");
+    // what the placeholder-only check of a config loaded before the implementation lets through
+    (config.metrics[0]!.query as { template: string }).template = "sum(x{<<.LabelMatchers>>})\n  / sum(y)";
+    expect(() => fromConfig(config, { env: {}, now: () => NOW }, { log: () => {} })).toThrow(
+      /invalid metric rules:\nmetric t: the template is not valid PromQL \(line 2, column 9\): .*vector selector y has no <<\.LabelMatchers>>/,
+    );
   });
 });

@@ -5,7 +5,7 @@
  * Node, Lambda and the Worker alike.
  *
  * `POST {url}/api/v1/query` with a form body (`query`, `timeout`,
- * `lookback_delta`; no `time`: the server's now). The answer is the API's
+ * `lookback_delta`, both in seconds; no `time`: the server's now). The answer is the API's
  * envelope — `{"status":"success","data":{"resultType":"vector","result":
  * [{"metric":{…},"value":[<unix seconds>,"<value>"]}]},"warnings":[…],
  * "infos":[…]}` or `{"status":"error","errorType":"bad_data","error":"…"}`
@@ -47,8 +47,6 @@ export interface InstantQuery {
   headers: Readonly<Record<string, string>>;
   /** the call's signal (the read's, combined with the provider's `timeoutSeconds`) */
   signal: AbortSignal;
-  /** `fetch` to use (default the global one) */
-  fetch?: typeof fetch;
 }
 
 /**
@@ -108,10 +106,11 @@ function excerpt(text: string): string {
 export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   const form = new URLSearchParams();
   form.set("query", q.query);
-  form.set("timeout", `${q.timeoutSeconds}s`);
-  if (q.lookbackSeconds !== undefined) form.set("lookback_delta", `${q.lookbackSeconds}s`);
-  const doFetch = q.fetch ?? fetch;
-  const response = await doFetch(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
+  // Durations as plain seconds: Prometheus reads a float first (`web/api/v1/api.go` `parseDuration`);
+  // its duration syntax has no fractions ("0.5s" is refused), and a timeoutSeconds may be 0.5.
+  form.set("timeout", String(q.timeoutSeconds));
+  if (q.lookbackSeconds !== undefined) form.set("lookback_delta", String(q.lookbackSeconds));
+  const response = await fetch(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
     method: "POST",
     headers: { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
     body: form.toString(),

@@ -56,7 +56,7 @@ setTemplateCheck((text) => {
     parseTemplate(text);
     return undefined;
   } catch (err) {
-    if (err instanceof TemplateError) return { message: err.message, line: err.line, column: err.column };
+    if (err instanceof TemplateError) return { message: err.reason, line: err.line, column: err.column };
     throw err;
   }
 });
@@ -74,7 +74,7 @@ function templateOf(rule: string, text: string): QueryTemplate {
     try {
       parsed = parseTemplate(text);
     } catch (err) {
-      if (err instanceof TemplateError) throw internalError(`metric ${rule}: the template is not valid PromQL (line ${err.line}, column ${err.column}): ${err.message}`);
+      if (err instanceof TemplateError) throw internalError(`metric ${rule}: the template is not valid PromQL (line ${err.line}, column ${err.column}): ${err.reason}`);
       throw err;
     }
     templates.set(text, parsed);
@@ -309,6 +309,10 @@ export const prometheusModule: ProviderModule<PrometheusProviderConfig, Promethe
   providerSchema: prometheusProviderSchema,
   querySchema: prometheusQuerySchema,
   create: (name, config, runtime) => new PrometheusProvider(name, config, runtime),
+  // A config validated before this module loaded (Node, Lambda) had its templates checked for the placeholder only.
+  checkRule: (rule) => {
+    if (rule.query.template !== undefined) templateOf(rule.name, rule.query.template);
+  },
 };
 
 /** This module under the name every provider folder's `index.ts` exports it (`../provider-list.ts`). */

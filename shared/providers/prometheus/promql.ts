@@ -145,17 +145,20 @@ const DUMMY = `${DUMMY_NAME}="x"`;
 
 /**
  * A query template the config cannot use. `line` and `column` are 1-based,
- * in the template's own text (the column counts Unicode code points); the
- * message starts with them.
+ * in the template's own text (the column counts Unicode code points);
+ * `message` is `line L, column C: <reason>`, `reason` the same without the
+ * position (for callers that show the position their own way).
  */
 export class TemplateError extends Error {
   readonly line: number;
   readonly column: number;
-  constructor(message: string, line: number, column: number) {
-    super(`line ${line}, column ${column}: ${message}`);
+  readonly reason: string;
+  constructor(reason: string, line: number, column: number) {
+    super(`line ${line}, column ${column}: ${reason}`);
     this.name = "TemplateError";
     this.line = line;
     this.column = column;
+    this.reason = reason;
   }
 }
 
@@ -237,6 +240,8 @@ function stringLiteralProblem(token: string): { offset: number; message: string 
  * (`@prometheus-io/lezer-promql`, the grammar of Prometheus's own UI) after
  * each {@link MATCHERS_PLACEHOLDER} is replaced by a stand-in matcher. It is
  * refused when:
+ * - it has another placeholder than {@link MATCHERS_PLACEHOLDER} (such as
+ *   prometheus-adapter's `<<.Series>>` or `<<.GroupBy>>`);
  * - it is not valid Unicode, or does not parse (a syntax error node), or a
  *   string literal is one Prometheus's lexer refuses (unterminated, bad
  *   escape);
@@ -262,6 +267,11 @@ export function parseTemplate(text: string): QueryTemplate {
   };
   const surrogate = LONE_SURROGATE.exec(text);
   if (surrogate) fail(surrogate.index, "the template is not valid Unicode (a lone surrogate)");
+  for (const m of text.matchAll(/<<[^<>\n]*>>/g)) {
+    if (m[0] !== MATCHERS_PLACEHOLDER) {
+      fail(m.index, `unknown placeholder ${m[0]}: the only one is ${MATCHERS_PLACEHOLDER} (write the metric name and the grouping labels themselves, prometheus-adapter's <<.Series>> and <<.GroupBy>> are not supported)`);
+    }
+  }
 
   // Placeholders at their original offsets; the parsed text has DUMMY in their place.
   const pieces = text.split(MATCHERS_PLACEHOLDER);

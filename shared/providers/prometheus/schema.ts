@@ -15,7 +15,8 @@
  * the provider tables), so it imports neither the PromQL parser nor the
  * query builder. A template is checked here only for the placeholder; the
  * full parse (`./promql.ts` `parseTemplate`, line and column of the fault)
- * runs where the implementation is loaded ({@link setTemplateCheck}).
+ * runs where the implementation is loaded ({@link setTemplateCheck}) and
+ * again at start-up (`ProviderModule.checkRule`).
  */
 import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
@@ -78,8 +79,8 @@ const selectorLabel = z.union([
 
 /**
  * How a template is fully checked once the PromQL parser is loaded: returns
- * undefined when valid, else the problem with its 1-based line and column
- * in the template text. Set by `./index.ts` ({@link setTemplateCheck}).
+ * undefined when valid, else the problem (without position) with its
+ * 1-based line and column in the template text. Set by `./index.ts` ({@link setTemplateCheck}).
  */
 export type TemplateCheck = (text: string) => { message: string; line: number; column: number } | undefined;
 
@@ -90,7 +91,8 @@ let templateCheck: TemplateCheck | undefined;
  * loads: the Worker bundles it statically, Node and Lambda load it before
  * building a Prometheus provider, tests load every provider first). Until
  * then a template is checked only for the placeholder, and the
- * implementation parses it again before any read (`./index.ts`).
+ * implementation parses it at start-up, before serving
+ * (`ProviderModule.checkRule`, `./index.ts`).
  */
 export function setTemplateCheck(check: TemplateCheck): void {
   templateCheck = check;
@@ -106,8 +108,7 @@ const template = z.string().check(
     }
     const problem = templateCheck?.(text);
     if (problem !== undefined) {
-      const message = problem.message.replace(/^line \d+, column \d+: /, "");
-      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${message}` });
+      ctx.addIssue({ code: "custom", message: `template line ${problem.line}, column ${problem.column}: ${problem.message}` });
     }
   }),
 );
