@@ -19,6 +19,7 @@
  * "Configuration" (`scrape_configs`, `static_configs`), "HTTP API"
  * (`/api/v1/query`, `/-/ready`), and `cmd/prometheus/main.go` (flags).
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -236,6 +237,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       ...(options.extraArgs ?? []),
     ];
     const proc = startProcess("prometheus", binary, args, { logFile: join(dir, "prometheus.log"), cwd: dir });
+    killWithThisProcess(proc);
     const url = `http://127.0.0.1:${port}${prefix}`;
     let stopped = false;
     const server: PrometheusServer = {
@@ -306,4 +308,22 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       throw err;
     }
   }
+}
+
+/**
+ * Kill `proc` (SIGKILL) when this process dies in any way, SIGKILL included:
+ * a vitest worker that is torn down runs no `exit` handlers, so
+ * startProcess's own safety net does not fire there. A `sh` watcher blocks
+ * reading a pipe from this process; the kernel closes the pipe when this
+ * process dies, and the watcher kills the pid. It is itself killed as soon
+ * as `proc` exits, so it never signals a reused pid.
+ */
+function killWithThisProcess(proc: LoggedProcess): void {
+  const pid = proc.child.pid;
+  if (pid === undefined) return;
+  const watcher = spawn("sh", ["-c", `read _ignored; kill -KILL ${pid} 2>/dev/null`], { stdio: ["pipe", "ignore", "ignore"], detached: true });
+  watcher.on("error", () => {}); // no sh: only startProcess's exit handler remains
+  watcher.unref();
+  (watcher.stdin as unknown as { unref?: () => void }).unref?.();
+  void proc.exited.then(() => watcher.kill("SIGKILL"));
 }
