@@ -19,6 +19,7 @@
  * "Configuration" (`scrape_configs`, `static_configs`), "HTTP API"
  * (`/api/v1/query`, `/-/ready`), and `cmd/prometheus/main.go` (flags).
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -191,6 +192,12 @@ export interface PrometheusOptions {
   binary?: string;
   /** bound on reaching `/-/ready`, in ms (default 60 000) */
   readyTimeoutMs?: number;
+  /**
+   * Require HTTP basic auth on every endpoint (`--web.config.file` with
+   * `basic_auth_users`: prometheus/exporter-toolkit, which compares the
+   * password with a bcrypt hash); the helper's own requests send it.
+   */
+  basicAuth?: { username: string; password: string; bcryptHash: string };
 }
 
 /**
@@ -214,6 +221,11 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       scrape_configs: [{ job_name: "exporter", static_configs: [{ targets: [...options.targets] }] }],
     };
     writeFileSync(join(dir, "prometheus.yml"), stringify(config));
+    const auth = options.basicAuth;
+    if (auth) writeFileSync(join(dir, "web.yml"), stringify({ basic_auth_users: { [auth.username]: auth.bcryptHash } }));
+    const headers: Record<string, string> = auth
+      ? { authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`, "utf8").toString("base64")}` }
+      : {};
     const args = [
       `--config.file=${join(dir, "prometheus.yml")}`,
       `--storage.tsdb.path=${join(dir, "data")}`,
@@ -221,9 +233,11 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
       "--scrape.discovery-reload-interval=100ms",
       ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
+      ...(auth ? [`--web.config.file=${join(dir, "web.yml")}`] : []),
       ...(options.extraArgs ?? []),
     ];
     const proc = startProcess("prometheus", binary, args, { logFile: join(dir, "prometheus.log"), cwd: dir });
+    killWithThisProcess(proc);
     const url = `http://127.0.0.1:${port}${prefix}`;
     let stopped = false;
     const server: PrometheusServer = {
@@ -234,7 +248,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       async query(promql, time) {
         const params = new URLSearchParams({ query: promql });
         if (time !== undefined) params.set("time", String(time));
-        const res = await fetch(`${url}/api/v1/query?${params}`, { signal: AbortSignal.timeout(10_000) });
+        const res = await fetch(`${url}/api/v1/query?${params}`, { headers, signal: AbortSignal.timeout(10_000) });
         return (await res.json()) as QueryResponse;
       },
       async waitForSeries(promql, opts = {}) {
@@ -251,7 +265,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
         );
       },
       async requests(handler = "/api/v1/query") {
-        const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+        const res = await fetch(`${url}/metrics`, { headers, signal: AbortSignal.timeout(10_000) });
         const text = await res.text();
         let total = 0;
         for (const line of text.split("\n")) {
@@ -273,7 +287,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       const ready = waitFor(
         `Prometheus ready on ${url}`,
         async () => {
-          const res = await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(2_000) });
+          const res = await fetch(`${url}/-/ready`, { headers, signal: AbortSignal.timeout(2_000) });
           await res.body?.cancel();
           return res.status === 200;
         },
@@ -294,4 +308,22 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       throw err;
     }
   }
+}
+
+/**
+ * Kill `proc` (SIGKILL) when this process dies in any way, SIGKILL included:
+ * a vitest worker that is torn down runs no `exit` handlers, so
+ * startProcess's own safety net does not fire there. A `sh` watcher blocks
+ * reading a pipe from this process; the kernel closes the pipe when this
+ * process dies, and the watcher kills the pid. It is itself killed as soon
+ * as `proc` exits, so it never signals a reused pid.
+ */
+function killWithThisProcess(proc: LoggedProcess): void {
+  const pid = proc.child.pid;
+  if (pid === undefined) return;
+  const watcher = spawn("sh", ["-c", `read _ignored; kill -KILL ${pid} 2>/dev/null`], { stdio: ["pipe", "ignore", "ignore"], detached: true });
+  watcher.on("error", () => {}); // no sh: only startProcess's exit handler remains
+  watcher.unref();
+  (watcher.stdin as unknown as { unref?: () => void }).unref?.();
+  void proc.exited.then(() => watcher.kill("SIGKILL"));
 }

@@ -7,7 +7,9 @@
  * its start fails. The provider's suite (prometheus.real.test.ts) builds on
  * these facts.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   PROMETHEUS_BUILD_TIMEOUT_MS,
@@ -19,6 +21,7 @@ import {
   type PrometheusServer,
   type VectorSample,
 } from "../helpers/prometheus.ts";
+import { waitFor } from "../k8s/cluster.ts";
 
 /** Pids of this process's children whose command is `prometheus` (from /proc). */
 function prometheusChildren(): number[] {
@@ -140,5 +143,42 @@ describe("lifecycle", () => {
     const before = prometheusChildren();
     await expect(startPrometheus({ binary, targets: [exporter.target], extraArgs: ["--no-such-flag"] })).rejects.toThrow(/exited with 1 before it was ready[\s\S]*no-such-flag/);
     expect(prometheusChildren()).toEqual(before);
+  });
+
+  it("dies with the test process even when that is SIGKILLed (no exit handler runs)", async () => {
+    const helper = fileURLToPath(new URL("../helpers/prometheus.ts", import.meta.url));
+    const script = `
+      import { startExporter, startPrometheus } from ${JSON.stringify(helper)};
+      const exporter = await startExporter();
+      const prom = await startPrometheus({ binary: process.env.PROM_BINARY, targets: [exporter.target] });
+      console.log(JSON.stringify({ pid: prom.process.child.pid, dir: prom.dir }));
+      setInterval(() => {}, 60_000);`;
+    const owner = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, PROM_BINARY: binary }, stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let out = "";
+        owner.stdout!.on("data", (chunk) => {
+          out += chunk;
+          if (out.includes("\n")) resolve(out.split("\n")[0]!);
+        });
+        owner.once("exit", (code) => reject(new Error(`the owner exited with ${code} before starting Prometheus`)));
+      });
+      const { pid, dir } = JSON.parse(line) as { pid: number; dir: string };
+      try {
+        expect(() => process.kill(pid, 0)).not.toThrow();
+        owner.kill("SIGKILL");
+        await waitFor(`Prometheus (pid ${pid}) to be killed with its owner`, async () => {
+          try {
+            return /^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8")); // a zombie until reaped
+          } catch {
+            return true; // gone
+          }
+        }, { timeoutMs: 10_000 });
+      } finally {
+        rmSync(dir, { recursive: true, force: true }); // the killed owner could not remove it
+      }
+    } finally {
+      owner.kill("SIGKILL");
+    }
   });
 });

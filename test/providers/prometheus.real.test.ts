@@ -8,7 +8,8 @@
  * never a rounding); NaN, an unknown queue and a stopped Prometheus are
  * Status errors, never a value; a template rule with `irate()` works; two
  * reads arriving together cost Prometheus one value query and one age query
- * (counted by Prometheus itself, `prometheus_http_requests_total`).
+ * (counted by Prometheus itself, `prometheus_http_requests_total`); basic
+ * auth is checked by the server's own web config.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
@@ -28,12 +29,16 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 /** The time of queue a's sample: 20 s before the suite starts, whole seconds, exported as the sample's own timestamp. */
 const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
 
+/** The time of queue old's sample: 90 s before the suite starts, older than the `queue_ready_fresh` rule's maxAgeSeconds (60). */
+const OLD_TS = SAMPLE_TS - 70_000;
+
 /** What the exporter serves at every scrape: gauges per queue, and counters growing 5/s (a) and 2/s (b) stamped with whole seconds. */
 function samples(): ExportedSample[] {
   const second = Math.floor(Date.now() / 1000);
   const gauge = (queue: string, value: number, timestampMs?: number): ExportedSample => ({ name: "emb_queue_ready", labels: { queue }, value, timestampMs });
   return [
     gauge("a", 3, SAMPLE_TS),
+    gauge("old", 6, OLD_TS),
     gauge("b", 4),
     gauge("a.b", 5),
     gauge("aXb", 7),
@@ -48,7 +53,7 @@ function samples(): ExportedSample[] {
   ];
 }
 
-function config(url: string): string {
+function config(url: string, provider = ""): string {
   return `
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
@@ -59,6 +64,7 @@ providers:
     type: prometheus
     url: ${url}
     timeoutSeconds: 2
+${provider}
 metrics:
   - name: queue_ready
     provider: prom
@@ -66,6 +72,10 @@ metrics:
   - name: queue_ready_or_zero
     provider: prom
     query: { series: emb_queue_ready, selectorLabels: { queue: queue }, onEmpty: { value: "0" } }
+  - name: queue_ready_fresh
+    provider: prom
+    maxAgeSeconds: 60
+    query: { series: emb_queue_ready, selectorLabels: { queue: queue } }
   - name: queue_by_alias
     provider: prom
     query: { series: emb_queue_ready, selectorLabels: { queue: { label: queue, values: { plus: "a+b", b: b } } } }
@@ -93,8 +103,8 @@ afterAll(async () => {
   await exporter?.close();
 });
 
-function bridgeFor(url: string): Bridge {
-  return buildBridge(config(url), "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+function bridgeFor(url: string, provider = "", env: Record<string, string> = {}): Bridge {
+  return buildBridge(config(url, provider), "test.yaml", { env, now: () => Date.now() }, { log: () => {} });
 }
 
 async function read(bridge: Bridge, metric: string, selector: string) {
@@ -110,6 +120,17 @@ describe("prometheus provider against a real Prometheus", () => {
     const a = await read(bridgeFor(prom.url), "queue_ready", "queue=a");
     expect(a.status).toBe(200);
     expect(a.body.items).toEqual([{ metricName: "queue_ready", metricLabels: { queue: "a" }, timestamp: iso(SAMPLE_TS), value: "3" }]);
+  });
+
+  it("does not select a sample older than the rule's maxAgeSeconds (sent as lookback_delta): 503, never the old value", async () => {
+    const bridge = bridgeFor(prom.url);
+    const lenient = await read(bridge, "queue_ready", "queue=old");
+    expect(lenient.body.items).toEqual([{ metricName: "queue_ready", metricLabels: { queue: "old" }, timestamp: iso(OLD_TS), value: "6" }]);
+    const strict = await read(bridge, "queue_ready_fresh", "queue=old");
+    expect(strict.status).toBe(503);
+    expect(strict.body.items).toBeUndefined();
+    expect(strict.body.message).toMatch(/no series in the answer \(lookback_delta 60s\)/);
+    expect(values((await read(bridge, "queue_ready_fresh", "queue=a")).body)).toEqual([["a", "3"]]);
   });
 
   it("reads queue in (a, b) as exactly a and b, and never confuses a.b with aXb", async () => {
@@ -184,7 +205,7 @@ describe("prometheus provider against a real Prometheus", () => {
 });
 
 describe("a stopped Prometheus", () => {
-  it("is a 503, never a value", async () => {
+  it("is a 503, never a value (not even a rule's onEmpty value)", async () => {
     const own = await startPrometheus({ targets: [exporter.target] });
     try {
       await own.waitForSeries('emb_queue_ready{queue="b"}');
@@ -192,9 +213,40 @@ describe("a stopped Prometheus", () => {
     } finally {
       await own.stop();
     }
-    const after = await read(bridgeFor(own.url), "queue_ready", "queue=b");
-    expect(after.status).toBe(503);
-    expect(after.body.items).toBeUndefined();
-    expect(after.body.message).toMatch(/provider prom/);
+    const bridge = bridgeFor(own.url);
+    for (const metric of ["queue_ready", "queue_ready_or_zero"]) {
+      const after = await read(bridge, metric, "queue=b");
+      expect(after.status).toBe(503);
+      expect(after.body.items).toBeUndefined();
+      expect(after.body.message).toMatch(/provider prom: .* backend unreachable/);
+    }
+  });
+});
+
+describe("a Prometheus behind basic auth (exporter-toolkit's web config)", () => {
+  // bcrypt (cost 4) of the password below, made once with golang.org/x/crypto/bcrypt GenerateFromPassword
+  const basicAuth = { username: "bridge", password: "p@ss:wörd", bcryptHash: "$2a$04$D6ri7dPs7fJ3xPmThsvIPefqKTnmXd6CytC85tyg.nlUfFinOzzJS" };
+  const withAuth = "    auth: { basicAuth: { usernameEnv: PROM_USER, passwordEnv: PROM_PASSWORD } }";
+  let guarded: PrometheusServer;
+  beforeAll(async () => {
+    guarded = await startPrometheus({ targets: [exporter.target], basicAuth });
+    await guarded.waitForSeries('emb_queue_ready{queue="b"}');
+  }, 120_000);
+  afterAll(async () => guarded?.stop());
+
+  it("is read with the configured credentials (a password with ':' and non-ASCII, UTF-8 as RFC 7617 says)", async () => {
+    const ok = await read(bridgeFor(guarded.url, withAuth, { PROM_USER: "bridge", PROM_PASSWORD: "p@ss:wörd" }), "queue_ready", "queue=b");
+    expect(ok.status).toBe(200);
+    expect(values(ok.body)).toEqual([["b", "4"]]);
+  });
+
+  it("refuses a wrong password or none with a 500 that says to check auth, never a value", async () => {
+    const wrong = await read(bridgeFor(guarded.url, withAuth, { PROM_USER: "bridge", PROM_PASSWORD: "p@ss:word" }), "queue_ready_or_zero", "queue=b");
+    const none = await read(bridgeFor(guarded.url), "queue_ready_or_zero", "queue=b");
+    for (const r of [wrong, none]) {
+      expect(r.status).toBe(500);
+      expect(r.body.items).toBeUndefined();
+      expect(r.body.message).toMatch(/refused the bridge's credentials; check the provider's auth .*HTTP 401/);
+    }
   });
 });
