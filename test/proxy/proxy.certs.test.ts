@@ -298,13 +298,15 @@ describe("renewal", () => {
 
   it("rotates the CA with overlap: caBundle goes old → old+new → new, and what any replica serves always verifies with the published caBundle", async () => {
     const fake = await startFakeKubeApiServer();
-    const rotation = { certValiditySeconds: 3, caValiditySeconds: 9, overlapSeconds: 1 };
+    // An overlap of 2 s: what a replica has to load the new certificate before the old CA leaves caBundle
+    // (1 s was missed on a loaded machine; in production it is 600 s).
+    const rotation = { certValiditySeconds: 6, caValiditySeconds: 18, overlapSeconds: 2 };
     const [a, b] = await Promise.all([startReplica(fake, { rotation }), startReplica(fake, { rotation })]);
     try {
       await eventually(() => caBundleOf(fake) !== undefined, 5000, "APIService registered");
       const bundles: string[] = [];
       let failures = 0;
-      const deadline = Date.now() + 15_000;
+      const deadline = Date.now() + 40_000;
       while (Date.now() < deadline) {
         const bundle = caBundleOf(fake)!;
         if (bundles.at(-1) !== bundle) bundles.push(bundle);
@@ -327,7 +329,7 @@ describe("renewal", () => {
       await Promise.all([a.stop(), b.stop()]);
       await fake.close();
     }
-  });
+  }, 60_000);
 });
 
 describe("Secret loss (issue 23: a deleted or corrupted Secret must not cut off clients of the published caBundle)", () => {
