@@ -165,6 +165,15 @@ describe("prometheus provider against a fake HTTP API", () => {
     expect((await read(bridge, "queue_ready_404", "queue=orders")).status).toBe(404);
   });
 
+  it("an info that is only advice about the query (not a counter name) leaves the answer whole: the value is served", async () => {
+    fake.series = [queue("orders", "5")];
+    // the value query answers with the info; the age query is evaluated by the fake
+    fake.respond = (q) => (q.query.includes("timestamp(") ? undefined : { body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, "5"] }], { infos: ["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"queue_ready\""] }) });
+    const a = await read(bridgeFor(config(fake.url)), "queue_ready", "queue=orders");
+    expect(a.status).toBe(200);
+    expect(a.body.items[0].value).toBe("5");
+  });
+
   it("two samples for one label set are a 503, never a guess", async () => {
     const sample = { metric: { queue: "orders" }, value: [NOW / 1000, "1"] as [number, string] };
     fake.respond = () => ({ body: vector([sample, sample]) });
@@ -175,7 +184,8 @@ describe("prometheus provider against a fake HTTP API", () => {
 
   it.each([
     ["warnings", { warnings: ["PromQL warning: encountered a mix of histograms and floats"] }, /partial answer: PromQL warning/],
-    ["infos", { infos: ["PromQL info: metric might not be a counter"] }, /partial answer: PromQL info/],
+    ["an info that says series were ignored", { infos: ["PromQL info: ignored histograms in a sum aggregation"] }, /partial answer: PromQL info: ignored/],
+    ["a partial response (Thanos)", { warnings: ["partial response: store 10.0.0.7:10901 did not answer"] }, /partial answer: partial response/],
   ])("an answer with %s is a failed read (503)", async (_name, extra, message) => {
     fake.series = [queue("orders", "5")];
     fake.respond = () => ({ body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, "5"] }], extra) });

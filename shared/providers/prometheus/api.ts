@@ -54,7 +54,8 @@ export interface InstantQuery {
  * whole), the API's `errorType` (`bad_data`, `execution`, `timeout`,
  * `canceled`, `internal`, `unavailable`, `not_found`; `api.go`) or one of
  * ours — `invalid_answer` (not the API's envelope), `too_large`, `partial`
- * (warnings or infos) — and the server's `Retry-After`, seconds.
+ * (a warning, or an info that says data was left out: {@link partialNotes})
+ * — and the server's `Retry-After`, seconds.
  */
 export class PrometheusApiError extends Error {
   readonly httpStatus: number;
@@ -88,6 +89,22 @@ const errorSchema = z.looseObject({
   error: z.string(),
 });
 
+/** An info annotation that says the answer leaves data out (Prometheus `util/annotations`: "ignored histograms …"; Thanos/Mimir: partial responses). */
+const PARTIAL_INFO = /partial|incomplete|ignored|truncat|dropped/i;
+
+/**
+ * The annotations of a success answer that make it unusable: every warning
+ * (Prometheus `util/annotations` PromQL warnings say the result may be wrong,
+ * e.g. a mix of histograms and floats; Thanos and Mimir report a partial
+ * response as a warning) and the infos that say data was left out
+ * ({@link PARTIAL_INFO}). Other infos are advice about the query (e.g.
+ * "metric might not be a counter" for `rate()` over a name without
+ * `_total`) and leave the answer whole, so they do not fail the read.
+ */
+export function partialNotes(warnings: readonly string[] | undefined, infos: readonly string[] | undefined): string[] {
+  return [...(warnings ?? []), ...(infos ?? []).filter((info) => PARTIAL_INFO.test(info))];
+}
+
 /** Text of a body for a message: its first 200 characters. */
 function excerpt(text: string): string {
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
@@ -98,8 +115,8 @@ function excerpt(text: string): string {
  *
  * @throws PrometheusApiError for an HTTP or API error, an answer that is not
  *   a vector in the API's envelope, an answer over {@link MAX_ANSWER_BYTES},
- *   or an answer with `warnings`/`infos` (`partial`: the result may be
- *   incomplete, so no value of it is used)
+ *   or an answer that says it may be partial or wrong ({@link partialNotes}:
+ *   `partial`, so no value of it is used)
  * @throws the fetch's own error (network failure; a `TimeoutError` or the
  *   signal's reason when `signal` aborts)
  */
@@ -130,7 +147,7 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   if (!response.ok) throw new PrometheusApiError(response.status, "http", `HTTP ${response.status}: ${excerpt(text)}`, retryAfter);
   const ok = successSchema.safeParse(body);
   if (!ok.success) throw new PrometheusApiError(response.status, "invalid_answer", `the answer is not the Prometheus API's success envelope: ${excerpt(text)}`);
-  const notes = [...(ok.data.warnings ?? []), ...(ok.data.infos ?? [])];
+  const notes = partialNotes(ok.data.warnings, ok.data.infos);
   if (notes.length > 0) throw new PrometheusApiError(response.status, "partial", `partial answer: ${notes.map(excerpt).join("; ")}`, retryAfter);
   if (ok.data.data.resultType !== "vector") {
     throw new PrometheusApiError(response.status, "invalid_answer", `the answer is a ${ok.data.data.resultType}, not an instant vector`);
