@@ -129,7 +129,7 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
   };
 
   /** Steps 4–5: the provider's cache, else a read under the deadline. */
-  const readSeries = (query: ValuesQuery, rule: MetricRule, provider: Provider, audit: ReadAudit, signal: AbortSignal | undefined): ValuesAnswer | Promise<ValuesAnswer> => {
+  const readSeries = (query: ValuesQuery, rule: MetricRule, provider: Provider, audit: ReadAudit, parts: ValuesRead): ValuesAnswer | Promise<ValuesAnswer> => {
     const request: PlanRequest = { rule, selector: query.selector, namespace: query.namespace };
     // A cache hit is answered synchronously: no deadline to arm, nothing to cancel, no promise.
     const cached = provider.peek?.(request);
@@ -138,7 +138,7 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
       return answer(query, rule, audit, cached);
     }
     audit.cache = "load";
-    return queryWithDeadline(provider, request, signal, deadlineMs).then((series) => answer(query, rule, audit, series));
+    return queryWithDeadline(provider, request, parts.signal, deadlineMs).then((series) => answer(query, rule, audit, series));
   };
 
   /** Steps 1–5 (may throw a StatusError). */
@@ -167,7 +167,7 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
         return decided.then(
           () => {
             decide(audit, undefined);
-            return readSeries(query, rule, provider, audit, parts.signal);
+            return readSeries(query, rule, provider, audit, parts);
           },
           (err: unknown) => {
             decide(audit, err);
@@ -177,7 +177,7 @@ export function createValuesReader(options: ValuesReaderOptions): ReadValues {
       }
       decide(audit, undefined);
     }
-    return readSeries(query, rule, provider, audit, parts.signal);
+    return readSeries(query, rule, provider, audit, parts);
   };
 
   /** Step 6: the audit record and the request metrics, then the outcome. */

@@ -47,8 +47,8 @@ export interface ExternalValuesParts {
 export interface ValuesRead extends ExternalValuesParts {
   /** the authenticated caller: the bridge's policies decide for it */
   caller: Caller;
-  /** aborted when nobody waits any more (the client left, the proxy's deadline): cancels the provider call */
-  signal?: AbortSignal;
+  /** aborted when nobody waits any more (the client left, the proxy's deadline): cancels the provider call; read only when a backend call is made */
+  readonly signal?: AbortSignal;
   /** the request id (the answer's `X-Request-Id`, the audit record's `requestId`) */
   requestId: string;
   /** the path for the audit record, as received (default: the canonical path of the parts) */
