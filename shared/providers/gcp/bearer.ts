@@ -73,10 +73,11 @@ export class GoogleBearer {
 
   /**
    * `fetch(url, init)` with `Authorization: Bearer <token>` added. When the
-   * API answers 401 to a token that was cached (no exchange ran for this
-   * call), the token is forgotten, a new one exchanged and the call made
-   * once more; a 401 to a fresh token is returned as is (and the token
-   * forgotten). The token exchange gets `init.signal` (the caller's deadline).
+   * API answers 401 to a token that was cached (no exchange ran while this
+   * call got it), that token is forgotten and the call made once more with
+   * a new one (concurrent calls refused the same token share one new
+   * exchange); a 401 to a token just exchanged is returned as is (and the
+   * token forgotten). The token exchange gets `init.signal` (the caller's deadline).
    *
    * @throws StatusError from {@link source} and the token exchange (500: the
    *   credentials are refused or broken; 503: the token endpoint is
@@ -88,13 +89,14 @@ export class GoogleBearer {
     for (let attempt = 0; ; attempt++) {
       const exchanges = source.exchanges;
       const token = await source.token(signal);
+      const cached = source.exchanges === exchanges;
       const headers = new Headers(init.headers);
       headers.set("authorization", `Bearer ${token}`);
       const response = await this.baseFetch(url, { ...init, headers });
       if (response.status !== 401) return response;
-      source.invalidate();
-      // A cached token the API no longer accepts: exchange a new one, once.
-      if (source.exchanges !== exchanges || attempt > 0) return response;
+      source.invalidate(token);
+      // A cached token the API no longer accepts (revoked, clock skew): exchange a new one, once.
+      if (!cached || attempt > 0) return response;
       await response.body?.cancel();
     }
   }
