@@ -12,14 +12,10 @@
  * a 500 naming the provider — never a value.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startOAuthFake, type OAuthFake } from "../fakes/google-oauth.ts";
-import { makeServiceAccount, type TestServiceAccount } from "../fakes/google-key.ts";
-import { startStsFake, type StsFake } from "../fakes/google-sts.ts";
-import { gmpRoutePrefix, startGmpFront, type GmpFront } from "../fakes/gmp-front.ts";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { gcpBacklogConfig } from "../helpers/gcp.ts";
-import { GMP_PROJECT, gmpConfig } from "../helpers/gmp.ts";
-import { PROMETHEUS_BUILD_TIMEOUT_MS, prometheusBinary, startExporter, startPrometheus, type Exporter, type PrometheusServer } from "../helpers/prometheus.ts";
+import { gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
+import { PROMETHEUS_BUILD_TIMEOUT_MS } from "../helpers/prometheus.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const MONITORING_READ = "https://www.googleapis.com/auth/monitoring.read";
@@ -27,35 +23,18 @@ const MONITORING_READ = "https://www.googleapis.com/auth/monitoring.read";
 /** The bridge's clock: real time plus a shift the renewal test sets. */
 const clock = { shiftMs: 0, now: () => Date.now() + clock.shiftMs };
 
-let exporter: Exporter;
-let prom: PrometheusServer;
-let oauth: OAuthFake;
-let account: TestServiceAccount;
-let sts: StsFake;
-let front: GmpFront;
+let stack: GmpStack;
+let oauth: GmpStack["oauth"];
+let account: GmpStack["account"];
+let sts: GmpStack["sts"];
+let front: GmpStack["front"];
 
 beforeAll(async () => {
-  const binary = prometheusBinary();
-  exporter = await startExporter([
-    { name: "emb_queue_ready", labels: { queue: "a" }, value: 3 },
-    { name: "emb_queue_ready", labels: { queue: "b" }, value: 4 },
-  ]);
-  prom = await startPrometheus({ binary, targets: [exporter.target], routePrefix: gmpRoutePrefix(GMP_PROJECT) });
-  await prom.waitForSeries('emb_queue_ready{queue="b"}');
-  oauth = await startOAuthFake(clock.now);
-  account = makeServiceAccount(oauth.tokenUri);
-  oauth.allow(account.json.client_email, account.publicKey);
-  sts = await startStsFake(oauth.issued, clock.now);
-  front = await startGmpFront(`http://127.0.0.1:${prom.port}`, gmpRoutePrefix(GMP_PROJECT), oauth.issued);
+  stack = await startGmpStack(clock.now);
+  ({ oauth, account, sts, front } = stack);
 }, PROMETHEUS_BUILD_TIMEOUT_MS + 120_000);
 
-afterAll(async () => {
-  await front?.close();
-  await sts?.close();
-  await oauth?.close();
-  await prom?.stop();
-  await exporter?.close();
-});
+afterAll(async () => stack?.close());
 
 afterEach(() => {
   clock.shiftMs = 0;
