@@ -91,3 +91,18 @@ export async function startGmpStack(now: () => number = Date.now): Promise<GmpSt
     },
   };
 }
+
+/**
+ * The environment of a Workload Identity Federation read with an AWS
+ * identity: the `external_account` configuration (impersonating the STS
+ * fake's service account) and the AWS credentials the STS fake accepts, region us-east-2.
+ */
+export function awsFederationEnv(sts: StsFake): Record<string, string> {
+  return {
+    GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(sts.credentialConfig("aws", { impersonate: true })),
+    AWS_ACCESS_KEY_ID: sts.aws.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: sts.aws.secretAccessKey,
+    AWS_SESSION_TOKEN: sts.aws.sessionToken,
+    AWS_REGION: "us-east-2",
+  };
+}

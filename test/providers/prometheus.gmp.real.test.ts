@@ -14,7 +14,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { gcpBacklogConfig } from "../helpers/gcp.ts";
-import { gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
+import { awsFederationEnv, gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
 import { PROMETHEUS_BUILD_TIMEOUT_MS } from "../helpers/prometheus.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
@@ -69,13 +69,7 @@ describe("prometheus provider, flavour gmp, against a real Prometheus behind a t
   });
 
   it("reads a value with Workload Identity Federation: AWS identity → STS → impersonated service account, no key", async () => {
-    const bridge = bridgeFor(gmpConfig(front.endpoint, { credentials: "{ source: externalAccount }" }), {
-      GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(sts.credentialConfig("aws", { impersonate: true })),
-      AWS_ACCESS_KEY_ID: sts.aws.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: sts.aws.secretAccessKey,
-      AWS_SESSION_TOKEN: sts.aws.sessionToken,
-      AWS_REGION: "us-east-2",
-    });
+    const bridge = bridgeFor(gmpConfig(front.endpoint, { credentials: "{ source: externalAccount }" }), awsFederationEnv(sts));
     const before = { sts: sts.sts.length, impersonations: sts.impersonations.length, front: front.requests.length };
     const a = await read(bridge, "queue_ready", "queue=a");
     expect(a.status, JSON.stringify(a.body)).toBe(200);

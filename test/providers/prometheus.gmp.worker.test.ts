@@ -9,7 +9,7 @@
  * a 500 naming the provider, never a value.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
+import { awsFederationEnv, gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
 import { PROMETHEUS_BUILD_TIMEOUT_MS } from "../helpers/prometheus.ts";
 import { buildWorker, startWorker, type WorkerBuild } from "../helpers/worker.ts";
 
@@ -48,13 +48,7 @@ describe("prometheus provider, flavour gmp, inside the Worker (workerd)", () => 
 
   it("reads a value with Workload Identity Federation from the Worker's secrets", async () => {
     const { sts, front } = stack;
-    const worker = await startWorker(gmpConfig(front.endpoint, { credentials: "{ source: externalAccount }" }), {
-      GOOGLE_EXTERNAL_ACCOUNT_JSON: JSON.stringify(sts.credentialConfig("aws", { impersonate: true })),
-      AWS_ACCESS_KEY_ID: sts.aws.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: sts.aws.secretAccessKey,
-      AWS_SESSION_TOKEN: sts.aws.sessionToken,
-      AWS_REGION: "us-east-2",
-    }, { build });
+    const worker = await startWorker(gmpConfig(front.endpoint, { credentials: "{ source: externalAccount }" }), awsFederationEnv(sts), { build });
     try {
       const res = await worker.request(`${NS}/queue_ready?labelSelector=queue%3Da`);
       const body = (await res.json()) as any;
