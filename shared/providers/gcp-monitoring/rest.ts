@@ -12,12 +12,9 @@
  * and `zod` (`zod/mini`, through `shared/config/zod.ts`).
  */
 import * as z from "../../config/zod.ts";
-import { internalError } from "../../k8s/status.ts";
-import { readExternalAccount, readServiceAccountKey } from "../gcp/credentials.ts";
-import { ExternalAccountTokenSource, type AccessTokenSource } from "../gcp/external-account.ts";
+import { GoogleBearer } from "../gcp/bearer.ts";
 import { parseRetryAfter } from "../backoff.ts";
 import { codeForHttpStatus, GoogleApiError, jsonOrUndefined, retryDelayOf } from "../gcp/errors.ts";
-import { ServiceAccountTokenSource } from "../gcp/token.ts";
 import {
   formatRfc3339,
   parseRfc3339,
@@ -85,58 +82,33 @@ export interface RestTransportOptions {
 class RestTransport implements MonitoringTransport {
   readonly kind = "rest";
   private readonly context: TransportContext;
-  private readonly fetch: typeof fetch;
-  private tokens: { keyText: string; source: AccessTokenSource } | undefined;
+  private readonly bearer: GoogleBearer;
 
   constructor(context: TransportContext, options: RestTransportOptions) {
     this.context = context;
-    this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
-  }
-
-  /**
-   * The token source of the credentials currently in the environment (re-read per call, so a rotated
-   * secret is picked up): a service-account key, or a Workload Identity Federation configuration.
-   */
-  private tokenSource(): AccessTokenSource {
-    const { providerName, config, runtime } = this.context;
-    const creds = config.credentials;
-    if (creds.source === "default") {
-      throw internalError(
+    const { providerName, config, runtime } = context;
+    // The token source of the credentials currently in the environment (re-read per call, so a rotated
+    // secret is picked up): a service-account key, or a Workload Identity Federation configuration.
+    this.bearer = new GoogleBearer({
+      providerName,
+      credentials: config.credentials,
+      runtime,
+      ...(options.fetch !== undefined ? { fetch: options.fetch } : {}),
+      defaultRefused:
         `provider ${providerName}: credentials.source "default" (Application Default Credentials) needs the official ` +
-          `Cloud Monitoring client, which this runtime does not use; give a service-account key with ` +
-          `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON } or a Workload Identity Federation ` +
-          `configuration with credentials: { source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON }`,
-      );
-    }
-    const keyText = runtime.env[creds.variable] ?? "";
-    if (this.tokens?.keyText !== keyText) {
-      const source =
-        creds.source === "environment"
-          ? new ServiceAccountTokenSource({ providerName, key: readServiceAccountKey(providerName, creds, runtime), now: runtime.now, fetch: this.fetch })
-          : new ExternalAccountTokenSource({ providerName, config: readExternalAccount(providerName, creds, runtime).config, env: runtime.env, now: runtime.now, fetch: this.fetch });
-      this.tokens = { keyText, source };
-    }
-    return this.tokens.source;
+        `Cloud Monitoring client, which this runtime does not use; give a service-account key with ` +
+        `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON } or a Workload Identity Federation ` +
+        `configuration with credentials: { source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON }`,
+    });
   }
 
   async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage> {
-    const source = this.tokenSource();
     const base = (this.context.config.endpoint ?? MONITORING_REST_ENDPOINT).replace(/\/+$/, "");
     const url = `${base}/v3/projects/${encodeURIComponent(request.project)}/timeSeries?${restQuery(request).toString()}`;
-    let response: Response;
-    for (let attempt = 0; ; attempt++) {
-      const exchanges = source.exchanges;
-      const token = await source.token(signal);
-      response = await this.fetch(url, { headers: { authorization: `Bearer ${token}`, accept: "application/json" }, signal });
-      // A cached token the API no longer accepts (revoked, clock skew): exchange a new one, once.
-      if (response.status !== 401 || source.exchanges !== exchanges || attempt > 0) break;
-      await response.body?.cancel();
-      source.invalidate();
-    }
+    const response = await this.bearer.fetch(url, { headers: { accept: "application/json" }, signal });
     const text = await response.text();
     const body = jsonOrUndefined(text);
     if (!response.ok) {
-      if (response.status === 401) source.invalidate();
       const parsed = errorSchema.safeParse(body);
       const headerDelay = parseRetryAfter(response.headers.get("retry-after"), Date.now());
       if (parsed.success) {

@@ -6,7 +6,7 @@
  */
 import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
-import { gcpCredentialsSchema } from "../gcp/credentials.ts";
+import { gcpCredentialsSchema, projectIdSchema as projectId } from "../gcp/credentials.ts";
 import { FILTER_FIELD, filterValueProblem } from "../gcp/filter.ts";
 import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 
@@ -56,9 +56,6 @@ const selectorLabel = z.union([
   z.strictObject({ field: labelField, values: z.optional(z.record(labelValueSchema, filterValue)) }),
 ]);
 
-
-/** A Google Cloud project id or number. */
-const projectId = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number"));
 
 /**
  * A rule's `query:` section for `gcp-monitoring`:

@@ -38,6 +38,13 @@ export const DEFAULT_EXTERNAL_ACCOUNT_VARIABLE = "GOOGLE_EXTERNAL_ACCOUNT_JSON";
 /** Google's OAuth 2.0 token endpoint, used when a key names none. */
 export const GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token";
 
+/**
+ * A Google Cloud project id (6–30 characters: lowercase letters, digits,
+ * hyphens; starts with a letter, does not end with a hyphen; Resource
+ * Manager `Project.projectId`) or project number.
+ */
+export const projectIdSchema = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number"));
+
 /** `credentials:` of a Google provider instance. */
 export const gcpCredentialsSchema = z.discriminatedUnion("source", [
   z.strictObject({ source: z.literal("default") }),

@@ -55,8 +55,8 @@ export interface AccessTokenSource {
   readonly exchanges: number;
   /** a valid access token; `signal` is the caller's deadline */
   token(signal?: AbortSignal): Promise<string>;
-  /** forget the cached token (after the API answered 401 to it) */
-  invalidate(): void;
+  /** forget the cached token (after the API answered 401 to it); with `token`, only when that is still the cached one */
+  invalidate(token?: string): void;
 }
 
 /** The scope iamcredentials requires of the token that calls it. */
@@ -147,8 +147,8 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     return this.cached.get(() => this.exchange(signal));
   }
 
-  invalidate(): void {
-    this.cached.invalidate();
+  invalidate(token?: string): void {
+    this.cached.invalidate(token);
   }
 
   private get where(): string {

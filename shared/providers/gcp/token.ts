@@ -66,9 +66,13 @@ export class RenewingToken {
     return this.inflight;
   }
 
-  /** Forget the cached token (after the API answered 401 to it). */
-  invalidate(): void {
-    this.current = undefined;
+  /**
+   * Forget the cached token (after the API answered 401 to it); with
+   * `token`, only when that is still the cached one (a concurrent call may
+   * already have exchanged a new token, which is kept).
+   */
+  invalidate(token?: string): void {
+    if (token === undefined || this.current?.token === token) this.current = undefined;
   }
 }
 
@@ -115,9 +119,9 @@ export class ServiceAccountTokenSource {
     return this.cached.get(() => this.exchange(signal));
   }
 
-  /** Forget the cached token (after the API answered 401 to it). */
-  invalidate(): void {
-    this.cached.invalidate();
+  /** Forget the cached token (after the API answered 401 to it); with `token`, only when that is still the cached one. */
+  invalidate(token?: string): void {
+    this.cached.invalidate(token);
   }
 
   private async exchange(signal?: AbortSignal): Promise<{ token: string; expiresAt: number }> {

@@ -47,6 +47,8 @@ export interface InstantQuery {
   headers: Readonly<Record<string, string>>;
   /** the call's signal (the read's, combined with the provider's `timeoutSeconds`) */
   signal: AbortSignal;
+  /** the `fetch` to call (default the global one); a flavour's adds its authorization (`./gmp.ts`) */
+  fetch?: typeof fetch | undefined;
 }
 
 /**
@@ -127,7 +129,7 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   // its duration syntax has no fractions ("0.5s" is refused), and a timeoutSeconds may be 0.5.
   form.set("timeout", String(q.timeoutSeconds));
   if (q.lookbackSeconds !== undefined) form.set("lookback_delta", String(q.lookbackSeconds));
-  const response = await fetch(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
+  const response = await (q.fetch ?? fetch)(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
     method: "POST",
     headers: { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
     body: form.toString(),

@@ -1,7 +1,8 @@
 /**
  * The `prometheus` provider: a value from any server of the Prometheus HTTP
- * API (Prometheus, Thanos, Mimir, VictoriaMetrics: the `generic` flavour),
- * read with instant queries (`./api.ts`).
+ * API (Prometheus, Thanos, Mimir, VictoriaMetrics: the `generic` flavour;
+ * Google Cloud Managed Service for Prometheus: `gmp`, `./gmp.ts`), read
+ * with instant queries (`./api.ts`).
  *
  * A request's selector is mapped exactly onto label sets (one series per
  * set, `../label-mapping.ts`). Reads of one rule shape that arrive together
@@ -41,6 +42,7 @@ import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 import { instantQuery, prometheusErrorToStatus, type VectorSample } from "./api.ts";
+import { gmpAccess, type FlavourAccess } from "./gmp.ts";
 import { matchersText, parseTemplate, renderTemplate, TemplateError, type QueryTemplate } from "./promql.ts";
 import {
   prometheusProviderSchema,
@@ -156,11 +158,14 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   private readonly name: string;
   private readonly config: PrometheusProviderConfig;
   private readonly runtime: RuntimeEnv;
+  /** where and how the flavour's HTTP API is reached */
+  private readonly access: FlavourAccess;
 
   constructor(name: string, config: PrometheusProviderConfig, runtime: RuntimeEnv) {
     this.name = name;
     this.config = config;
     this.runtime = runtime;
+    this.access = config.flavour === "gmp" ? gmpAccess(name, config, runtime) : { url: config.url, headers: () => this.headers(config) };
     this.batching = { maxBatchSize: config.maxBatchSize, windowMs: config.batchWindowSeconds * 1000 };
   }
 
@@ -199,10 +204,10 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
 
   describe(rule: MetricRule<PrometheusQuery>, items: readonly ReadItem[]): string {
     const shape = items[0]?.shape;
-    if (shape === undefined) return `Prometheus instant query at ${this.config.url}`;
+    if (shape === undefined) return `Prometheus instant query at ${this.access.url}`;
     const { value, age } = queries(shape, expression(shape, rule.name, valuesByLabel(items)));
     return (
-      `Prometheus instant query at ${this.config.url} (lookback_delta ${shape.lookbackSeconds}s): ${value}` +
+      `Prometheus instant query at ${this.access.url} (lookback_delta ${shape.lookbackSeconds}s): ${value}` +
       (age !== undefined ? `, with the samples' time from ${age}` : ", stamped with the evaluation time")
     );
   }
@@ -212,7 +217,8 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   }
 
   error(err: unknown, item: ReadItem): StatusError {
-    return prometheusErrorToStatus(`provider ${this.name}: query for ${item.what}`, err);
+    const what = `query for ${item.what}`;
+    return this.access.error?.(what, err) ?? prometheusErrorToStatus(`provider ${this.name}: ${what}`, err);
   }
 
   /**
@@ -220,10 +226,10 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
    * environment at every call (a rotated secret is used at once).
    * @throws StatusError 500 naming the variable when a credential is not set
    */
-  private headers(): Record<string, string> {
+  private headers(config: Extract<PrometheusProviderConfig, { flavour: "generic" }>): Record<string, string> {
     const headers: Record<string, string> = {};
-    if (this.config.tenant !== undefined) headers["X-Scope-OrgID"] = this.config.tenant;
-    const auth = this.config.auth;
+    if (config.tenant !== undefined) headers["X-Scope-OrgID"] = config.tenant;
+    const auth = config.auth;
     if (auth === undefined) return headers;
     const secret = (variable: string): string => {
       const value = this.runtime.env[variable];
@@ -246,10 +252,10 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const shape = items[0]!.shape;
     const rule = items[0]!.rule;
     const { value, age } = queries(shape, expression(shape, rule, valuesByLabel(items)));
-    const headers = this.headers();
+    const headers = this.access.headers();
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const run = (query: string, signal: AbortSignal) =>
-      instantQuery({ url: this.config.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal });
+      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal, fetch: this.access.fetch });
     const [values, ages] = await withCallSignal(batchSignal, limitMs, async (callSignal) => {
       // one failure cancels the other query: nobody would use its answer
       const pair = new AbortController();

@@ -1,0 +1,103 @@
+/**
+ * Bearer-token calls to Google APIs over `fetch`, shared by the Google
+ * providers that speak REST (`gcp-monitoring`'s REST transport, the
+ * `prometheus` provider's `gmp` flavour): the token source of the
+ * credentials currently in the environment (a service-account key,
+ * `./token.ts`, or a Workload Identity Federation configuration,
+ * `./external-account.ts`), and a `fetch` that sends its token as
+ * `Authorization: Bearer` (RFC 6750 §2.1) and, when the API answers 401 to
+ * a cached token (revoked, clock skew), exchanges a new one and retries once.
+ *
+ * Runs on every runtime (Workers included): it imports nothing but `jose`,
+ * `@smithy/signature-v4` (through the token sources) and `zod/mini`.
+ */
+import { internalError } from "../../k8s/status.ts";
+import type { RuntimeEnv } from "../types.ts";
+import { readExternalAccount, readServiceAccountKey, type GcpCredentials } from "./credentials.ts";
+import { ExternalAccountTokenSource, type AccessTokenSource } from "./external-account.ts";
+import { ServiceAccountTokenSource } from "./token.ts";
+
+/** What a {@link GoogleBearer} is built from. */
+export interface GoogleBearerOptions {
+  /** the provider's name, for messages */
+  providerName: string;
+  credentials: GcpCredentials;
+  runtime: RuntimeEnv;
+  /**
+   * The message of the 500 raised when `credentials.source` is `default`
+   * (Application Default Credentials need google-auth-library, which this
+   * path does not use): what the admin should configure instead.
+   */
+  defaultRefused: string;
+  /** the `fetch` for token exchanges and API calls (default the global one) */
+  fetch?: typeof fetch;
+}
+
+/**
+ * One provider instance's Google credentials, as access tokens. The
+ * credential variable is re-read at every call: a rotated secret builds a
+ * new token source (and so a new token) at once; an unchanged one keeps its
+ * cached token (`./token.ts` `RenewingToken`: renewed 60 s before expiry,
+ * one exchange in flight).
+ */
+export class GoogleBearer {
+  private readonly options: GoogleBearerOptions;
+  private readonly baseFetch: typeof fetch;
+  private tokens: { keyText: string; source: AccessTokenSource } | undefined;
+
+  constructor(options: GoogleBearerOptions) {
+    this.options = options;
+    this.baseFetch = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  /**
+   * The token source of the credentials now in the environment.
+   * @throws StatusError 500 `defaultRefused` for `source: default`; 500
+   *   naming the provider and the variable when it is unset or not a key /
+   *   `external_account` configuration (`./credentials.ts`)
+   */
+  source(): AccessTokenSource {
+    const { providerName, credentials: creds, runtime } = this.options;
+    if (creds.source === "default") throw internalError(this.options.defaultRefused);
+    const keyText = runtime.env[creds.variable] ?? "";
+    if (this.tokens?.keyText !== keyText) {
+      const fetch = this.baseFetch;
+      const source =
+        creds.source === "environment"
+          ? new ServiceAccountTokenSource({ providerName, key: readServiceAccountKey(providerName, creds, runtime), now: runtime.now, fetch })
+          : new ExternalAccountTokenSource({ providerName, config: readExternalAccount(providerName, creds, runtime).config, env: runtime.env, now: runtime.now, fetch });
+      this.tokens = { keyText, source };
+    }
+    return this.tokens.source;
+  }
+
+  /**
+   * `fetch(url, init)` with `Authorization: Bearer <token>` added. When the
+   * API answers 401 to a token that was cached (no exchange ran while this
+   * call got it), that token is forgotten and the call made once more with
+   * a new one (concurrent calls refused the same token share one new
+   * exchange); a 401 to a token just exchanged is returned as is (and the
+   * token forgotten). The token exchange gets `init.signal` (the caller's deadline).
+   *
+   * @throws StatusError from {@link source} and the token exchange (500: the
+   *   credentials are refused or broken; 503: the token endpoint is
+   *   unreachable, times out or fails), or `fetch`'s own error
+   */
+  async fetch(url: string, init: RequestInit): Promise<Response> {
+    const source = this.source();
+    const signal = init.signal ?? undefined;
+    for (let attempt = 0; ; attempt++) {
+      const exchanges = source.exchanges;
+      const token = await source.token(signal);
+      const cached = source.exchanges === exchanges;
+      const headers = new Headers(init.headers);
+      headers.set("authorization", `Bearer ${token}`);
+      const response = await this.baseFetch(url, { ...init, headers });
+      if (response.status !== 401) return response;
+      source.invalidate(token);
+      // A cached token the API no longer accepts (revoked, clock skew): exchange a new one, once.
+      if (!cached || attempt > 0) return response;
+      await response.body?.cancel();
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The `gmp` flavour of the `prometheus` provider: Google Cloud Managed
+ * Service for Prometheus, whose query API is the Prometheus HTTP API at
+ * `{endpoint}/v1/projects/{project}/location/{location}/prometheus`
+ * (Google Cloud "Query using the Prometheus API": the base URL
+ * `https://monitoring.googleapis.com/v1/projects/PROJECT_ID/location/global/prometheus`,
+ * called with an OAuth 2.0 access token). Every query carries
+ * `Authorization: Bearer <token>` for the scope `monitoring.read`
+ * (`MONITORING_READ_SCOPE`; the principal needs `roles/monitoring.viewer`).
+ *
+ * Tokens come from the credential sources `gcp-monitoring` uses on its
+ * REST transport (`../gcp/bearer.ts`: a service-account key, the JWT bearer
+ * grant; or Workload Identity Federation, an `external_account`
+ * configuration), over `fetch`, so the flavour runs the same on Node,
+ * Lambda and the Worker. A token failure is the Status the token source
+ * raises (the same as `gcp-monitoring`'s: 500 when Google refuses the
+ * credentials or they are missing or broken, 503 when the token endpoint is
+ * unreachable or fails); an API answer 401/403 is classified as
+ * `gcp-monitoring` classifies it (`../gcp/errors.ts` `googleErrorToStatus`:
+ * 500 "Google refused the bridge's credentials").
+ */
+import type { StatusError } from "../../k8s/status.ts";
+import { GoogleBearer } from "../gcp/bearer.ts";
+import { codeForHttpStatus, GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
+import type { RuntimeEnv } from "../types.ts";
+import { PrometheusApiError } from "./api.ts";
+import type { PrometheusProviderConfig } from "./schema.ts";
+
+/** The config of a `gmp` provider instance. */
+export type GmpProviderConfig = Extract<PrometheusProviderConfig, { flavour: "gmp" }>;
+
+/** How the provider reaches one flavour's HTTP API (`./index.ts`). */
+export interface FlavourAccess {
+  /** the HTTP API base URL (the bridge appends `/api/v1/query`) */
+  url: string;
+  /** request headers besides the authorization `fetch` adds (e.g. `X-Scope-OrgID`); @throws StatusError when a credential is not set */
+  headers(): Record<string, string>;
+  /** the `fetch` of every query (default the global one) */
+  fetch?: typeof fetch;
+  /**
+   * The Status of a failed query when the flavour classifies it, else
+   * undefined (then `./api.ts` `prometheusErrorToStatus`); `what` is
+   * `query for metric NAME (expr)`, without the provider's name.
+   */
+  error?(what: string, err: unknown): StatusError | undefined;
+}
+
+/**
+ * The base URL of the query API:
+ * `{endpoint}/v1/projects/{project}/location/{location}/prometheus`
+ * (`endpoint` without a trailing slash; project and location are
+ * URL-path-safe by their schemas, `./gmp-schema.ts`).
+ */
+export function gmpBaseUrl(config: Pick<GmpProviderConfig, "endpoint" | "project" | "location">): string {
+  return `${config.endpoint.replace(/\/+$/, "")}/v1/projects/${encodeURIComponent(config.project)}/location/${encodeURIComponent(config.location)}/prometheus`;
+}
+
+/**
+ * The access of a `gmp` provider: its base URL and a `fetch` that adds a
+ * Google access token (cached, renewed before expiry, exchanged again once
+ * after a 401; `../gcp/bearer.ts`). Builds no token and does no I/O.
+ *
+ * @param name the provider's name, for messages
+ */
+export function gmpAccess(name: string, config: GmpProviderConfig, runtime: RuntimeEnv): FlavourAccess {
+  const bearer = new GoogleBearer({
+    providerName: name,
+    credentials: config.credentials,
+    runtime,
+    // refused by the schema already (`./gmp-schema.ts`); kept for a config built without it
+    defaultRefused: `provider ${name}: credentials.source "default" is not available with flavour gmp; give a service-account key or a Workload Identity Federation configuration`,
+  });
+  return {
+    url: gmpBaseUrl(config),
+    headers: () => ({}),
+    fetch: (input, init) => bearer.fetch(String(input), init ?? {}),
+    error(what, err) {
+      if (err instanceof PrometheusApiError && (err.httpStatus === 401 || err.httpStatus === 403)) {
+        return googleErrorToStatus(name, what, new GoogleApiError(codeForHttpStatus(err.httpStatus), err.message, err.httpStatus));
+      }
+      return undefined;
+    },
+  };
+}
