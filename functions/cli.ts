@@ -116,7 +116,7 @@ function buildProgram(result: { code: number }): Command {
 
   policy
     .command("explain")
-    .description("decide one request and show the policy and rule that made the decision")
+    .description("decide one request and show the policy and rule that made the decision, and with --config the backend query the bridge would send")
     .argument("[files...]", "policy files besides the config's")
     .option("-c, --config <file>", "the bridge config (its policies and policy.defaultAction)")
     .requiredOption("-n, --namespace <namespace>", "the request namespace")
@@ -131,6 +131,7 @@ function buildProgram(result: { code: number }): Command {
   addClusterOptions(policy.commands.at(-1)!).action(async (files: string[], opts) => {
     const extra = await clusterPolicies(opts, "policy explain");
     if (typeof extra === "number") return void (result.code = extra);
+    await loadProviderModules(builtProviderTypes()); // the query is the provider's plan()
     result.code = policyExplain(files, { ...opts, extra }, processIo);
   });
 
