@@ -113,6 +113,8 @@ describe("policy explain", () => {
         `    Allow policy team-b/team-b rules[0] (metric "teamb_.*") allows selector "service in (checkout,payments)", which contains the request's selector "service=checkout" (${EX}/team-b.yaml:4)`,
         `    Deny  policy team-b/ci-reads-errors-only has no rule for metric "teamb_checkout_latency_p99" and its defaultAction is Deny (${EX}/team-b.yaml:24)`,
         "  denied by team-b/ci-reads-errors-only (its defaultAction)",
+        // with the config: the backend query the bridge would send (the rule's provider's plan)
+        "  query: CloudWatch GetMetricData, newest datapoint in the last 300 s, for metric teamb_checkout_latency_p99 (TeamB/Checkout Latency p99/60s ServiceName=checkout)",
         "",
       ].join("\n"),
     );
