@@ -43,6 +43,7 @@ async function show(title: string, config: BridgeConfig, paths: string[], env: R
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/";
 const wanted = process.argv.slice(2);
 const want = (provider: string) => wanted.length === 0 || wanted.includes(provider);
+const now = Date.now();
 
 // SQS
 if (want("aws-sqs")) {
@@ -56,7 +57,6 @@ await emu.stop();
 // CloudWatch
 if (want("aws-cloudwatch")) {
 const cw = await startCloudWatchFake();
-const now = Date.now();
 cw.put({ namespace: "AWS/SQS", metricName: "ApproximateNumberOfMessagesVisible", dimensions: { QueueName: "orders" } }, [{ at: now - 120_000, value: 17 }, { at: now - 60_000, value: 23 }]);
 cw.put({ namespace: "AWS/ApplicationELB", metricName: "RequestCountPerTarget", dimensions: { TargetGroup: "targetgroup/web/6d0ecf831eec9f09" } }, [{ at: now - 60_000, value: 1250 }]);
 await show("aws-cloudwatch", cfg("infra/examples/cloudwatch.yaml", (t) => t.replace("timeoutSeconds: 2", `timeoutSeconds: 2\n    endpoint: ${cw.endpoint}\n    credentials: { source: static, accessKeyId: demo, secretAccessKey: demo }`)),
