@@ -98,7 +98,7 @@ function buildProgram(result: { code: number }): Command {
       .command("lint")
       .description(
         "report schema errors, bad patterns (errors); shadowed rules, metric names no metric rule defines, " +
-          "selectors on labels the metric rule cannot map, selectors that only exclude values (warnings)",
+          "selectors on labels the metric rule cannot map, selectors that only exclude values, with --config the providers' advice about its metric rules (warnings)",
       )
       .argument("[files...]", "policy files (YAML, several documents allowed; - for stdin)")
       .option("-c, --config <file>", "the bridge config: its policies, and metric names and label mappings for the checks"),
@@ -116,7 +116,7 @@ function buildProgram(result: { code: number }): Command {
 
   policy
     .command("explain")
-    .description("decide one request and show the policy and rule that made the decision")
+    .description("decide one request and show the policy and rule that made the decision, and with --config the backend query the bridge would send")
     .argument("[files...]", "policy files besides the config's")
     .option("-c, --config <file>", "the bridge config (its policies and policy.defaultAction)")
     .requiredOption("-n, --namespace <namespace>", "the request namespace")
@@ -131,6 +131,7 @@ function buildProgram(result: { code: number }): Command {
   addClusterOptions(policy.commands.at(-1)!).action(async (files: string[], opts) => {
     const extra = await clusterPolicies(opts, "policy explain");
     if (typeof extra === "number") return void (result.code = extra);
+    await loadProviderModules(builtProviderTypes()); // the query is the provider's plan()
     result.code = policyExplain(files, { ...opts, extra }, processIo);
   });
 
@@ -181,7 +182,7 @@ function buildProgram(result: { code: number }): Command {
   const config = program.command("config").description("check configuration files").addHelpText("after", EXIT_CODES_HELP);
   config
     .command("validate")
-    .description("validate BridgeConfig and ProxyConfig files (the kind decides) with the loaders the bridge and the proxy use; exit 2 when invalid")
+    .description("validate BridgeConfig and ProxyConfig files (the kind decides) with the loaders the bridge and the proxy use; exit 2 when invalid; warnings (the providers' advice about valid metric rules) do not change the exit status")
     .argument("<files...>", "config files (- for stdin)")
     .addOption(outputOption())
     .addHelpText("after", EXIT_CODES_HELP)

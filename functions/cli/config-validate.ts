@@ -8,11 +8,16 @@
  * backend's `bridgeConfig` file is validated too when it can be read here
  * (the proxy loads it; an in-cluster path such as `/etc/…` usually cannot
  * be, which is a note, not an error).
- * Exit 0 when every FILE is valid, 2 otherwise. A BridgeConfig is checked,
+ * The providers' advice about valid metric rules (a `prometheus` rule's
+ * `onEmpty.value`, a template range longer than `maxAgeSeconds`:
+ * {@link ruleWarnings}) is printed as `warning:` lines and changes no exit
+ * status. Exit 0 when every FILE is valid, 2 otherwise. A BridgeConfig is checked,
  * and its problems printed, by `../config-check.ts`, as the Worker and
  * Lambda builds do: same messages, same exit status.
  */
-import { ConfigError, parseYamlDocuments, type ConfigIssue } from "../../shared/config/yaml.ts";
+import type { BridgeConfig } from "../../shared/config/config.ts";
+import { ConfigError, issueAt, parseYamlDocuments, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
+import { lintRules } from "../../shared/providers/registry.ts";
 import { loadProxyConfig } from "../../shared/proxy/config.ts";
 import { checkBridgeDocuments, INVALID_CONFIG_EXIT, printConfigIssues, unreadableIssue } from "../config-check.ts";
 import { EXIT, plural, printJson, type Io, type OutputFormat } from "./io.ts";
@@ -30,10 +35,32 @@ export interface ValidatedFile {
   kind?: string;
   valid: boolean;
   issues: ConfigIssue[];
+  /** advice about valid metric rules (`ruleWarnings`): printed, never a failure */
+  warnings: ConfigIssue[];
   /** e.g. the bridge's provider and metric counts */
   summary?: string;
   /** what was not checked, and why */
   notes: string[];
+}
+
+/**
+ * The providers' advice about a valid config's metric rules
+ * (`ProviderModule.lintRule`, `lintRules` in `shared/providers/registry.ts`;
+ * e.g. a `prometheus` rule's `onEmpty.value`), each located at its field
+ * in the BridgeConfig document. The providers' implementations must be
+ * loaded (`loadProviderModules`); a rule whose provider's is not gets none.
+ *
+ * @param documents the config source's documents as parsed; the one of kind BridgeConfig locates the fields
+ */
+export function ruleWarnings(config: BridgeConfig, documents: readonly SourceDocument[]): ConfigIssue[] {
+  const bridge = documents.find((d) => (d.value as { kind?: unknown } | null)?.kind === "BridgeConfig");
+  if (bridge === undefined) return [];
+  return lintRules(config.providers, config.metrics).map((f) => issueAt(bridge, ["metrics", f.index, ...f.path], f.message));
+}
+
+/** A warning as printed: `file:line:column: warning: path: message` (as `policy lint` prints its findings). */
+export function formatWarning(w: ConfigIssue): string {
+  return `${w.source}:${w.line}:${w.column}: warning: ${w.path ? `${w.path}: ` : ""}${w.message}`;
 }
 
 /**
@@ -42,7 +69,7 @@ export interface ValidatedFile {
  * @param source the name in messages (a path, `<stdin>`)
  */
 export function validateConfigText(text: string, source: string): ValidatedFile {
-  const out: ValidatedFile = { file: source, valid: false, issues: [], notes: [] };
+  const out: ValidatedFile = { file: source, valid: false, issues: [], warnings: [], notes: [] };
   try {
     const documents = parseYamlDocuments(text, source);
     const kinds = new Set(documents.map((d) => (d.value as { kind?: unknown } | null)?.kind));
@@ -51,6 +78,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
       const { config, issues } = checkBridgeDocuments(documents, source, { readFile: readText });
       out.issues.push(...issues);
       if (config !== undefined) {
+        out.warnings.push(...ruleWarnings(config, documents));
         out.summary = `${plural(Object.keys(config.providers).length, "provider")}, ${plural(config.metrics.length, "metric rule")}, ${plural(config.policy?.policies.policies.length ?? 0, "policy", "policies")}`;
       }
     } else if (kinds.has("ProxyConfig")) {
@@ -70,6 +98,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
         }
         const v = validateConfigText(inner, file);
         out.issues.push(...v.issues);
+        out.warnings.push(...v.warnings);
       }
     } else {
       out.issues.push({ source, line: 1, column: 1, path: "", message: "no document with kind: BridgeConfig or kind: ProxyConfig" });
@@ -82,7 +111,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
   return out;
 }
 
-/** Run `config validate`; returns the exit code (0 every file valid, 2 otherwise). */
+/** Run `config validate`; returns the exit code (0 every file valid, warnings or not; 2 otherwise). */
 export function configValidate(files: readonly string[], options: ValidateOptions, io: Io): number {
   const results: ValidatedFile[] = files.map((file) => {
     const source = file === STDIN ? "<stdin>" : file;
@@ -90,7 +119,7 @@ export function configValidate(files: readonly string[], options: ValidateOption
     try {
       text = readText(file);
     } catch (err) {
-      return { file: source, valid: false, notes: [], issues: [unreadableIssue(source, err)] };
+      return { file: source, valid: false, notes: [], warnings: [], issues: [unreadableIssue(source, err)] };
     }
     return validateConfigText(text, source);
   });
@@ -100,6 +129,7 @@ export function configValidate(files: readonly string[], options: ValidateOption
     for (const r of results) {
       if (r.valid) io.out(`${r.file}: valid ${r.kind}${r.summary !== undefined ? ` (${r.summary})` : ""}`);
       else printConfigIssues(r.issues, io.err);
+      for (const w of r.warnings) io.out(formatWarning(w));
       for (const n of r.notes) io.out(`note: ${r.file}: ${n}`);
     }
     if (invalid > 0) io.err(`${plural(invalid, "invalid file")} of ${files.length}`);

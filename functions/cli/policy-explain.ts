@@ -2,12 +2,18 @@
  * `policy explain [FILE…] --namespace NS --metric NAME [--selector SEL]
  * [--user U --group G… | --service-account NS/NAME]`: the decision for one
  * request and the policy and rule that made it. The caller defaults to the
- * HPA controller.
+ * HPA controller. With the bridge config, also the backend query the
+ * bridge would send for the request (the rule's provider's `plan`, the
+ * code that builds the query it sends — e.g. a `prometheus` rule's value
+ * and timestamp queries — without any network call), or the provider's
+ * refusal of the selector.
  */
 import { SelectorError, parseSelector } from "../../shared/k8s/selector.ts";
+import { StatusError } from "../../shared/k8s/status.ts";
 import { metricKey } from "../../shared/metric-name.ts";
 import { callerFrom, decisionJson, describeDecision } from "../../shared/policy/explain.ts";
 import type { Action } from "../../shared/policy/schema.ts";
+import { buildProviders } from "../../shared/providers/registry.ts";
 import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
 import { loadWorkspace, noteExcluded, policySetOf, type ExtraPolicies } from "./workspace.ts";
 
@@ -26,7 +32,12 @@ export interface ExplainOptions {
   extra?: ExtraPolicies | undefined;
 }
 
-/** Run `policy explain`; returns the exit code (0 Allow, 1 Deny or a metric the config does not define). */
+/**
+ * Run `policy explain`; returns the exit code (0 Allow, 1 Deny, a metric
+ * the config does not define or a selector its rule's provider refuses).
+ * The implementations of the config's providers must be loaded
+ * (`loadProviderModules`) for the query to be shown.
+ */
 export function policyExplain(files: readonly string[], options: ExplainOptions, io: Io): number {
   let caller;
   let selector;
@@ -48,15 +59,30 @@ export function policyExplain(files: readonly string[], options: ExplainOptions,
   if (undefinedMetric) {
     notes.push(`the config defines no metric "${options.metric}": the bridge answers 404 before any policy is evaluated`);
   }
+  // the query the bridge would send (the app authorizes first, then plans: both are shown)
+  let query: string | undefined;
+  let refused: string | undefined;
+  const rule = ws.config?.metrics.find((m) => m.key === key);
+  if (ws.config !== undefined && rule !== undefined) {
+    const provider = buildProviders(ws.config.providers, { env: {}, now: Date.now }).get(rule.provider);
+    try {
+      query = provider?.plan({ rule, selector, namespace: options.namespace });
+    } catch (err) {
+      if (!(err instanceof StatusError)) throw err;
+      refused = `${err.code}: ${err.message}`;
+      notes.push(`the provider refuses this selector, so the read fails whatever the policies decide: ${refused}`);
+    }
+  }
   const { policies, note } = policySetOf(ws, options.defaultAction);
   if (note !== undefined) notes.push(note);
   const decision =
     policies?.evaluate({ caller, namespace: options.namespace, metric: key, selector }, { complete: true }) ??
     ({ decision: "Allow", verdicts: [], byDefault: true, message: note ?? "" } as const);
-  if (options.output === "json") printJson(io, { ...decisionJson(request, decision), notes });
+  if (options.output === "json") printJson(io, { ...decisionJson(request, decision), ...(query !== undefined ? { query } : {}), notes });
   else {
     for (const line of describeDecision(request, decision)) io.out(line);
+    if (query !== undefined) io.out(`  query: ${query}`);
     for (const n of notes) io.out(`note: ${n}`);
   }
-  return decision.decision === "Allow" && !undefinedMetric ? EXIT.OK : EXIT.FINDINGS;
+  return decision.decision === "Allow" && !undefinedMetric && refused === undefined ? EXIT.OK : EXIT.FINDINGS;
 }

@@ -3,7 +3,8 @@
  * bad patterns and selectors (errors), shadowed rules, patterns that match
  * no configured metric, selectors that match nothing, selectors that only
  * exclude values, selectors on labels the metric rule cannot map,
- * cluster-wide Allow defaults (warnings). See `shared/policy/lint.ts`.
+ * cluster-wide Allow defaults, and with `--config` the providers' advice
+ * about its metric rules (`ruleWarnings`, as `config validate`) (warnings). See `shared/policy/lint.ts`.
  *
  * Exit codes (as `helm lint` and `promtool check`): 0 no errors (warnings
  * alone too, unless `--strict`), 1 errors (or warnings with `--strict`), 2
@@ -13,6 +14,7 @@ import { formatIssue } from "../../shared/config/yaml.ts";
 import { StatusError } from "../../shared/k8s/status.ts";
 import { lintPolicies, type Finding, type LabelMappingCheck } from "../../shared/policy/lint.ts";
 import { buildProviders } from "../../shared/providers/registry.ts";
+import { ruleWarnings } from "./config-validate.ts";
 import { EXIT, plural, printJson, type Io, type OutputFormat } from "./io.ts";
 import { loadWorkspace, type ExtraPolicies } from "./workspace.ts";
 
@@ -65,6 +67,10 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
   }
   const policies = [...ws.policies, ...ws.clusterPolicies];
   findings.push(...lintPolicies(policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable));
+  // the providers' advice about the config's metric rules (config validate prints the same)
+  if (ws.config !== undefined && ws.configDocuments !== undefined) {
+    for (const w of ruleWarnings(ws.config, ws.configDocuments)) findings.push({ ...w, severity: "warning" });
+  }
   findings.sort((a, b) => a.source.localeCompare(b.source) || a.line - b.line || a.column - b.column);
   const errors = findings.filter((f) => f.severity === "error").length;
   const warnings = findings.length - errors;

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { loadConfig, type BridgeConfig } from "../../shared/config/config.ts";
+import { loadConfigDocuments, type BridgeConfig } from "../../shared/config/config.ts";
 import { ConfigError, parseYamlDocuments, type ConfigIssue, type SourceDocument } from "../../shared/config/yaml.ts";
 import { PolicySet, type CompiledPolicy, type Decision, type PolicyRequest } from "../../shared/policy/evaluate.ts";
 import { compilePolicies, IMPLICIT_DENY_NOTE, isPolicyDocument, isPolicyKind } from "../../shared/policy/load.ts";
@@ -46,6 +46,8 @@ export interface Skipped {
 export interface Workspace {
   config?: BridgeConfig;
   configPath?: string;
+  /** the config's documents as parsed (to locate a field of the config: `ruleWarnings`) */
+  configDocuments?: SourceDocument[];
   /** the config's policies, then those of the FILEs, in order (the bridge's layer) */
   policies: CompiledPolicy[];
   /** the live cluster's policies (`--kubeconfig`): the proxy's layer, see {@link LayeredPolicySet} */
@@ -177,8 +179,10 @@ export function loadWorkspace(files: readonly string[], options: WorkspaceOption
       ws.unreadable.push(issue);
     }
     if (text !== undefined) try {
-      const { config, others } = loadConfig(text, sourceName(configPath), { readFile: readText });
+      const documents = parseYamlDocuments(text, sourceName(configPath));
+      const { config, others } = loadConfigDocuments(documents, sourceName(configPath), { readFile: readText });
       ws.config = config;
+      ws.configDocuments = documents;
       for (const f of config.policy?.files ?? []) seen.add(resolve(f));
       ws.policies.push(...(config.policy?.policies.policies ?? []));
       collect(ws, others, kinds, false);

@@ -22,7 +22,7 @@
  */
 import { isProviderType, type ProviderEntry } from "./provider-list.ts";
 import { PROVIDERS } from "./provider-loaders.ts";
-import type { MetricRule, Provider, ProviderModule, RuntimeEnv } from "./types.ts";
+import type { MetricRule, Provider, ProviderModule, RuleFinding, RuntimeEnv } from "./types.ts";
 
 /** The provider types this build holds, in table order. */
 export function builtProviderTypes(): string[] {
@@ -104,6 +104,26 @@ export function checkRules(providers: Readonly<Record<string, ProviderInstanceCo
     }
   }
   if (problems.length > 0) throw new Error(`invalid metric rules:\n${problems.join("\n")}`);
+}
+
+/**
+ * Run each loaded module's `lintRule` (`ProviderModule.lintRule`) on the
+ * rules of its instances: advice, never a refusal (the admin tools print
+ * each finding as a warning).
+ *
+ * @param providers validated `providers:` section, name → instance config
+ * @param metrics the validated rules, in config order
+ * @returns the findings, each with the index of its rule in `metrics`; a
+ *   rule whose module is not loaded gets none
+ */
+export function lintRules(providers: Readonly<Record<string, ProviderInstanceConfig>>, metrics: readonly MetricRule[]): (RuleFinding & { index: number })[] {
+  const out: (RuleFinding & { index: number })[] = [];
+  metrics.forEach((rule, index) => {
+    const instance = providers[rule.provider];
+    const lint = instance !== undefined ? loaded.get(instance.type)?.lintRule : undefined;
+    for (const finding of lint?.(rule) ?? []) out.push({ ...finding, index });
+  });
+  return out;
 }
 
 /**

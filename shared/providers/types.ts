@@ -202,4 +202,22 @@ export interface ProviderModule<P = unknown, Q = unknown> {
    * @throws Error whose message names the rule and the problem
    */
   checkRule?(rule: MetricRule<Q>): void;
+  /**
+   * Advice about a rule that is valid and served as written but is probably
+   * not what its author meant (e.g. a value written for an empty answer).
+   * Never refuses a rule: the admin tools show each finding as a warning
+   * (`config validate`, `policy lint --config`: `lintRules`, `./registry.ts`).
+   * No I/O. Absent: no advice.
+   *
+   * @returns one finding per problem: `path` is the field inside the rule
+   *   (e.g. `["query", "onEmpty"]`), `message` says what happens and when it is right
+   */
+  lintRule?(rule: MetricRule<Q>): RuleFinding[];
+}
+
+/** A {@link ProviderModule.lintRule} finding: a field of the rule and what is probably wrong with it. */
+export interface RuleFinding {
+  /** field path inside the rule, e.g. `["query", "template"]` */
+  path: PropertyKey[];
+  message: string;
 }

@@ -5,7 +5,9 @@
  * - Worker bundle: wrangler's own gzip figure (`Total Upload: … / gzip:`)
  *   for every provider (`npm run build:worker`), for aws-sqs only
  *   (`infra/worker/build.ts --providers aws-sqs`) and for aws-sqs with the
- *   config bundled as JSON (`--config … --json`: no YAML parser);
+ *   config bundled as JSON (`--config … --json`: no YAML parser), and for
+ *   the Prometheus example config bundled as JSON (prometheus only: the
+ *   provider and the PromQL grammar; issue 25's budget ≤ 150 KiB gzip);
  * - Worker start-up: the CPU time of the start-up phase in the CPU profile
  *   `wrangler check startup` writes (local workerd), every provider and
  *   aws-sqs only, against an empty Worker, median of min(`--runs`, 3);
@@ -62,10 +64,18 @@ const [workerAll, workerSqs, workerJson] = [
   await buildWorker({ types: ["aws-sqs"], outdir: join(WORK, "worker-sqs") }),
   await buildWorker({ types: ["aws-sqs"], outdir: join(WORK, "worker-json"), jsonConfig: { text: SQS_CONFIG, source: "infra/examples/demo.yaml" } }),
 ];
+/** A Prometheus-only config (the documented example), bundled as JSON: the issue's "Worker built for a Prometheus-only config". */
+const PROMETHEUS_CONFIG = readFileSync(join(ROOT, "infra/examples/prometheus.yaml"), "utf8");
+const workerProm = await buildWorker({
+  types: ["prometheus"],
+  outdir: join(WORK, "worker-prometheus-json"),
+  jsonConfig: { text: PROMETHEUS_CONFIG, source: "infra/examples/prometheus.yaml" },
+});
 const kib = (n: number) => n / 1024;
 console.log(
   `Worker bundle (wrangler gzip): every provider ${kib(workerAll.gzipBytes).toFixed(1)} KiB, aws-sqs only ${kib(workerSqs.gzipBytes).toFixed(1)} KiB, ` +
-    `aws-sqs with the config bundled as JSON (--json, no YAML parser) ${kib(workerJson.gzipBytes).toFixed(1)} KiB`,
+    `aws-sqs with the config bundled as JSON (--json, no YAML parser) ${kib(workerJson.gzipBytes).toFixed(1)} KiB, ` +
+    `prometheus with the config bundled as JSON ${kib(workerProm.gzipBytes).toFixed(1)} KiB`,
 );
 
 // ---- Worker start-up -----------------------------------------------------
@@ -224,6 +234,19 @@ const rows: BenchRow[] = [
       sqs_only_vs_all: workerSqs.gzipBytes / workerAll.gzipBytes,
     },
     better: { json_sqs_vs_goal: "lower", sqs_only_vs_goal: "lower", all_vs_goal: "lower", sqs_only_vs_all: "lower" },
+  },
+  {
+    id: "P3-worker-bundle-prometheus",
+    // The issue's budget for a Worker built for a Prometheus-only config (issue 25): the provider
+    // with the PromQL grammar (@prometheus-io/lezer-promql, which parses templates at config load),
+    // infra/worker/build.ts --config infra/examples/prometheus.yaml --json.
+    title: "Worker bundle, wrangler's gzip figure: built for a Prometheus config (build.ts --config … --json)",
+    goal: `≤ ${GOAL_KIB} KiB gzip`,
+    measured: `Prometheus config bundled as JSON ${kib(workerProm.gzipBytes).toFixed(1)} KiB; every provider ${kib(workerAll.gzipBytes).toFixed(1)} KiB`,
+    baseline: "every provider (npm run build:worker)",
+    met: kib(workerProm.gzipBytes) <= GOAL_KIB,
+    ratios: { json_prometheus_vs_goal: kib(workerProm.gzipBytes) / GOAL_KIB, prometheus_vs_all: workerProm.gzipBytes / workerAll.gzipBytes },
+    better: { json_prometheus_vs_goal: "lower", prometheus_vs_all: "lower" },
   },
   {
     id: "P3-worker-startup",

@@ -184,6 +184,8 @@ export interface PrometheusOptions {
   targets: readonly string[];
   /** `--web.route-prefix` (e.g. `/gmp`): the API then lives under it */
   routePrefix?: string;
+  /** the scrape job's name, which Prometheus writes as each scraped series' `job` label (default `exporter`) */
+  jobName?: string;
   /** `global.scrape_interval` in seconds (default 1) */
   scrapeIntervalSeconds?: number;
   /** more flags, e.g. `--query.lookback-delta=1m` */
@@ -218,7 +220,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     const port = await freePort();
     const config = {
       global: { scrape_interval: interval, scrape_timeout: interval, evaluation_interval: interval },
-      scrape_configs: [{ job_name: "exporter", static_configs: [{ targets: [...options.targets] }] }],
+      scrape_configs: [{ job_name: options.jobName ?? "exporter", static_configs: [{ targets: [...options.targets] }] }],
     };
     writeFileSync(join(dir, "prometheus.yml"), stringify(config));
     const auth = options.basicAuth;

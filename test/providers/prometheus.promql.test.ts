@@ -5,7 +5,19 @@
  * Prometheus's Go parser over arbitrary strings.
  */
 import { describe, expect, it } from "vitest";
-import { isLabelName, labelMatcher, matchersText, MATCHERS_PLACEHOLDER, parseTemplate, promqlString, quoteRegex, renderTemplate, TemplateError } from "../../shared/providers/prometheus/promql.ts";
+import {
+  durationSeconds,
+  isLabelName,
+  labelMatcher,
+  matchersText,
+  MATCHERS_PLACEHOLDER,
+  parseTemplate,
+  promqlString,
+  quoteRegex,
+  renderTemplate,
+  templateRanges,
+  TemplateError,
+} from "../../shared/providers/prometheus/promql.ts";
 
 describe("label names", () => {
   it("accepts the legacy charset only", () => {
@@ -142,5 +154,24 @@ describe("query templates", () => {
     for (const ok of ['m{<<.LabelMatchers>>, a="\\x41\\u00e9\\U0001F600\\101\\a\\"\\\\"}', "m{<<.LabelMatchers>>, a='\\''}", "m{<<.LabelMatchers>>, a=`\\q`}"]) {
       expect(() => parseTemplate(ok)).not.toThrow();
     }
+  });
+});
+
+describe("templateRanges: how far back a template's ranges read (the tools' warning about ranges longer than maxAgeSeconds)", () => {
+  it("reads Prometheus duration literals: units in order, each once, or plain seconds", () => {
+    expect([durationSeconds("5m"), durationSeconds("1h30m"), durationSeconds("90s"), durationSeconds("500ms"), durationSeconds("1d"), durationSeconds("300"), durationSeconds("1.5")]).toEqual([
+      300, 5400, 90, 0.5, 86_400, 300, 1.5,
+    ]);
+    for (const bad of ["", "5x", "m5", "1m1h", "5m+1m"]) expect(durationSeconds(bad), bad).toBeUndefined();
+  });
+
+  it("lists every range selector's range and every subquery's range (not its step, not an offset), with line and column in the template", () => {
+    const t = parseTemplate(`sum by (q) (\n  max_over_time(rate(m{${MATCHERS_PLACEHOLDER}}[1m])[10m:30s])\n) + m{${MATCHERS_PLACEHOLDER}}[1h30m] offset 5m`);
+    expect(templateRanges(t)).toEqual([
+      { text: "1m", seconds: 60, line: 2, column: 44 },
+      { text: "10m", seconds: 600, line: 2, column: 49 },
+      { text: "1h30m", seconds: 5400, line: 3, column: 27 },
+    ]);
+    expect(templateRanges(parseTemplate(`sum(m{${MATCHERS_PLACEHOLDER}})`))).toEqual([]);
   });
 });

@@ -4,7 +4,11 @@
  * provider's reads in workerd, and a config naming a provider left out is
  * answered with a 500 Status saying so. The default build (`npm run
  * build:worker`) holds every provider. Sizes are printed, and compared only
- * with each other (a figure is never asserted).
+ * with each other (a figure is never asserted here: the budgets are the
+ * benchmark's rows, `test/bench/footprint.ts`). A Worker built for a
+ * Prometheus-only config with the config bundled as JSON holds the PromQL
+ * grammar and no other provider's code, and serves a read from a Prometheus
+ * HTTP API in workerd.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,6 +21,7 @@ import { PROVIDERS as WORKER_PROVIDERS } from "../../infra/worker/providers.ts";
 import { PROVIDER_TYPES } from "../../shared/providers/provider-list.ts";
 import { PROVIDERS } from "../../shared/providers/provider-loaders.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "../helpers/emulator.ts";
+import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 import { buildWorker, ROOT, startWorker, type WorkerBuild } from "../helpers/worker.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
@@ -40,12 +45,40 @@ function sqsConfig(endpoint: string): string {
 `;
 }
 
+/** Bundled inputs of every provider but prometheus, and the YAML parser (left out by `--json`). */
+const NOT_PROMETHEUS = /shared\/providers\/(aws-sqs|aws-cloudwatch|gcp-monitoring)\/index\.ts$|shared\/providers\/gcp\/token\.ts$|node_modules\/@aws-sdk\/|node_modules\/yaml\//;
+
+/** A Prometheus-only config (the rule of docs/providers/prometheus.md) reading `url`. */
+function prometheusConfig(url: string): string {
+  return `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+defaults:
+  maxAgeSeconds: 120
+providers:
+  prom:
+    type: prometheus
+    url: ${url}
+metrics:
+  - name: rabbitmq_messages_ready
+    provider: prom
+    query:
+      series: rabbitmq_queue_messages_ready
+      labels: { job: rabbitmq }
+      selectorLabels: { queue: queue }
+policy:
+  defaultAction: Allow
+`;
+}
+
 describe("Worker built for the providers its config uses", () => {
   let sqs: Emulator;
   let all: WorkerBuild;
   let sqsOnly: WorkerBuild;
   /** aws-sqs only, its config bundled as JSON, the `yaml` package replaced (`--json`) */
   let sqsJson: WorkerBuild;
+  /** prometheus only, its config bundled as JSON (`--json`): the issue's "Worker built for a Prometheus-only config" */
+  let promJson: WorkerBuild;
+  let prom: FakePrometheus;
 
   beforeAll(async () => {
     const dir = join(ROOT, ".cache/worker-build");
@@ -57,14 +90,22 @@ describe("Worker built for the providers its config uses", () => {
     const configModule = join(dir, "config-test-aws-sqs.json.ts");
     writeFileSync(configModule, jsonConfigModule(sqsConfig(sqs.endpoint), "bundled-test.yaml"));
     const json = ["--alias", `${BUNDLED_CONFIG_SPECIFIER}:${configModule}`, "--alias", `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`];
-    [all, sqsOnly, sqsJson] = await Promise.all([
+    prom = await startFakePrometheus(Date.now);
+    const promTable = join(dir, "providers-test-prometheus.ts");
+    writeFileSync(promTable, providerTable(["prometheus"], dir));
+    const promConfigModule = join(dir, "config-test-prometheus.json.ts");
+    writeFileSync(promConfigModule, jsonConfigModule(prometheusConfig(prom.url), "bundled-prometheus.yaml"));
+    const promArgs = ["--alias", `${TABLE_SPECIFIER}:${promTable}`, "--alias", `${BUNDLED_CONFIG_SPECIFIER}:${promConfigModule}`, "--alias", `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`];
+    [all, sqsOnly, sqsJson, promJson] = await Promise.all([
       buildWorker(),
       buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, "--metafile"] }),
       buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, ...json, "--metafile"] }),
+      buildWorker({ args: [...promArgs, "--metafile"] }),
     ]);
-  }, 180_000);
+  }, 240_000);
   afterAll(async () => {
     await sqs?.stop();
+    await prom?.close();
   });
 
   it("every provider type has an entry in each table and an implementation for the build script", () => {
@@ -178,6 +219,31 @@ describe("Worker built for the providers its config uses", () => {
       }
     } finally {
       await jsonBinding.close();
+    }
+  });
+
+  it("the Prometheus-only Worker (--json) holds the PromQL grammar and no other provider's code, and serves a Prometheus read in workerd", async () => {
+    const inputs = inputsOf(promJson);
+    expect(inputs.filter((i) => NOT_PROMETHEUS.test(i))).toEqual([]);
+    expect(inputs.some((i) => i.endsWith("shared/providers/prometheus/index.ts"))).toBe(true);
+    expect(inputs.some((i) => i.includes("node_modules/@prometheus-io/lezer-promql/"))).toBe(true);
+    // the issue's budget is the benchmark row's (test/bench/footprint.ts, ≤ 150 KiB gzip); printed here
+    console.log(`Worker gzip (wrangler): prometheus only with the config as JSON ${gzipKiB(promJson)} KiB`);
+    expect(gzipKiB(promJson)).toBeLessThan(gzipKiB(all));
+    const now = Date.now();
+    prom.series = [
+      { labels: { __name__: "rabbitmq_queue_messages_ready", job: "rabbitmq", queue: "orders" }, value: "120", timeMs: now - 12_000 },
+      { labels: { __name__: "rabbitmq_queue_messages_ready", job: "rabbitmq", queue: "emails" }, value: "7", timeMs: now - 5_000 },
+    ];
+    const worker = await startWorker("", {}, { build: promJson });
+    try {
+      const res = await worker.request(`${NS}/rabbitmq_messages_ready?labelSelector=queue%3Dorders`);
+      const body = (await res.json()) as any;
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      expect(body.items).toMatchObject([{ metricLabels: { queue: "orders" }, value: "120" }]);
+      expect(prom.requests.map((r) => r.query)).toContain('sum by (queue) (rabbitmq_queue_messages_ready{job="rabbitmq",queue="orders"})');
+    } finally {
+      await worker.close();
     }
   });
 

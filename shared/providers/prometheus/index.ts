@@ -40,10 +40,10 @@ import { parseDecimal } from "../../k8s/quantity.ts";
 import { badRequest, internalError, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
-import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
+import type { MetricRule, ProviderModule, RuleFinding, RuntimeEnv } from "../types.ts";
 import { instantQuery, prometheusErrorToStatus, type VectorSample } from "./api.ts";
 import { gmpAccess, type FlavourAccess } from "./gmp.ts";
-import { matchersText, parseTemplate, renderTemplate, TemplateError, type QueryTemplate } from "./promql.ts";
+import { matchersText, parseTemplate, renderTemplate, TemplateError, templateRanges, type QueryTemplate } from "./promql.ts";
 import {
   prometheusProviderSchema,
   prometheusQuerySchema,
@@ -309,6 +309,62 @@ export class PrometheusProvider extends SeriesProvider<PrometheusQuery, ReadItem
   }
 }
 
+/**
+ * Advice about a valid `prometheus` rule (`ProviderModule.lintRule`):
+ *
+ * - `onEmpty: { value }`: the value is served whenever the answer has no
+ *   series for a label set — also when the exporter is down, the scrape
+ *   fails, the metric was renamed or `labels` has a typo — so a broken
+ *   pipeline reads as that value (KEDA's Prometheus scaler answers 0 this
+ *   way by default). Right only when the exporter drops a series exactly
+ *   when its value is the one written (e.g. an exporter that stops
+ *   reporting an empty queue);
+ * - a template's range selector or subquery whose range is longer than
+ *   `maxAgeSeconds`: a range reads `[t - range, t]` whatever
+ *   `lookback_delta` is (Prometheus `promql/engine.go`), and a template's
+ *   answer carries the evaluation time, so samples up to the range old
+ *   feed a value the bridge cannot see as stale;
+ * - a template rule with `lookbackSeconds` longer than `maxAgeSeconds`: its
+ *   instant selectors may read samples that old, with the same blindness.
+ *
+ * @returns findings with paths inside the rule (`query.onEmpty`, `query.template`, `query.lookbackSeconds`)
+ * @throws StatusError 500 when the template is not valid PromQL (as `checkRule`)
+ */
+export function lintPrometheusRule(rule: MetricRule<PrometheusQuery>): RuleFinding[] {
+  const q = rule.query;
+  const out: RuleFinding[] = [];
+  if (typeof q.onEmpty === "object") {
+    out.push({
+      path: ["query", "onEmpty"],
+      message:
+        `onEmpty.value ${JSON.stringify(q.onEmpty.value)} is served whenever Prometheus answers no series for a label set: also when the exporter is down, ` +
+        "its scrape fails, the metric is renamed or a label is misspelt, so the HPA scales on a made-up value; keep it only when the exporter drops " +
+        `a series exactly when its value is ${q.onEmpty.value} (e.g. an empty queue), else use unavailable (the default)`,
+    });
+  }
+  if (q.template === undefined) return out;
+  const stale = `and a template's answer carries the evaluation time, so maxAgeSeconds cannot catch stale samples`;
+  for (const range of templateRanges(templateOf(rule.name, q.template))) {
+    if (range.seconds === undefined || range.seconds <= rule.maxAgeSeconds) continue;
+    out.push({
+      path: ["query", "template"],
+      message:
+        `template line ${range.line}, column ${range.column}: the range [${range.text}] (${range.seconds} s) is longer than maxAgeSeconds (${rule.maxAgeSeconds} s): ` +
+        `the value may be computed from samples up to ${range.seconds} s old (a range is not bounded by lookback_delta), ${stale}; ` +
+        `shorten the range to at most ${rule.maxAgeSeconds} s or raise maxAgeSeconds to the age you accept`,
+    });
+  }
+  if (q.lookbackSeconds !== undefined && q.lookbackSeconds > rule.maxAgeSeconds) {
+    out.push({
+      path: ["query", "lookbackSeconds"],
+      message:
+        `lookbackSeconds (${q.lookbackSeconds} s) is longer than maxAgeSeconds (${rule.maxAgeSeconds} s): the template may read samples up to ${q.lookbackSeconds} s old, ${stale}; ` +
+        "leave lookbackSeconds out (it defaults to maxAgeSeconds) or raise maxAgeSeconds",
+    });
+  }
+  return out;
+}
+
 /** The `prometheus` provider module. */
 export const prometheusModule: ProviderModule<PrometheusProviderConfig, PrometheusQuery> = {
   type: "prometheus",
@@ -319,6 +375,7 @@ export const prometheusModule: ProviderModule<PrometheusProviderConfig, Promethe
   checkRule: (rule) => {
     if (rule.query.template !== undefined) templateOf(rule.name, rule.query.template);
   },
+  lintRule: lintPrometheusRule,
 };
 
 /** This module under the name every provider folder's `index.ts` exports it (`../provider-list.ts`). */

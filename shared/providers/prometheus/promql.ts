@@ -174,6 +174,56 @@ interface Compiled {
   readonly pieces: readonly string[];
   /** the template rendered with no matchers (each placeholder and a comma next to it removed), or an Error saying why it cannot be */
   readonly empty: string | Error;
+  /** the range of every range selector and subquery, in text order */
+  readonly ranges: readonly TemplateRange[];
+}
+
+/**
+ * The range of one range selector (`m{…}[5m]`) or subquery
+ * (`rate(m{…}[1m])[10m:30s]`, its first duration) of a template: how far
+ * back from the evaluation time the samples it reads may be, beyond
+ * `lookback_delta`, which bounds only instant selectors (Prometheus
+ * `promql/engine.go`: a matrix selector reads `[t - range, t]`, whatever
+ * the lookback delta).
+ */
+export interface TemplateRange {
+  /** the duration as written, e.g. `5m` */
+  readonly text: string;
+  /** seconds; undefined for a duration expression that is not a literal (`[5m+1m]`) */
+  readonly seconds: number | undefined;
+  /** 1-based line and column of the duration in the template */
+  readonly line: number;
+  readonly column: number;
+}
+
+/** Seconds per unit of a Prometheus duration (`prometheus/common` `model/time.go` `ParseDuration`). */
+const DURATION_UNITS: Readonly<Record<string, number>> = { y: 365 * 86_400, w: 7 * 86_400, d: 86_400, h: 3600, m: 60, s: 1, ms: 0.001 };
+
+/**
+ * Seconds of a duration literal as PromQL reads it: units in decreasing
+ * order, each at most once (`1h30m`, `90s`, `500ms`), or a plain number of
+ * seconds (`300`, `1.5`) (`model/time.go` `ParseDuration`; promql/parser
+ * `lex.go` number durations).
+ *
+ * @returns undefined when `text` is not such a literal
+ */
+export function durationSeconds(text: string): number | undefined {
+  if (/^\d+(?:\.\d+)?$/.test(text)) return Number(text);
+  const m = /^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$/.exec(text);
+  if (m === null || text === "") return undefined;
+  const units = ["y", "w", "d", "h", "m", "s", "ms"];
+  return units.reduce((sum, unit, i) => sum + Number(m[i + 1] ?? 0) * DURATION_UNITS[unit]!, 0);
+}
+
+/**
+ * The range of every range selector and subquery of a template
+ * ({@link TemplateRange}), in text order.
+ *
+ * @param template from {@link parseTemplate} (a plain `{ text }` is parsed now)
+ * @throws TemplateError when a plain `{ text }` is not a valid template
+ */
+export function templateRanges(template: QueryTemplate): readonly TemplateRange[] {
+  return (compiled.get(template) ?? compiled.get(parseTemplate(template.text))!).ranges;
 }
 
 const compiled = new WeakMap<QueryTemplate, Compiled>();
@@ -298,6 +348,7 @@ export function parseTemplate(text: string): QueryTemplate {
 
   type Node = ReturnType<typeof tree.resolve>;
   const selectors: Node[] = [];
+  const ranges: TemplateRange[] = [];
   const placeholderAt = new Map<number, Node>(); // stand-in matchers by start offset
   tree.iterate({
     enter(ref) {
@@ -310,6 +361,14 @@ export function parseTemplate(text: string): QueryTemplate {
         if (problem) fail(toOriginal(ref.from + problem.offset), problem.message);
       }
       if (ref.name === "VectorSelector") selectors.push(ref.node);
+      if (ref.name === "MatrixSelector" || ref.name === "SubqueryExpr") {
+        const range = ref.node.getChild("DurationExpr");
+        if (range !== null) {
+          const at = toOriginal(range.from);
+          const written = text.slice(at, toOriginal(range.to));
+          ranges.push({ text: written, seconds: durationSeconds(written), ...lineColumn(text, at) });
+        }
+      }
       if (ref.name === "UnquotedLabelMatcher" && ref.node.parent?.name === "LabelMatchers" && ref.node.parent.parent?.name === "VectorSelector") {
         placeholderAt.set(ref.from, ref.node);
       }
@@ -359,7 +418,7 @@ export function parseTemplate(text: string): QueryTemplate {
     empty = out + text.slice(at);
   }
   const template: QueryTemplate = { text };
-  compiled.set(template, { pieces, empty });
+  compiled.set(template, { pieces, empty, ranges: ranges.sort((a, b) => a.line - b.line || a.column - b.column) });
   return template;
 }
 
