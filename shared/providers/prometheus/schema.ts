@@ -186,6 +186,15 @@ export const prometheusProviderSchema = z.strictObject({
   batchWindowSeconds: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0.01),
   /** most series one query sums (default 50, at most 100) */
   maxBatchSize: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SERIES_PER_QUERY)), 50),
+  /**
+   * Refresh-ahead (`../refresh-ahead.ts`): reload every series read since
+   * its last load shortly before its cached value expires, batched (one
+   * query pair per `maxBatchSize` series of one shape per TTL), so the HPA
+   * controller's blocking reads hit the cache. Absent: on in a long-lived
+   * process (the Node server), off on Cloudflare Workers and AWS Lambda,
+   * which cancel or freeze work between requests.
+   */
+  refreshAhead: z.optional(z.boolean()),
 });
 
 /** Validated `prometheus` provider instance config. */
