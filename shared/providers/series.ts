@@ -91,7 +91,7 @@ export interface SeriesBackend<Q, I extends SeriesItem> {
   /** Human description of the backend query for `items` (CLI `check-hpa`); no I/O. */
   describe(rule: MetricRule<Q>, items: readonly I[]): string;
   readonly batching: SeriesBatching;
-  /** the cache's refresh-ahead (`../cache/refresh-ahead.ts`; `aws-cloudwatch/refresh.ts`); absent: off */
+  /** the cache's refresh-ahead (`../cache/refresh-ahead.ts`; `./refresh-ahead.ts`); absent: off */
   readonly refreshAhead?: RefreshAheadOptions | undefined;
   /**
    * One backend call for `items` (one group, at most `maxBatchSize` units):

@@ -176,7 +176,7 @@ export interface RuntimeEnv {
    * whether this process may keep work running between requests (e.g.
    * CloudWatch refresh-ahead timers): the Node server and the proxy's
    * in-process bridge pass true, Lambda and the Worker false; absent: guessed
-   * (`aws-cloudwatch/refresh.ts` `longLivedProcess`)
+   * (`refresh-ahead.ts` `longLivedProcess`)
    */
   longLived?: boolean;
 }

@@ -30,23 +30,28 @@
  * 15 s, each read blocking its worker while the backend answers after 50–100
  * ms of simulated latency, all in simulated time. CloudWatch with no cache,
  * TTL 5 s, TTL 30 s and refresh-ahead (TTL 30 s and 5 s); SQS with TTL 30 s
- * as information (no batching: one call per queue per TTL at best). Cloud
- * Monitoring is not modelled here (its REST transport has no latency hook).
+ * as information (no batching: one call per queue per TTL at best);
+ * Prometheus (over `fetch`, the latency held by a `fetch` wrapper) with no
+ * cache, TTL 30 s and refresh-ahead (TTL 30 s; 50 and 100 series per
+ * query), value and timestamp queries both counted. Cloud Monitoring is not
+ * modelled here (its REST transport has no latency hook).
  * The ratio is reported for the whole run and for the steady state after
  * the first simulated minute (the first read of each series always misses).
- * With `BENCH_REPORT_DIR` set, writes the `P2-cloudwatch` row and the
- * `p2-backend-calls` figure (`./report.ts`).
+ * With `BENCH_REPORT_DIR` set, writes the `P2-cloudwatch` and
+ * `P2-prometheus` rows and the `p2-backend-calls` and
+ * `p2-backend-calls-prometheus` figures (`./report.ts`).
  */
 import { parseArgs } from "node:util";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import type { CloudWatchProvider } from "../../shared/providers/aws-cloudwatch/index.ts";
 import type { SqsProvider } from "../../shared/providers/aws-sqs/index.ts";
 import type { SeriesProvider } from "../../shared/providers/series.ts";
-import { latencyMiddleware, latencyModel, simulateWorkers, VirtualTime, type WorkersResult } from "./hpa-workers.ts";
+import { latencyFetch, latencyMiddleware, latencyModel, simulateWorkers, VirtualTime, type LatencyState, type WorkersResult } from "./hpa-workers.ts";
 import { writeReport, type BenchRow } from "./report.ts";
 import { builtProviderTypes, loadProviderModules } from "../../shared/providers/registry.ts";
 import { startCloudWatchFake } from "../fakes/cloudwatch.ts";
 import { startGoogleFakes } from "../fakes/google.ts";
+import { startFakePrometheus } from "../fakes/prometheus-api.ts";
 import { startEmulator } from "../helpers/emulator.ts";
 
 await loadProviderModules(builtProviderTypes()); // buildBridge() builds from loaded provider modules
@@ -225,20 +230,34 @@ interface WorkersRow extends WorkersResult {
   refreshes: number;
 }
 
-/** A bridge with `ttl` (s) and `refreshAhead` on the given provider lines, its provider and the virtual clock wired in. */
+/**
+ * A bridge with `ttl` (s) and `refreshAhead` on the given provider lines, its
+ * provider and the virtual clock wired in: the simulated latency goes around
+ * the provider's SDK client, or, for a provider without one (prometheus),
+ * around `globalThis.fetch` until `close()`.
+ */
 function virtualBridge(vt: VirtualTime, providerYaml: string, rule: string, ttl: number) {
   const bridge = buildBridge(`${head(ttl)}providers:
 ${providerYaml}
 metrics:
 ${rule}
 `, "bench.yaml", { env: {}, now: () => vt.now }, { log: () => {} });
-  const provider = [...bridge.providers.values()][0] as SeriesProvider<unknown, never> & { client: CloudWatchProvider["client"] | SqsProvider["client"] };
+  const provider = [...bridge.providers.values()][0] as SeriesProvider<unknown, never> & { client?: CloudWatchProvider["client"] | SqsProvider["client"] };
   // The batching window runs in simulated time too (the production default, 10 ms).
   (provider.batcher as unknown as { options: { schedule?: (run: () => void, ms: number) => void } }).options.schedule = vt.schedule;
-  const state = { http: 0, sleeping: 0, commands: new Map<string, number>() };
-  (provider.client.middlewareStack as { add: (m: unknown, o: unknown) => void }).add(latencyMiddleware(vt, latencyModel(), state), { step: "initialize", name: "benchLatency" });
+  const state: LatencyState = { http: 0, sleeping: 0, commands: new Map<string, number>() };
+  const realFetch = globalThis.fetch;
+  if (provider.client !== undefined) {
+    (provider.client.middlewareStack as { add: (m: unknown, o: unknown) => void }).add(latencyMiddleware(vt, latencyModel(), state), { step: "initialize", name: "benchLatency" });
+  } else {
+    globalThis.fetch = latencyFetch(vt, latencyModel(), state, realFetch);
+  }
   const busy = () => state.http > 0 || provider.batcher.running > state.sleeping;
-  return { bridge, provider, state, busy };
+  const close = () => {
+    provider.close();
+    globalThis.fetch = realFetch;
+  };
+  return { bridge, provider, state, busy, close };
 }
 
 /** The P2 run: the HPA controller's blocking workers against CloudWatch (and SQS for information). */
@@ -262,7 +281,7 @@ async function blockingWorkers(): Promise<WorkersRow[]> {
   ];
   for (const m of models) {
     const vt = new VirtualTime(START);
-    const { bridge, provider, busy } = virtualBridge(
+    const { bridge, provider, busy, close } = virtualBridge(
       vt,
       `  cw: { type: aws-cloudwatch, region: us-east-1, endpoint: ${cw.endpoint}, credentials: { source: static, accessKeyId: a, secretAccessKey: b }, maxAttempts: 1, refreshAhead: ${m.refresh} }`,
       `  - { name: visible, provider: cw, query: { namespace: AWS/SQS, metricName: ApproximateNumberOfMessagesVisible, stat: Maximum, period: 60, dimensionLabels: { queue: QueueName } } }`,
@@ -274,7 +293,7 @@ async function blockingWorkers(): Promise<WorkersRow[]> {
       bridge, vt, hpas: P2.hpas, workers: P2.workers, minutes: m.minutes, syncPeriodMs: POLL_SECONDS * 1000, url: url("visible", "queue"), busy,
       onSteady: () => (atWarm = cw.getMetricDataCalls.length),
     });
-    provider.close();
+    close();
     const calls = cw.getMetricDataCalls.length - before;
     rows.push({ provider: "aws-cloudwatch", cache: m.cache, minutes: m.minutes, calls, steadyCalls: calls - (atWarm - before), refreshes: provider.cache.stats.refreshes, ...r });
   }
@@ -300,7 +319,81 @@ async function blockingWorkers(): Promise<WorkersRow[]> {
     rows.push({ provider: "aws-sqs", cache: `TTL ${TTL} s`, minutes: P2.minutes, calls: count(), steadyCalls: count() - atWarm, refreshes: 0, ...r });
   }
   await sqs.stop();
+  rows.push(...(await prometheusWorkers(series, url("queued", "queue"))));
   return rows;
+}
+
+/**
+ * The P2 run against the Prometheus HTTP API fake: one series
+ * `jobs_queued{queue="<series>"}` per series, sampled 1 s before every
+ * instant (so always fresh); backend queries are the requests the fake
+ * received, the value query and the timestamp query both counted. No cache,
+ * TTL 30 s alone (no refresh-ahead), and refresh-ahead (TTL 30 s) with the
+ * default 100 series per query and with 50.
+ */
+async function prometheusWorkers(series: readonly string[], url: (h: number) => string): Promise<WorkersRow[]> {
+  const rows: WorkersRow[] = [];
+  let vt = new VirtualTime(START);
+  const fake = await startFakePrometheus(() => vt.now);
+  fake.series = series.map((q) => ({
+    labels: { __name__: "jobs_queued", queue: q },
+    value: "5",
+    get timeMs() {
+      return vt.now - 1_000;
+    },
+  }));
+  const models = [
+    { cache: "none", ttl: 0, refresh: false, batch: 100, minutes: Math.min(2, P2.minutes) },
+    { cache: "TTL 30 s", ttl: 30, refresh: false, batch: 100, minutes: P2.minutes },
+    { cache: "refresh-ahead, TTL 30 s", ttl: 30, refresh: true, batch: 100, minutes: P2.minutes },
+    { cache: "refresh-ahead, TTL 30 s, 50 series per query", ttl: 30, refresh: true, batch: 50, minutes: P2.minutes },
+  ];
+  for (const m of models) {
+    vt = new VirtualTime(START);
+    const { bridge, provider, busy, close } = virtualBridge(
+      vt,
+      `  prom: { type: prometheus, url: ${fake.url}, refreshAhead: ${m.refresh}, maxBatchSize: ${m.batch} }`,
+      `  - { name: queued, provider: prom, query: { series: jobs_queued, selectorLabels: { queue: queue } } }`,
+      m.ttl,
+    );
+    const before = fake.requests.length;
+    let atWarm = before;
+    try {
+      const r = await simulateWorkers({
+        bridge, vt, hpas: P2.hpas, workers: P2.workers, minutes: m.minutes, syncPeriodMs: POLL_SECONDS * 1000, url, busy,
+        onSteady: () => (atWarm = fake.requests.length),
+      });
+      const calls = fake.requests.length - before;
+      rows.push({ provider: "prometheus", cache: m.cache, minutes: m.minutes, calls, steadyCalls: calls - (atWarm - before), refreshes: provider.cache.stats.refreshes, ...r });
+    } finally {
+      close();
+    }
+  }
+  await fake.close();
+  return rows;
+}
+
+/** The `P2-prometheus` report row from the prometheus models of {@link prometheusWorkers}. */
+function prometheusRow(rows: readonly WorkersRow[]): BenchRow {
+  const ratio = (r: WorkersRow) => r.reads / Math.max(1, r.calls);
+  const steady = (r: WorkersRow) => r.steadyReads / Math.max(1, r.steadyCalls);
+  const model = (cache: string) => rows.find((r) => r.cache === cache)!;
+  const best = model("refresh-ahead, TTL 30 s");
+  const fifty = model("refresh-ahead, TTL 30 s, 50 series per query");
+  const saved = ratio(best);
+  return {
+    id: "P2-prometheus",
+    title: `Prometheus HTTP API queries (value + timestamp), ${P2.hpas} HPAs × ${P2.series} series, ${POLL_SECONDS} s syncs, ${P2.workers} blocking workers, refresh-ahead and the default maxBatchSize (100), vs one query per read`,
+    goal: "≥ 500× fewer queries with 5 blocking workers",
+    measured:
+      `refresh-ahead (TTL 30 s), the default 100 series per query: ${saved.toFixed(0)}× fewer over ${best.minutes} simulated minutes (${steady(best).toFixed(0)}× after the first minute); ` +
+      `with 50 series per query ${ratio(fifty).toFixed(0)}× (${steady(fifty).toFixed(0)}× after the first minute); ` +
+      `TTL 30 s alone ${ratio(model("TTL 30 s")).toFixed(0)}×, no cache ${ratio(model("none")).toFixed(1)}×`,
+    baseline: `one query per read: ${best.reads} reads`,
+    met: saved >= 500,
+    ratios: { queries_saved: Number(saved.toFixed(1)) },
+    better: { queries_saved: "higher" },
+  };
 }
 
 async function main(): Promise<void> {
@@ -383,6 +476,7 @@ async function main(): Promise<void> {
       ratios: { calls_saved: Number(saved.toFixed(1)) },
       better: { calls_saved: "higher" },
     },
+    prometheusRow(p2.filter((r) => r.provider === "prometheus")),
   ];
   writeReport({
     bench: "backend-calls",
@@ -398,10 +492,19 @@ async function main(): Promise<void> {
         yLabel: "calls per minute",
         series: [{ name: "aws-cloudwatch", points: cwRows.map((r) => [r.cache, Number((r.calls / r.minutes).toFixed(1))] as [string, number]) }],
       },
+      {
+        id: "p2-backend-calls-prometheus",
+        title: `Prometheus queries per simulated minute, ${P2.hpas} HPAs × ${P2.series} series, ${P2.workers} blocking workers`,
+        kind: "bar",
+        xLabel: "cache",
+        yLabel: "queries per minute",
+        series: [{ name: "prometheus", points: p2.filter((r) => r.provider === "prometheus").map((r) => [r.cache, Number((r.calls / r.minutes).toFixed(1))] as [string, number]) }],
+      },
     ],
     notes: [
       "Simulated time: the bridge and the real providers (real AWS SDK against the CloudWatch fake) on an injected clock; backend latency 50–100 ms; the HPA controller's 5 sync workers, each read blocking its worker (horizontal.go).",
       "'no cache' runs 2 simulated minutes (one call per read regardless of length); the others the full run. Ratios include the warm-up minute (every series' first read misses).",
+      "Prometheus: the real provider over fetch against the HTTP API fake (test/fakes/prometheus-api.ts), the same latency held in virtual time around each request; a query is any request the fake received, so each batch's value query and timestamp query count as two.",
     ],
   });
 }

@@ -12,7 +12,7 @@
  *
  * Simulated time ({@link VirtualTime}): the bridge, the providers and the
  * cache run on an injected clock; the backend's answer is delayed by a
- * simulated latency (SDK middleware sleeping in virtual time after the real
+ * simulated latency (SDK middleware, or a `fetch` wrapper, sleeping in virtual time after the real
  * request to the fake returned), the batcher's window runs in virtual time,
  * and the clock jumps to the next timer only when nothing is running in real
  * time ({@link runUntil}). A 10-minute run takes seconds.
@@ -93,30 +93,54 @@ export function latencyModel(seed = 12345): () => number {
   };
 }
 
+/** Counters of {@link latencyMiddleware} and {@link latencyFetch}: calls by name, real requests in flight, answers held in virtual time. */
+export interface LatencyState {
+  http: number;
+  sleeping: number;
+  commands: Map<string, number>;
+}
+
+/** Count `name`, run the real `call` (`state.http` while it runs), then hold its result for `latency()` virtual ms (`state.sleeping`). */
+async function held<T>(vt: VirtualTime, latency: () => number, state: LatencyState, name: string, call: () => Promise<T>): Promise<T> {
+  state.commands.set(name, (state.commands.get(name) ?? 0) + 1);
+  state.http++;
+  vt.progress++;
+  let out: T;
+  try {
+    out = await call();
+  } finally {
+    state.http--;
+    vt.progress++;
+  }
+  state.sleeping++;
+  await vt.sleep(latency());
+  state.sleeping--;
+  return out;
+}
+
 /**
  * An SDK v3 middleware (`initialize` step: around the whole send) that
  * counts the command, lets the real request reach the fake, then holds the
  * answer for the simulated latency. `state.http` counts real requests in
  * flight, `state.sleeping` answers held in virtual time.
  */
-export function latencyMiddleware(vt: VirtualTime, latency: () => number, state: { http: number; sleeping: number; commands: Map<string, number> }) {
-  return (next: (args: any) => Promise<any>, context: { commandName?: string }) => async (args: any) => {
-    const name = context.commandName ?? "?";
-    state.commands.set(name, (state.commands.get(name) ?? 0) + 1);
-    state.http++;
-    vt.progress++;
-    let out: any;
-    try {
-      out = await next(args);
-    } finally {
-      state.http--;
-      vt.progress++;
-    }
-    state.sleeping++;
-    await vt.sleep(latency());
-    state.sleeping--;
-    return out;
-  };
+export function latencyMiddleware(vt: VirtualTime, latency: () => number, state: LatencyState) {
+  return (next: (args: any) => Promise<any>, context: { commandName?: string }) => async (args: any) => held(vt, latency, state, context.commandName ?? "?", () => next(args));
+}
+
+/**
+ * The same for providers that call `fetch` (prometheus): a `fetch` that
+ * counts the request (as `fetch`), sends it with `inner` and reads the whole
+ * body while `state.http` is up, then holds the answer for the simulated
+ * latency. The caller installs it as `globalThis.fetch` and restores `inner`.
+ */
+export function latencyFetch(vt: VirtualTime, latency: () => number, state: LatencyState, inner: typeof fetch): typeof fetch {
+  return (input, init) =>
+    held(vt, latency, state, "fetch", async () => {
+      const res = await inner(input, init);
+      const body = await res.arrayBuffer();
+      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    });
 }
 
 /** What one simulated run of the controller's workers saw. */

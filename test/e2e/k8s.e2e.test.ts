@@ -39,12 +39,12 @@ import {
   freePorts,
   logTails,
   startControlPlane,
-  startProcess,
   waitFor,
   type ControlPlane,
   type LoggedProcess,
 } from "../k8s/cluster.ts";
-import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, localProxyFlags, placeholderDeployment, PROXY_NS, PROXY_SERVICE, shippedManifests, startBridgeProcess, waitForAPIServiceAvailable, withFlags, type Condition } from "../k8s/shipped.ts";
+import { condition, expectedReplicas, workloadProbe, type Hpa } from "../k8s/hpa.ts";
+import { API_SERVICE, apiServiceAvailability, e2eBridgeConfig, placeholderDeployment, PROXY_NS, PROXY_SERVICE, startBridgeProcess, startShippedProxy, waitForAPIServiceAvailable } from "../k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 const METRIC = "queue_messages_ready";
@@ -62,11 +62,6 @@ const HPA_SYNC_SECONDS = 2;
 const TEST_TIMEOUT_MS = 240_000;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** ceil(depth / target) clamped to [min, max]: what an AverageValue HPA wants. */
-function expectedReplicas(depth: number, target: number, min: number, max: number): number {
-  return Math.min(max, Math.max(min, Math.ceil(depth / target)));
-}
-
 const yamlDocs = (...docs: object[]) => docs.map((d) => stringify(d)).join("---\n");
 
 let cp: ControlPlane | undefined;
@@ -82,13 +77,8 @@ function context(lines = 60): string {
   return `${cp?.logs(lines) ?? ""}\n${logTails(processes, lines)}`;
 }
 
-async function kubectlJson<T>(args: string[]): Promise<T> {
-  return JSON.parse(await cp!.kubectlOk([...args, "-o", "json"])) as T;
-}
+const { kubectlJson, replicasOf, hpaOf, waitForReplicas, expectReplicasHeld } = workloadProbe({ kubectlOk: (...a) => cp!.kubectlOk(...a) }, () => context());
 
-interface Hpa {
-  status: { currentReplicas?: number; desiredReplicas?: number; conditions?: Condition[]; currentMetrics?: unknown[] };
-}
 interface Deployment {
   spec: { replicas: number };
   status: { replicas?: number };
@@ -111,33 +101,6 @@ function proxyRequests(): ProxyRequestLog[] {
     .filter((line) => line.startsWith("{"))
     .map((line) => JSON.parse(line) as ProxyRequestLog)
     .filter((r) => r.msg === "request");
-}
-
-const replicasOf = async (ns: string) => (await kubectlJson<Deployment>(["-n", ns, "get", "deployment", "worker"])).spec.replicas;
-const hpaOf = (ns: string) => kubectlJson<Hpa>(["-n", ns, "get", "hpa", "worker"]);
-const condition = (hpa: Hpa, type: string) => hpa.status.conditions?.find((c) => c.type === type);
-
-/** Wait until the Deployment in `ns` has exactly `replicas`, with a failure message that shows the HPA. */
-async function waitForReplicas(ns: string, replicas: number, timeoutMs = 90_000): Promise<void> {
-  let last = "";
-  await waitFor(
-    `deployment ${ns}/worker at ${replicas} replicas`,
-    async () => {
-      const [current, hpa] = [await replicasOf(ns), await hpaOf(ns)];
-      last = `spec.replicas=${current}, hpa.status=${JSON.stringify(hpa.status)}`;
-      return current === replicas;
-    },
-    { timeoutMs, intervalMs: 1000, context: () => `${last}\n${context()}` },
-  );
-}
-
-/** Assert the Deployment stays at `replicas` for `seconds` (several HPA sync periods). */
-async function expectReplicasHeld(ns: string, replicas: number, seconds: number): Promise<void> {
-  const until = Date.now() + seconds * 1000;
-  while (Date.now() < until) {
-    expect(await replicasOf(ns), `deployment ${ns}/worker must stay at ${replicas}`).toBe(replicas);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
 }
 
 /** The APIService's `Available` condition. */
@@ -269,43 +232,26 @@ describe("real Kubernetes: aggregation layer, HPA controller, proxy, bridge", ()
     const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
     processes.push(await startBridgeProcess({ config: bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context }));
 
-    // --- the proxy's identity, RBAC and Service: the shipped manifests ---
-    const shipped = shippedManifests();
-    await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(...shipped.install) });
     // Users: the shipped example Role lets group team-a-developers read two
     // queue metrics in team-a; bob has no RBAC at all.
     await cp.kubectlOk(["apply", "-f", "-"], { input: yamlDocs({ apiVersion: "v1", kind: "Namespace", metadata: { name: "team-a" } }) });
     await cp.kubectlOk(["apply", "-f", join(ROOT, "infra/examples/rbac/team-a-metrics-reader.yaml")]);
     aliceKubeconfig = await cp.userKubeconfig("alice", ["team-a-developers"]);
     bobKubeconfig = await cp.userKubeconfig("bob");
-    const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
-    const proxyKubeconfig = cp.tokenKubeconfig("proxy", token);
 
-    // --- the proxy, with the shipped Deployment's arguments; it registers the APIService itself ---
-    const proxyConfig = join(work, "proxy.yaml");
-    writeFileSync(
-      proxyConfig,
-      stringify({
-        apiVersion: "external-metrics-bridge.io/v1alpha1",
-        kind: "ProxyConfig",
-        backends: {
-          bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
-          stuck: { url: hang.url, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
-        },
-        routes: [
-          { metric: STUCK_METRIC, backend: "stuck" },
-          { metric: ".*", backend: "bridge" },
-        ],
-        cache: { ttlSeconds: 1 },
-      }),
-    );
-    const proxyArgs = withFlags(shipped.proxyArgs, {
-      "--config": proxyConfig,
-      ...localProxyFlags(proxyKubeconfig, proxyPort),
-    });
-    const proxy = startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...proxyArgs], {
-      logFile: join(work, "proxy.log"),
-      env: { ...env, POD_NAMESPACE: PROXY_NS },
+    // --- the proxy's identity, RBAC and Service (the shipped manifests), the proxy with the shipped Deployment's arguments; it registers the APIService itself ---
+    const proxy = await startShippedProxy(cp, {
+      work,
+      port: proxyPort,
+      backends: {
+        bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
+        stuck: { url: hang.url, timeoutSeconds: BACKEND_TIMEOUT_SECONDS },
+      },
+      routes: [
+        { metric: STUCK_METRIC, backend: "stuck" },
+        { metric: ".*", backend: "bridge" },
+      ],
+      env,
     });
     processes.push(proxy);
 

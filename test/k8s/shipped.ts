@@ -2,12 +2,12 @@
  * The shipped plain manifests (infra/manifests/external-metrics-bridge.yaml)
  * as end-to-end tests apply them to the local control plane, and the proxy
  * Deployment's arguments for a local proxy process; used by
- * test/e2e/k8s.e2e.test.ts and test/e2e/k8s.rotation.e2e.test.ts.
+ * the end-to-end suites (test/e2e/k8s*.e2e.test.ts).
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parse, parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -246,4 +246,41 @@ export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: stri
     metrics: metrics.map((m) => ({ name: m.name, provider: "sqs", query: { queueLabel: "queue", attribute: m.attribute } })),
     policy: { defaultAction: "Deny" },
   };
+}
+
+/**
+ * Install the shipped manifests ({@link shippedManifests}) on `cp` and start
+ * the proxy as a local process with the shipped Deployment's arguments
+ * ({@link localProxyFlags} on 127.0.0.1:`port`, its identity a token of the
+ * shipped ServiceAccount), a ProxyConfig of `backends` and `routes` (cache
+ * TTL 1 s) written to `<work>/proxy.yaml`, its log in `<work>/proxy.log`.
+ * The proxy registers the APIService itself; wait for it with
+ * {@link waitForAPIServiceAvailable}.
+ *
+ * @param env the proxy's environment (`BRIDGE_SIGNING_KEYS`, …); `POD_NAMESPACE` is set here
+ * @throws Error with kubectl's message when the manifests or the token cannot be created
+ */
+export async function startShippedProxy(
+  cp: Pick<ControlPlane, "kubectlOk" | "tokenKubeconfig">,
+  options: {
+    work: string;
+    port: number;
+    backends: Record<string, { url: string; timeoutSeconds: number }>;
+    routes: readonly { metric: string; backend: string }[];
+    env: NodeJS.ProcessEnv;
+  },
+): Promise<LoggedProcess> {
+  const shipped = shippedManifests();
+  await cp.kubectlOk(["apply", "-f", "-"], { input: shipped.install.map((d) => stringify(d)).join("---\n") });
+  const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
+  const proxyConfig = join(options.work, "proxy.yaml");
+  writeFileSync(
+    proxyConfig,
+    stringify({ apiVersion: "external-metrics-bridge.io/v1alpha1", kind: "ProxyConfig", backends: options.backends, routes: options.routes, cache: { ttlSeconds: 1 } }),
+  );
+  const args = withFlags(shipped.proxyArgs, { "--config": proxyConfig, ...localProxyFlags(cp.tokenKubeconfig("proxy", token), options.port) });
+  return startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...args], {
+    logFile: join(options.work, "proxy.log"),
+    env: { ...options.env, POD_NAMESPACE: PROXY_NS },
+  });
 }

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../shared/config/config.ts";
 import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
 import { checkExpression, renameExpressionIds, STAT_PATTERN } from "../../shared/providers/aws-cloudwatch/schema.ts";
-import { cloudWatchRefreshAhead } from "../../shared/providers/aws-cloudwatch/refresh.ts";
+import { providerRefreshAhead as cloudWatchRefreshAhead } from "../../shared/providers/refresh-ahead.ts";
 
 const HEAD = `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig

@@ -43,7 +43,7 @@ import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
-import { cloudWatchRefreshAhead } from "./refresh.ts";
+import { providerRefreshAhead } from "../refresh-ahead.ts";
 import {
   cloudWatchProviderSchema,
   cloudWatchQuerySchema,
@@ -189,7 +189,7 @@ class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
       windowMs: config.batchWindowSeconds * 1000,
       splitOnError: (err) => INVALID_REQUEST_ERRORS.has((err as { name?: string })?.name ?? ""),
     };
-    this.refreshAhead = cloudWatchRefreshAhead(config, runtime);
+    this.refreshAhead = providerRefreshAhead(config, runtime);
   }
 
   labels(rule: MetricRule<CloudWatchQuery>) {

@@ -172,7 +172,7 @@ export const cloudWatchProviderSchema = z.extend(awsProviderSchema, {
   /** most queries per GetMetricData call (default and maximum 500) */
   maxQueriesPerCall: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_QUERIES_PER_CALL)), MAX_QUERIES_PER_CALL),
   /**
-   * Refresh-ahead (`./refresh.ts`): reload every series read since its last
+   * Refresh-ahead (`../refresh-ahead.ts`): reload every series read since its last
    * load shortly before its cached value expires, in ⌈series/500⌉ calls per
    * TTL, so the HPA controller's blocking reads hit the cache. Absent: on in
    * a long-lived process (the Node server), off on Cloudflare Workers and

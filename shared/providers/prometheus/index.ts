@@ -39,6 +39,7 @@ import { BACKEND_LOAD_TIMEOUT_MS, withCallSignal } from "../../deadline.ts";
 import { parseDecimal } from "../../k8s/quantity.ts";
 import { badRequest, internalError, serviceUnavailable, StatusError } from "../../k8s/status.ts";
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
+import { providerRefreshAhead } from "../refresh-ahead.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuleFinding, RuntimeEnv } from "../types.ts";
 import { instantQuery, prometheusErrorToStatus, type VectorSample } from "./api.ts";
@@ -155,6 +156,8 @@ function unservable(value: string | undefined): string | undefined {
  */
 class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   readonly batching: SeriesBatching;
+  /** on in long-lived runtimes unless the config says otherwise (`../refresh-ahead.ts`) */
+  readonly refreshAhead;
   private readonly name: string;
   private readonly config: PrometheusProviderConfig;
   private readonly runtime: RuntimeEnv;
@@ -167,6 +170,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     this.runtime = runtime;
     this.access = config.flavour === "gmp" ? gmpAccess(name, config, runtime) : { url: config.url, headers: () => this.headers(config) };
     this.batching = { maxBatchSize: config.maxBatchSize, windowMs: config.batchWindowSeconds * 1000 };
+    this.refreshAhead = providerRefreshAhead(config, runtime);
   }
 
   labels(rule: MetricRule<PrometheusQuery>) {

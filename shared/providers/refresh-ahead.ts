@@ -1,19 +1,22 @@
 /**
- * Refresh-ahead for `aws-cloudwatch`: whether a provider instance turns on
- * the cache's refresh-ahead (`shared/cache/refresh-ahead.ts` `RefreshAheadOptions`), and
- * with which bounds.
+ * Refresh-ahead for batching providers (`aws-cloudwatch`, `prometheus`):
+ * whether a provider instance turns on the cache's refresh-ahead
+ * (`shared/cache/refresh-ahead.ts` `RefreshAheadOptions`), and with which
+ * bounds.
  *
  * Why: the HPA controller syncs autoscalers with 5 workers
  * (kube-controller-manager `--concurrent-horizontal-pod-autoscaler-syncs`,
  * default 5; k8s.io/kubernetes `pkg/controller/podautoscaler/horizontal.go`)
  * and each metric read blocks its worker until answered, so reads reach the
  * bridge one at a time. With only a TTL cache, every series whose value has
- * expired is its own `GetMetricData` call. Refresh-ahead remembers the series
+ * expired is its own backend call. Refresh-ahead remembers the series
  * read recently and, shortly before their values expire, reloads all of them
- * together: the batcher (`shared/batch.ts`) sends them as ⌈queries/500⌉ calls
- * (`GetMetricData` takes at most 500 `MetricDataQueries` per call, Amazon
- * CloudWatch API Reference,
- * https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html).
+ * together: the batcher (`shared/batch.ts`) sends them as few calls
+ * (CloudWatch: ⌈queries/500⌉ `GetMetricData` calls, at most 500
+ * `MetricDataQueries` per call, Amazon CloudWatch API Reference,
+ * https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_GetMetricData.html;
+ * Prometheus: one value and one timestamp query per `maxBatchSize` series
+ * of one rule shape).
  *
  * Guarantees (from the cache): a series not read since its last refresh is
  * dropped, so nothing is polled forever and no call is made when nothing
@@ -21,14 +24,14 @@
  * and the provider's `timeoutSeconds`; a failed refresh is never a value —
  * the old one is served only until its own TTL (≤ `maxAgeSeconds`), then
  * reads fail with a Status as without refresh-ahead; values keep the
- * timestamps CloudWatch gave them (their real age).
+ * timestamps the backend gave them (their real age).
  *
  * Billing: CloudWatch bills `GetMetricData` per metric requested; a series
  * read at least once per 0.9 × TTL is requested once per 0.9 × TTL (instead
  * of once per TTL, at the first read after expiry).
  */
-import type { RefreshAheadOptions } from "../../cache/refresh-ahead.ts";
-import type { RuntimeEnv } from "../types.ts";
+import type { RefreshAheadOptions } from "../cache/refresh-ahead.ts";
+import type { RuntimeEnv } from "./types.ts";
 
 /** Most series remembered for refresh-ahead per provider instance. */
 export const REFRESH_AHEAD_MAX_SERIES = 10_000;
@@ -63,7 +66,7 @@ export function longLivedProcess(runtime: RuntimeEnv): boolean {
  *
  * @param config the instance's validated config (`refreshAhead?: boolean`)
  */
-export function cloudWatchRefreshAhead(config: { refreshAhead?: boolean | undefined }, runtime: RuntimeEnv): RefreshAheadOptions | undefined {
+export function providerRefreshAhead(config: { refreshAhead?: boolean | undefined }, runtime: RuntimeEnv): RefreshAheadOptions | undefined {
   const on = config.refreshAhead ?? runtime.longLived ?? longLivedProcess(runtime);
   return on ? { maxKeys: REFRESH_AHEAD_MAX_SERIES, maxBytes: REFRESH_AHEAD_MAX_BYTES } : undefined;
 }
