@@ -333,7 +333,7 @@ metrics:
   it("fills defaults", () => {
     const { config } = loadConfig(`${HEAD}  - { name: m, provider: prom, query: { series: up } }\n`, "x.yaml");
     expect(config.metrics[0]!.query).toEqual({ series: "up", labels: {}, selectorLabels: {}, onEmpty: "unavailable" });
-    expect(config.providers["prom"]!.config).toEqual({ flavour: "generic", url: "http://prometheus:9090", timeoutSeconds: 2, batchWindowSeconds: 0.01, maxBatchSize: 50 });
+    expect(config.providers["prom"]!.config).toEqual({ flavour: "generic", url: "http://prometheus:9090", timeoutSeconds: 2, batchWindowSeconds: 0.01, maxBatchSize: 100 });
   });
 
   it("refuses bad names, both or neither of series and template, and inline secrets, with line and path", () => {
