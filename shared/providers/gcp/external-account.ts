@@ -40,6 +40,7 @@
  * when an endpoint is unreachable, times out or answers 5xx/429.
  */
 import { SignatureV4 } from "@smithy/signature-v4";
+import { WebCryptoSha256 } from "../aws/webcrypto-sha256.ts";
 import { readBounded } from "../../bounded-body.ts";
 import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
@@ -75,41 +76,6 @@ const stsResponseSchema = z.looseObject({
 const impersonationResponseSchema = z.looseObject({ accessToken: z.string().check(z.minLength(1)), expireTime: z.string() });
 const oauthErrorSchema = z.looseObject({ error: z.string(), error_description: z.optional(z.string()) });
 const googleErrorSchema = z.looseObject({ error: z.looseObject({ message: z.optional(z.string()), status: z.optional(z.string()) }) });
-
-/**
- * SHA-256 and HMAC-SHA256 over WebCrypto for `@smithy/signature-v4` (its
- * `ChecksumConstructor`): updates are buffered, `digest()` hashes them.
- */
-class WebCryptoSha256 {
-  private readonly secret: Uint8Array<ArrayBuffer> | undefined;
-  private chunks: Uint8Array<ArrayBuffer>[] = [];
-  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.secret = secret === undefined ? undefined : bytesOf(secret);
-  }
-  update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.chunks.push(bytesOf(data));
-  }
-  async digest(): Promise<Uint8Array> {
-    const data = new Uint8Array(this.chunks.reduce((n, c) => n + c.length, 0));
-    let at = 0;
-    for (const c of this.chunks) {
-      data.set(c, at);
-      at += c.length;
-    }
-    if (this.secret === undefined) return new Uint8Array(await crypto.subtle.digest("SHA-256", data));
-    const key = await crypto.subtle.importKey("raw", this.secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    return new Uint8Array(await crypto.subtle.sign("HMAC", key, data));
-  }
-  reset(): void {
-    this.chunks = [];
-  }
-}
-
-function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> {
-  if (typeof data === "string") return new TextEncoder().encode(data);
-  if (data instanceof ArrayBuffer) return new Uint8Array(data.slice(0));
-  return new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) as ArrayBuffer);
-}
 
 /** Options of an {@link ExternalAccountTokenSource}. */
 export interface ExternalAccountOptions {

@@ -40,6 +40,7 @@ import { badRequest, internalError, serviceUnavailable, StatusError } from "../.
 import { mappedLabels, mappedValue } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
+import { AmpSigner } from "./amp.ts";
 import { instantQuery, prometheusErrorToStatus, type VectorSample } from "./api.ts";
 import { matchersText, parseTemplate, renderTemplate, TemplateError, type QueryTemplate } from "./promql.ts";
 import {
@@ -156,11 +157,17 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   private readonly name: string;
   private readonly config: PrometheusProviderConfig;
   private readonly runtime: RuntimeEnv;
+  /** the HTTP API base URL */
+  private readonly url: string;
+  /** the request signer of the `amp` flavour */
+  private readonly amp: AmpSigner | undefined;
 
   constructor(name: string, config: PrometheusProviderConfig, runtime: RuntimeEnv) {
     this.name = name;
     this.config = config;
     this.runtime = runtime;
+    this.amp = config.flavour === "amp" ? new AmpSigner(name, config, runtime) : undefined;
+    this.url = config.flavour === "amp" ? this.amp!.url : config.url;
     this.batching = { maxBatchSize: config.maxBatchSize, windowMs: config.batchWindowSeconds * 1000 };
   }
 
@@ -199,10 +206,10 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
 
   describe(rule: MetricRule<PrometheusQuery>, items: readonly ReadItem[]): string {
     const shape = items[0]?.shape;
-    if (shape === undefined) return `Prometheus instant query at ${this.config.url}`;
+    if (shape === undefined) return `Prometheus instant query at ${this.url}`;
     const { value, age } = queries(shape, expression(shape, rule.name, valuesByLabel(items)));
     return (
-      `Prometheus instant query at ${this.config.url} (lookback_delta ${shape.lookbackSeconds}s): ${value}` +
+      `Prometheus instant query at ${this.url} (lookback_delta ${shape.lookbackSeconds}s): ${value}` +
       (age !== undefined ? `, with the samples' time from ${age}` : ", stamped with the evaluation time")
     );
   }
@@ -212,7 +219,8 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   }
 
   error(err: unknown, item: ReadItem): StatusError {
-    return prometheusErrorToStatus(`provider ${this.name}: query for ${item.what}`, err);
+    const what = `provider ${this.name}: query for ${item.what}`;
+    return this.amp?.error(`query for ${item.what}`, err) ?? prometheusErrorToStatus(what, err);
   }
 
   /**
@@ -222,6 +230,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
    */
   private headers(): Record<string, string> {
     const headers: Record<string, string> = {};
+    if (this.config.flavour !== "generic") return headers;
     if (this.config.tenant !== undefined) headers["X-Scope-OrgID"] = this.config.tenant;
     const auth = this.config.auth;
     if (auth === undefined) return headers;
@@ -249,7 +258,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const headers = this.headers();
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const run = (query: string, signal: AbortSignal) =>
-      instantQuery({ url: this.config.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal });
+      instantQuery({ url: this.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal, sign: this.amp && ((r, s) => this.amp!.sign(r, s)) });
     const [values, ages] = await withCallSignal(batchSignal, limitMs, async (callSignal) => {
       // one failure cancels the other query: nobody would use its answer
       const pair = new AbortController();

@@ -21,9 +21,15 @@
 import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
+import { ampFields } from "./amp-schema.ts";
 
-/** Flavours of Prometheus HTTP API the provider speaks; `generic` is any server of the Prometheus HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics). */
-export const FLAVOURS = ["generic"] as const;
+/**
+ * Flavours of Prometheus HTTP API the provider speaks: `generic` is any
+ * server of the Prometheus HTTP API (Prometheus, Thanos, Mimir,
+ * VictoriaMetrics); `amp` is Amazon Managed Service for Prometheus
+ * (`./amp-schema.ts`).
+ */
+export const FLAVOURS = ["generic", "amp"] as const;
 
 /** The matcher placeholder of a template (prometheus-adapter's spelling); must equal `./promql.ts` `MATCHERS_PLACEHOLDER`. */
 export const TEMPLATE_PLACEHOLDER = "<<.LabelMatchers>>";
@@ -171,22 +177,30 @@ const auth = z.union([
   z.strictObject({ basicAuth: z.strictObject({ usernameEnv: envName, passwordEnv: envName }) }),
 ]);
 
-/** Config of one `prometheus` provider instance. */
-export const prometheusProviderSchema = z.strictObject({
-  /** which API: `generic` (default) */
-  flavour: z._default(z.enum(FLAVOURS), "generic"),
-  /** base URL of the HTTP API: `http://prometheus:9090`, `https://mimir.example/prometheus`; the bridge appends `/api/v1/query` */
-  url: z.url({ protocol: /^https?$/ }),
-  auth: z.optional(auth),
-  /** sent as `X-Scope-OrgID` (Mimir, Cortex, Thanos receive/query-frontend tenancy) */
-  tenant: z.optional(z.string().check(z.minLength(1), z.maxLength(256), z.regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"))),
+/** Fields every flavour has. */
+const commonFields = {
   /** per-call timeout, seconds (default 2, at most 4); also sent as the query's `timeout` */
   timeoutSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_BACKEND_TIMEOUT_SECONDS)), 2),
   /** how long a read waits for others to share its query, seconds (default 0.01) */
   batchWindowSeconds: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0.01),
   /** most series one query sums (default 50, at most 100) */
   maxBatchSize: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SERIES_PER_QUERY)), 50),
-});
+};
+
+/** Config of one `prometheus` provider instance, by `flavour` (default `generic`). */
+export const prometheusProviderSchema = z.discriminatedUnion("flavour", [
+  z.strictObject({
+    /** which API: `generic` (default) */
+    flavour: z._default(z.literal("generic"), "generic"),
+    /** base URL of the HTTP API: `http://prometheus:9090`, `https://mimir.example/prometheus`; the bridge appends `/api/v1/query` */
+    url: z.url({ protocol: /^https?$/ }),
+    auth: z.optional(auth),
+    /** sent as `X-Scope-OrgID` (Mimir, Cortex, Thanos receive/query-frontend tenancy) */
+    tenant: z.optional(z.string().check(z.minLength(1), z.maxLength(256), z.regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"))),
+    ...commonFields,
+  }),
+  z.strictObject({ ...ampFields, ...commonFields }),
+]);
 
 /** Validated `prometheus` provider instance config. */
 export type PrometheusProviderConfig = z.infer<typeof prometheusProviderSchema>;
