@@ -49,7 +49,7 @@ func refuse(w http.ResponseWriter, kind, message string) {
 	w.Header().Set("x-amzn-ErrorType", kind)
 	w.Header().Set("content-type", "application/json")
 	w.WriteHeader(http.StatusForbidden)
-	fmt.Fprintf(w, "{\"message\":%q}\n", message)
+	fmt.Fprintf(w, "{\"message\":%q}", message)
 }
 
 func main() {
