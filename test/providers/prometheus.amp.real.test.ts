@@ -158,7 +158,7 @@ describe("prometheus provider, amp flavour, through a SigV4-verifying front door
     expect(unsigned.status).toBe(403);
     expect(unsigned.headers.get("x-amzn-errortype")).toBe("MissingAuthenticationTokenException");
     const { SignatureV4 } = await import("@smithy/signature-v4");
-    const { WebCryptoSha256 } = await import("../../shared/providers/aws/webcrypto-sha256.ts");
+    const { WebCryptoSha256 } = await import("../../shared/providers/aws/sigv4.ts");
     const signer = new SignatureV4({ service: "aps", region: REGION, credentials: { accessKeyId: KEYS.AWS_ACCESS_KEY_ID, secretAccessKey: KEYS.AWS_SECRET_ACCESS_KEY }, sha256: WebCryptoSha256 });
     const u = new URL(url);
     const request = (signingDate: Date) =>

@@ -11,7 +11,7 @@
  * 1. a subject token from `credential_source`:
  *    - `environment_id: aws1`: a GetCallerIdentity request to
  *      `regional_cred_verification_url` (`{region}` filled in), signed with
- *      AWS Signature Version 4 (`@smithy/signature-v4`) by the AWS
+ *      AWS Signature Version 4 (`../aws/sigv4.ts`) by the AWS
  *      credentials of the runtime's environment (`AWS_ACCESS_KEY_ID`,
  *      `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; region `AWS_REGION` or
  *      `AWS_DEFAULT_REGION` — there is no EC2 metadata server on Workers),
@@ -39,8 +39,7 @@
  * lacks what the configuration needs; 503 (with the endpoint's Retry-After)
  * when an endpoint is unreachable, times out or answers 5xx/429.
  */
-import { SignatureV4 } from "@smithy/signature-v4";
-import { WebCryptoSha256 } from "../aws/webcrypto-sha256.ts";
+import { sigv4Headers } from "../aws/sigv4.ts";
 import { readBounded } from "../../bounded-body.ts";
 import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
@@ -198,24 +197,15 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     const template = config.credential_source.regional_cred_verification_url ?? "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15";
     const url = new URL(template.replace("{region}", region));
     const sessionToken = env["AWS_SESSION_TOKEN"];
-    const signer = new SignatureV4({
+    const signed = await sigv4Headers({
       service: "sts",
       region,
       credentials: { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) },
-      sha256: WebCryptoSha256,
-    });
-    const query: Record<string, string> = {};
-    url.searchParams.forEach((v, k) => (query[k] = v));
-    const signed = await signer.sign({
       method: "POST",
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port ? { port: Number(url.port) } : {}),
-      path: url.pathname,
-      query,
-      headers: { host: url.host, "x-goog-cloud-target-resource": config.audience },
+      url,
+      headers: { "x-goog-cloud-target-resource": config.audience },
     });
-    const headers = Object.entries(signed.headers).map(([key, value]) => ({ key, value }));
+    const headers = Object.entries(signed).map(([key, value]) => ({ key, value }));
     return encodeURIComponent(JSON.stringify({ url: url.toString(), method: "POST", headers }));
   }
 

@@ -8,11 +8,11 @@
  * "Using Amazon Managed Service for Prometheus with AWS SigV4"; the IAM
  * action is `aps:QueryMetrics`).
  *
- * Signing: `@smithy/signature-v4` `SignatureV4` over the exact request
+ * Signing: `@smithy/signature-v4` (`../aws/sigv4.ts`) over the exact request
  * `./api.ts` sends — method POST, URL, `host`, `content-type`, `accept`,
  * `content-length` and the form body (its SHA-256 in `x-amz-content-sha256`
- * and in the signature) — with SHA-256 over WebCrypto
- * (`../aws/webcrypto-sha256.ts`), so it runs on Node, Lambda and workerd.
+ * and in the signature) — with SHA-256 over WebCrypto, so it runs on Node,
+ * Lambda and workerd.
  *
  * Credentials: the sources of the other AWS providers (`../aws/common.ts`
  * `awsClientOptions`): `default` is the SDK's default chain
@@ -24,12 +24,11 @@
  * `x-amzn-ErrorType` e.g. `InvalidSignatureException`,
  * `AccessDeniedException`) → 500 "AWS refused the bridge's credentials".
  */
-import { SignatureV4 } from "@smithy/signature-v4";
 import { untilAborted } from "../../deadline.ts";
 import type { StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
 import { defaultChain, type AwsIdentity } from "../aws/default-chain.ts";
-import { WebCryptoSha256 } from "../aws/webcrypto-sha256.ts";
+import { sigv4Headers } from "../aws/sigv4.ts";
 import type { RuntimeEnv } from "../types.ts";
 import { PrometheusApiError } from "./api.ts";
 import type { PrometheusProviderConfig } from "./schema.ts";
@@ -76,21 +75,16 @@ export class AmpSigner {
    */
   async sign(request: { url: string; headers: Readonly<Record<string, string>>; body: string }, signal: AbortSignal): Promise<Record<string, string>> {
     const credentials = await untilAborted(() => this.credentials(), signal);
-    const url = new URL(request.url);
-    const query: Record<string, string> = {};
-    url.searchParams.forEach((v, k) => (query[k] = v));
-    const signer = new SignatureV4({ service: AMP_SIGNING_SERVICE, region: this.region, credentials, sha256: WebCryptoSha256 });
-    const signed = await signer.sign({
+    const signed = await sigv4Headers({
+      service: AMP_SIGNING_SERVICE,
+      region: this.region,
+      credentials,
       method: "POST",
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port ? { port: Number(url.port) } : {}),
-      path: url.pathname,
-      query,
-      headers: { ...request.headers, host: url.host, "content-length": String(new TextEncoder().encode(request.body).length) },
+      url: new URL(request.url),
+      headers: { ...request.headers, "content-length": String(new TextEncoder().encode(request.body).length) },
       body: request.body,
     });
-    return Object.fromEntries(Object.entries(signed.headers).filter(([k]) => !SET_BY_FETCH.has(k.toLowerCase()) && !Object.hasOwn(request.headers, k)));
+    return Object.fromEntries(Object.entries(signed).filter(([k]) => !SET_BY_FETCH.has(k.toLowerCase()) && !Object.hasOwn(request.headers, k)));
   }
 
   /**
