@@ -129,6 +129,30 @@ describe("prometheus provider, amp flavour, through a SigV4-verifying front door
     expect(proxy.forwarded().length + proxy.refused().length).toBe(before);
   });
 
+  it("source default: the AWS SDK's default chain (its environment step here) signs; a chain that finds nothing is the 'no credentials' 500 naming where it looked", async () => {
+    const saved = { ...process.env };
+    try {
+      // the chain reads process.env, not the bridge's env bag; no files, no metadata endpoint
+      Object.assign(process.env, { AWS_CONFIG_FILE: "/nonexistent", AWS_SHARED_CREDENTIALS_FILE: "/nonexistent", AWS_EC2_METADATA_DISABLED: "true" });
+      for (const k of ["AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SESSION_TOKEN"]) delete process.env[k];
+      Object.assign(process.env, KEYS);
+      const ok = await read(bridgeFor({}, "{ source: default }"), "queue=a");
+      expect(ok.status).toBe(200);
+      expect(ok.body.items.map((i: any) => i.value)).toEqual(["3"]);
+      delete process.env["AWS_ACCESS_KEY_ID"];
+      delete process.env["AWS_SECRET_ACCESS_KEY"];
+      const before = proxy.forwarded().length + proxy.refused().length;
+      const none = await read(bridgeFor({}, "{ source: default }"), "queue=a");
+      expect(none.status).toBe(500);
+      expect(none.body.items).toBeUndefined();
+      expect(none.body.message).toMatch(/no AWS credentials were found, so nothing was sent to AWS \(CredentialsProviderError\): .*The SDK's default chain \(credentials.source: default\) looked in/);
+      expect(proxy.forwarded().length + proxy.refused().length).toBe(before);
+    } finally {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+      Object.assign(process.env, saved);
+    }
+  });
+
   it("static keys from the config sign as well", async () => {
     const res = await read(bridgeFor({}, `{ source: static, accessKeyId: ${KEYS.AWS_ACCESS_KEY_ID}, secretAccessKey: ${KEYS.AWS_SECRET_ACCESS_KEY} }`), "queue=a");
     expect(res.status).toBe(200);
