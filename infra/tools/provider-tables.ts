@@ -202,4 +202,24 @@ function main(argv: readonly string[]): number {
   return stale.length === 0 ? 0 : 1;
 }
 
+/**
+ * A flavour table of the `prometheus` provider holding only `flavours`
+ * (the shape of `shared/providers/prometheus/flavours.ts`: each flavour is
+ * the module of that folder named as it, exporting `flavour`), written to
+ * `dir`: a Worker built for a config bundles only the flavours it uses.
+ */
+export function flavourTable(flavours: readonly string[], dir: string): string {
+  const imports = flavours.map((f, i) => `import { flavour as f${i} } from ${specifier(dir, `shared/providers/prometheus/${f}.ts`)};`);
+  return [
+    `// Written by infra/worker/build.ts: the prometheus flavours of this build: ${flavours.join(", ") || "generic only"}.`,
+    `import type { FlavourFactory } from ${specifier(dir, "shared/providers/prometheus/flavour.ts")};`,
+    ...imports,
+    "",
+    "export const FLAVOURS: Readonly<Record<string, FlavourFactory>> = {",
+    ...flavours.map((f, i) => `  ${JSON.stringify(f)}: f${i},`),
+    "};",
+    "",
+  ].join("\n");
+}
+
 if (import.meta.main) process.exit(main(process.argv.slice(2)));

@@ -60,12 +60,24 @@ import { PROVIDER_TYPES } from "../../shared/providers/provider-list.ts";
 import { checkBridgeConfig, checkBridgeConfigFile, INVALID_CONFIG_EXIT, printConfigIssues, type ConfigCheck } from "../../functions/config-check.ts";
 import { callerPath, parseOrExit } from "../../functions/script-args.ts";
 import { ROOT } from "../build-common.ts";
-import { providerTable } from "../tools/provider-tables.ts";
+import { flavourTable, providerTable } from "../tools/provider-tables.ts";
 
 const exec = promisify(execFile);
 
 /** The import specifier `shared/providers/registry.ts` loads its table from; the alias key. */
 export const TABLE_SPECIFIER = "./provider-loaders.ts";
+
+/** The import specifier `shared/providers/prometheus/index.ts` loads its flavour table from; the alias key of a `flavourTable` (infra/tools/provider-tables.ts). */
+export const FLAVOURS_SPECIFIER = "./flavours.ts";
+
+/** The `prometheus` flavours other than `generic` a validated config uses, sorted, each once. */
+export function flavoursOf(config: BridgeConfig): string[] {
+  const flavours = Object.values(config.providers).flatMap((p) => {
+    const flavour = p.type === "prometheus" ? (p.config as { flavour?: string }).flavour : undefined;
+    return flavour !== undefined && flavour !== "generic" ? [flavour] : [];
+  });
+  return [...new Set(flavours)].sort();
+}
 
 /** The import specifier `functions/worker.ts` reads the bundled config text from. */
 export const BUNDLED_CONFIG_SPECIFIER = "../infra/worker/bridge.yaml";
@@ -137,6 +149,8 @@ export async function buildWorker(options: {
   wranglerArgs?: readonly string[];
   /** bundle this config as JSON and leave the YAML parser out (see the file comment): its text, or the check of it (`functions/config-check.ts`, not parsed again) */
   jsonConfig?: { text: string; source: string } | ConfigCheck;
+  /** the `prometheus` flavours to bundle besides `generic` (default: those of `jsonConfig` when given, else every flavour) */
+  flavours?: readonly string[];
 }): Promise<WorkerBuildResult> {
   const types = [...(options.types ?? PROVIDER_TYPES)];
   const dir = join(ROOT, ".cache/worker-build");
@@ -144,9 +158,15 @@ export async function buildWorker(options: {
   const table = join(dir, `providers-${types.length > 0 ? types.join("+") : "none"}.ts`);
   writeFileSync(table, providerTable(types, dir));
   const aliases = [`${TABLE_SPECIFIER}:${table}`];
-  if (options.jsonConfig !== undefined) {
+  const json = options.jsonConfig;
+  const flavours = options.flavours ?? (json === undefined ? undefined : flavoursOf(validCheck("text" in json ? checkBridgeConfig(json.text, json.source) : json).config));
+  if (flavours !== undefined && types.includes("prometheus")) {
+    const flavourFile = join(dir, `prometheus-flavours-${flavours.join("+") || "generic"}.ts`);
+    writeFileSync(flavourFile, flavourTable(flavours, dir));
+    aliases.push(`${FLAVOURS_SPECIFIER}:${flavourFile}`);
+  }
+  if (json !== undefined) {
     const configModule = join(dir, `config-${types.join("+") || "none"}.json.ts`);
-    const json = options.jsonConfig;
     writeFileSync(configModule, "text" in json ? jsonConfigModule(json.text, json.source) : jsonModuleOf(json));
     aliases.push(`${BUNDLED_CONFIG_SPECIFIER}:${configModule}`, `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`);
   }
@@ -185,6 +205,8 @@ export interface WorkerBuildPlan {
   shown: string;
   /** the provider types to bundle; undefined: every provider (with `--check`: the file holds no config) */
   types?: string[];
+  /** the `prometheus` flavours to bundle (besides `generic`) when the types come from a config; undefined: every flavour */
+  flavours?: string[];
   /** where {@link types} came from, as printed */
   why: string;
   /** the config to bundle as JSON (`--json`), checked: its parsed documents are converted, not parsed again */
@@ -212,9 +234,11 @@ export function planWorkerBuild(values: WorkerBuildOptions): WorkerBuildPlan {
   else if (values.providers !== undefined) [types, why] = [values.providers.split(",").map((t) => t.trim()).filter((t) => t !== ""), "--providers"];
   else if (empty && values.config === undefined) [types, why] = [undefined, "no bundled config: every provider"];
   else [types, why] = [providersOf(validCheck(check!).config), shown];
-  if (!values.json) return { shown, ...(types !== undefined ? { types } : {}), why };
+  const fromConfig = why === shown;
+  const flavours = fromConfig ? { flavours: flavoursOf(validCheck(check!).config) } : {};
+  if (!values.json) return { shown, ...(types !== undefined ? { types } : {}), ...flavours, why };
   if (empty) throw new Error(`--json needs a config: --config FILE, or one in ${shown}`);
-  return { shown, ...(types !== undefined ? { types } : {}), why, jsonConfig: validCheck(check!) };
+  return { shown, ...(types !== undefined ? { types } : {}), ...flavours, why, jsonConfig: validCheck(check!) };
 }
 
 async function main(): Promise<void> {
@@ -236,10 +260,11 @@ async function main(): Promise<void> {
     console.log(`${plan.shown}: ${plan.types === undefined ? "no config bundled (the Worker reads its BRIDGE_CONFIG binding)" : `valid BridgeConfig (providers ${plan.types.join(", ")})`}`);
     return;
   }
-  const { types, why, jsonConfig } = plan;
+  const { types, why, jsonConfig, flavours } = plan;
   const wranglerArgs = program.args;
   const out = await buildWorker({
     ...(types !== undefined ? { types } : {}),
+    ...(flavours !== undefined ? { flavours } : {}),
     outdir: callerPath(values.outdir),
     wranglerArgs,
     ...(jsonConfig !== undefined ? { jsonConfig } : {}),

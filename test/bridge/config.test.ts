@@ -37,6 +37,7 @@ describe("config loading", () => {
       ["infra/examples/gcp-pubsub.yaml", "subscription=orders-worker"],
       ["infra/examples/prometheus.yaml", "queue=orders"],
       ["infra/examples/prometheus-gmp.yaml", "queue=orders"],
+      ["infra/examples/prometheus-amp.yaml", "queue=orders"],
     ] as const) {
       const { config } = loadConfig(readFileSync(file, "utf8"), file);
       expect(config.policy, file).toMatchObject({ defaultAction: "Deny" });

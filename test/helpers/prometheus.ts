@@ -320,7 +320,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
  * process dies, and the watcher kills the pid. It is itself killed as soon
  * as `proc` exits, so it never signals a reused pid.
  */
-function killWithThisProcess(proc: LoggedProcess): void {
+export function killWithThisProcess(proc: LoggedProcess): void {
   const pid = proc.child.pid;
   if (pid === undefined) return;
   const watcher = spawn("sh", ["-c", `read _ignored; kill -KILL ${pid} 2>/dev/null`], { stdio: ["pipe", "ignore", "ignore"], detached: true });

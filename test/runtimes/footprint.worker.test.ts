@@ -13,8 +13,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROVIDER_IMPLEMENTATIONS, providerTable } from "../../infra/tools/provider-tables.ts";
-import { BUNDLED_CONFIG_SPECIFIER, jsonConfigModule, providersOfConfig, TABLE_SPECIFIER } from "../../infra/worker/build.ts";
+import { flavourTable, PROVIDER_IMPLEMENTATIONS, providerTable } from "../../infra/tools/provider-tables.ts";
+import { BUNDLED_CONFIG_SPECIFIER, FLAVOURS_SPECIFIER, jsonConfigModule, providersOfConfig, TABLE_SPECIFIER } from "../../infra/worker/build.ts";
 import { NOT_JSON } from "../../infra/worker/json-yaml.ts";
 import { EventStreamSerde, eventStreamSerdeProvider, NO_EVENT_STREAMS } from "../../infra/worker/no-event-streams.ts";
 import { PROVIDERS as WORKER_PROVIDERS } from "../../infra/worker/providers.ts";
@@ -45,8 +45,8 @@ function sqsConfig(endpoint: string): string {
 `;
 }
 
-/** Bundled inputs of every provider but prometheus, and the YAML parser (left out by `--json`). */
-const NOT_PROMETHEUS = /shared\/providers\/(aws-sqs|aws-cloudwatch|gcp-monitoring)\/index\.ts$|shared\/providers\/gcp\/token\.ts$|node_modules\/@aws-sdk\/|node_modules\/yaml\//;
+/** Bundled inputs of every provider but prometheus, of the flavours a generic config does not use (amp's SigV4 signer, gmp's Google tokens), and the YAML parser (left out by `--json`). */
+const NOT_PROMETHEUS = /shared\/providers\/(aws-sqs|aws-cloudwatch|gcp-monitoring)\/index\.ts$|shared\/providers\/gcp\/(token|bearer)\.ts$|shared\/providers\/prometheus\/(amp|gmp)\.ts$|node_modules\/@aws-sdk\/|node_modules\/@smithy\/signature-v4\/|node_modules\/yaml\//;
 
 /** A Prometheus-only config (the rule of docs/providers/prometheus.md) reading `url`. */
 function prometheusConfig(url: string): string {
@@ -95,7 +95,15 @@ describe("Worker built for the providers its config uses", () => {
     writeFileSync(promTable, providerTable(["prometheus"], dir));
     const promConfigModule = join(dir, "config-test-prometheus.json.ts");
     writeFileSync(promConfigModule, jsonConfigModule(prometheusConfig(prom.url), "bundled-prometheus.yaml"));
-    const promArgs = ["--alias", `${TABLE_SPECIFIER}:${promTable}`, "--alias", `${BUNDLED_CONFIG_SPECIFIER}:${promConfigModule}`, "--alias", `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`];
+    // a generic-only config: the Worker build's flavour table holds no other flavour (infra/worker/build.ts flavoursOf)
+    const promFlavours = join(dir, "prometheus-flavours-test.ts");
+    writeFileSync(promFlavours, flavourTable([], dir));
+    const promArgs = [
+      "--alias", `${TABLE_SPECIFIER}:${promTable}`,
+      "--alias", `${FLAVOURS_SPECIFIER}:${promFlavours}`,
+      "--alias", `${BUNDLED_CONFIG_SPECIFIER}:${promConfigModule}`,
+      "--alias", `yaml:${join(ROOT, "infra/worker/json-yaml.ts")}`,
+    ];
     [all, sqsOnly, sqsJson, promJson] = await Promise.all([
       buildWorker(),
       buildWorker({ args: ["--alias", `${TABLE_SPECIFIER}:${table}`, "--metafile"] }),

@@ -55,6 +55,13 @@ describe("planWorkerBuild", () => {
     expect(() => planWorkerBuild({ json: true })).toThrow(/--json needs a config/);
   });
 
+  it("a Worker built for a config bundles only the prometheus flavours it uses (the flavour table's alias); --providers bundles every flavour", () => {
+    expect(planWorkerBuild({ config: join(ROOT, "infra/examples/prometheus.yaml") })).toMatchObject({ types: ["prometheus"], flavours: [] });
+    expect(planWorkerBuild({ config: join(ROOT, "infra/examples/prometheus-gmp.yaml"), json: true })).toMatchObject({ types: ["prometheus"], flavours: ["gmp"] });
+    expect(planWorkerBuild({ config: join(ROOT, "infra/examples/prometheus-amp.yaml") })).toMatchObject({ types: ["prometheus"], flavours: ["amp"] });
+    expect(planWorkerBuild({ providers: "prometheus", config: "/nonexistent.yaml" }).flavours).toBeUndefined();
+  });
+
   it("an invalid or unreadable config is a ConfigError with every problem located", () => {
     expect(() => planWorkerBuild({ config: "/nonexistent.yaml" })).toThrow(ConfigError);
     expect(() => planWorkerBuild({ config: "/nonexistent.yaml", check: true })).toThrow(/^\/nonexistent\.yaml:1:1: cannot read: ENOENT/);

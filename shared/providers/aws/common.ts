@@ -108,6 +108,7 @@ const CREDENTIAL_CODES = new Set([
   "InvalidClientTokenId",
   "UnrecognizedClientException",
   "SignatureDoesNotMatch",
+  "InvalidSignatureException",
   "ExpiredToken",
   "ExpiredTokenException",
   "InvalidAccessKeyId",

@@ -11,7 +11,7 @@
  * 1. a subject token from `credential_source`:
  *    - `environment_id: aws1`: a GetCallerIdentity request to
  *      `regional_cred_verification_url` (`{region}` filled in), signed with
- *      AWS Signature Version 4 (`@smithy/signature-v4`) by the AWS
+ *      AWS Signature Version 4 (`../aws/sigv4.ts`) by the AWS
  *      credentials of the runtime's environment (`AWS_ACCESS_KEY_ID`,
  *      `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; region `AWS_REGION` or
  *      `AWS_DEFAULT_REGION` — there is no EC2 metadata server on Workers),
@@ -39,7 +39,7 @@
  * lacks what the configuration needs; 503 (with the endpoint's Retry-After)
  * when an endpoint is unreachable, times out or answers 5xx/429.
  */
-import { SignatureV4 } from "@smithy/signature-v4";
+import { sigv4Headers } from "../aws/sigv4.ts";
 import { readBounded } from "../../bounded-body.ts";
 import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable } from "../../k8s/status.ts";
@@ -75,41 +75,6 @@ const stsResponseSchema = z.looseObject({
 const impersonationResponseSchema = z.looseObject({ accessToken: z.string().check(z.minLength(1)), expireTime: z.string() });
 const oauthErrorSchema = z.looseObject({ error: z.string(), error_description: z.optional(z.string()) });
 const googleErrorSchema = z.looseObject({ error: z.looseObject({ message: z.optional(z.string()), status: z.optional(z.string()) }) });
-
-/**
- * SHA-256 and HMAC-SHA256 over WebCrypto for `@smithy/signature-v4` (its
- * `ChecksumConstructor`): updates are buffered, `digest()` hashes them.
- */
-class WebCryptoSha256 {
-  private readonly secret: Uint8Array<ArrayBuffer> | undefined;
-  private chunks: Uint8Array<ArrayBuffer>[] = [];
-  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.secret = secret === undefined ? undefined : bytesOf(secret);
-  }
-  update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.chunks.push(bytesOf(data));
-  }
-  async digest(): Promise<Uint8Array> {
-    const data = new Uint8Array(this.chunks.reduce((n, c) => n + c.length, 0));
-    let at = 0;
-    for (const c of this.chunks) {
-      data.set(c, at);
-      at += c.length;
-    }
-    if (this.secret === undefined) return new Uint8Array(await crypto.subtle.digest("SHA-256", data));
-    const key = await crypto.subtle.importKey("raw", this.secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    return new Uint8Array(await crypto.subtle.sign("HMAC", key, data));
-  }
-  reset(): void {
-    this.chunks = [];
-  }
-}
-
-function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> {
-  if (typeof data === "string") return new TextEncoder().encode(data);
-  if (data instanceof ArrayBuffer) return new Uint8Array(data.slice(0));
-  return new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) as ArrayBuffer);
-}
 
 /** Options of an {@link ExternalAccountTokenSource}. */
 export interface ExternalAccountOptions {
@@ -232,24 +197,15 @@ export class ExternalAccountTokenSource implements AccessTokenSource {
     const template = config.credential_source.regional_cred_verification_url ?? "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15";
     const url = new URL(template.replace("{region}", region));
     const sessionToken = env["AWS_SESSION_TOKEN"];
-    const signer = new SignatureV4({
+    const signed = await sigv4Headers({
       service: "sts",
       region,
       credentials: { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) },
-      sha256: WebCryptoSha256,
-    });
-    const query: Record<string, string> = {};
-    url.searchParams.forEach((v, k) => (query[k] = v));
-    const signed = await signer.sign({
       method: "POST",
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port ? { port: Number(url.port) } : {}),
-      path: url.pathname,
-      query,
-      headers: { host: url.host, "x-goog-cloud-target-resource": config.audience },
+      url,
+      headers: { "x-goog-cloud-target-resource": config.audience },
     });
-    const headers = Object.entries(signed.headers).map(([key, value]) => ({ key, value }));
+    const headers = Object.entries(signed).map(([key, value]) => ({ key, value }));
     return encodeURIComponent(JSON.stringify({ url: url.toString(), method: "POST", headers }));
   }
 

@@ -49,13 +49,20 @@ export interface InstantQuery {
   signal: AbortSignal;
   /** the `fetch` to call (default the global one); a flavour's adds its authorization (`./gmp.ts`) */
   fetch?: typeof fetch | undefined;
+  /**
+   * headers computed over the exact request sent (a flavour's request
+   * signature, e.g. `./amp.ts`), merged over `headers`; may throw (no
+   * credentials), and then nothing is sent
+   */
+  sign?: ((request: { url: string; headers: Readonly<Record<string, string>>; body: string }, signal: AbortSignal) => Promise<Record<string, string>>) | undefined;
 }
 
 /**
  * A failed instant query: the HTTP status (0 when no HTTP answer was read
  * whole), the API's `errorType` (`bad_data`, `execution`, `timeout`,
  * `canceled`, `internal`, `unavailable`, `not_found`; `api.go`) or one of
- * ours — `invalid_answer` (not the API's envelope), `too_large`, `partial`
+ * ours — `http` (a non-2xx answer without the envelope; an AWS front door's
+ * `x-amzn-ErrorType` instead when it names one), `invalid_answer` (not the API's envelope), `too_large`, `partial`
  * (a warning, or an info that says data was left out: {@link partialNotes})
  * — and the server's `Retry-After`, seconds.
  */
@@ -129,10 +136,13 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   // its duration syntax has no fractions ("0.5s" is refused), and a timeoutSeconds may be 0.5.
   form.set("timeout", String(q.timeoutSeconds));
   if (q.lookbackSeconds !== undefined) form.set("lookback_delta", String(q.lookbackSeconds));
-  const response = await (q.fetch ?? fetch)(`${q.url.replace(/\/+$/, "")}/api/v1/query`, {
+  const url = `${q.url.replace(/\/+$/, "")}/api/v1/query`;
+  const sent = form.toString();
+  const headers = { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" };
+  const response = await (q.fetch ?? fetch)(url, {
     method: "POST",
-    headers: { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
-    body: form.toString(),
+    headers: q.sign !== undefined ? { ...headers, ...(await q.sign({ url, headers, body: sent }, q.signal)) } : headers,
+    body: sent,
     signal: q.signal,
   });
   const retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
@@ -146,7 +156,9 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   }
   const failed = errorSchema.safeParse(body);
   if (failed.success) throw new PrometheusApiError(response.status, failed.data.errorType, failed.data.error, retryAfter);
-  if (!response.ok) throw new PrometheusApiError(response.status, "http", `HTTP ${response.status}: ${excerpt(text)}`, retryAfter);
+  // an AWS front door names its error in x-amzn-ErrorType ("AccessDeniedException", "InvalidSignatureException:…")
+  const kind = response.headers.get("x-amzn-errortype")?.split(":")[0] || "http";
+  if (!response.ok) throw new PrometheusApiError(response.status, kind, `HTTP ${response.status}: ${excerpt(text)}`, retryAfter);
   const ok = successSchema.safeParse(body);
   if (!ok.success) throw new PrometheusApiError(response.status, "invalid_answer", `the answer is not the Prometheus API's success envelope: ${excerpt(text)}`);
   const notes = partialNotes(ok.data.warnings, ok.data.infos);

@@ -25,25 +25,11 @@ import { codeForHttpStatus, GoogleApiError, googleErrorToStatus } from "../gcp/e
 import type { RuntimeEnv } from "../types.ts";
 import { PrometheusApiError } from "./api.ts";
 import type { PrometheusProviderConfig } from "./schema.ts";
+import type { FlavourAccess, FlavourFactory } from "./flavour.ts";
 
 /** The config of a `gmp` provider instance. */
 export type GmpProviderConfig = Extract<PrometheusProviderConfig, { flavour: "gmp" }>;
 
-/** How the provider reaches one flavour's HTTP API (`./index.ts`). */
-export interface FlavourAccess {
-  /** the HTTP API base URL (the bridge appends `/api/v1/query`) */
-  url: string;
-  /** request headers besides the authorization `fetch` adds (e.g. `X-Scope-OrgID`); @throws StatusError when a credential is not set */
-  headers(): Record<string, string>;
-  /** the `fetch` of every query (default the global one) */
-  fetch?: typeof fetch;
-  /**
-   * The Status of a failed query when the flavour classifies it, else
-   * undefined (then `./api.ts` `prometheusErrorToStatus`); `what` is
-   * `query for metric NAME (expr)`, without the provider's name.
-   */
-  error?(what: string, err: unknown): StatusError | undefined;
-}
 
 /**
  * The base URL of the query API:
@@ -82,3 +68,6 @@ export function gmpAccess(name: string, config: GmpProviderConfig, runtime: Runt
     },
   };
 }
+
+/** The `gmp` entry of the flavour table (`./flavours.ts`). */
+export const flavour: FlavourFactory = (name, config, runtime) => gmpAccess(name, config as GmpProviderConfig, runtime);

@@ -43,7 +43,8 @@ import { providerRefreshAhead } from "../refresh-ahead.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuleFinding, RuntimeEnv } from "../types.ts";
 import { instantQuery, prometheusErrorToStatus, type VectorSample } from "./api.ts";
-import { gmpAccess, type FlavourAccess } from "./gmp.ts";
+import type { FlavourAccess } from "./flavour.ts";
+import { FLAVOURS } from "./flavours.ts";
 import { matchersText, parseTemplate, renderTemplate, TemplateError, templateRanges, type QueryTemplate } from "./promql.ts";
 import {
   prometheusProviderSchema,
@@ -168,7 +169,14 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     this.name = name;
     this.config = config;
     this.runtime = runtime;
-    this.access = config.flavour === "gmp" ? gmpAccess(name, config, runtime) : { url: config.url, headers: () => this.headers(config) };
+    if (config.flavour === "generic") this.access = { url: config.url, headers: () => this.headers(config) };
+    else {
+      const make = FLAVOURS[config.flavour];
+      if (make === undefined) {
+        throw new Error(`provider ${name}: this build holds no "${config.flavour}" flavour (a Worker bundles only the flavours of the config it was built for: node infra/worker/build.ts --config FILE)`);
+      }
+      this.access = make(name, config, runtime);
+    }
     this.batching = { maxBatchSize: config.maxBatchSize, windowMs: config.batchWindowSeconds * 1000 };
     this.refreshAhead = providerRefreshAhead(config, runtime);
   }
@@ -259,7 +267,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const headers = this.access.headers();
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const run = (query: string, signal: AbortSignal) =>
-      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal, fetch: this.access.fetch });
+      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal, fetch: this.access.fetch, sign: this.access.sign?.bind(this.access) });
     const [values, ages] = await withCallSignal(batchSignal, limitMs, async (callSignal) => {
       // one failure cancels the other query: nobody would use its answer
       const pair = new AbortController();

@@ -22,13 +22,16 @@ import * as z from "../../config/zod.ts";
 import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 import { gmpFields } from "./gmp-schema.ts";
+import { ampFields } from "./amp-schema.ts";
 
 /**
  * Flavours of Prometheus HTTP API the provider speaks: `generic` is any
  * server of the Prometheus HTTP API (Prometheus, Thanos, Mimir,
- * VictoriaMetrics); `gmp` Google Cloud Managed Service for Prometheus (`./gmp-schema.ts`).
+ * VictoriaMetrics); `gmp` Google Cloud Managed Service for Prometheus
+ * (`./gmp-schema.ts`); `amp` Amazon Managed Service for Prometheus
+ * (`./amp-schema.ts`).
  */
-export const FLAVOURS = ["generic", "gmp"] as const;
+export const FLAVOURS = ["generic", "gmp", "amp"] as const;
 
 /** The matcher placeholder of a template (prometheus-adapter's spelling); must equal `./promql.ts` `MATCHERS_PLACEHOLDER`. */
 export const TEMPLATE_PLACEHOLDER = "<<.LabelMatchers>>";
@@ -208,6 +211,7 @@ export const prometheusProviderSchema = z.discriminatedUnion("flavour", [
     ...commonFields,
   }),
   z.strictObject({ flavour: z.literal("gmp"), ...gmpFields, ...commonFields }),
+  z.strictObject({ ...ampFields, ...commonFields }),
 ]);
 
 /** Validated `prometheus` provider instance config. */
