@@ -20,7 +20,7 @@ function issues(input: unknown): string[] {
 describe("prometheus provider config, amp flavour", () => {
   it("takes region and workspaceId, defaults credentials to the SDK chain, and builds AMP's URL", () => {
     const cfg = prometheusProviderSchema.parse({ flavour: "amp", region: "us-east-1", workspaceId: WS });
-    expect(cfg).toEqual({ flavour: "amp", region: "us-east-1", workspaceId: WS, credentials: { source: "default" }, timeoutSeconds: 2, batchWindowSeconds: 0.01, maxBatchSize: 50 });
+    expect(cfg).toEqual({ flavour: "amp", region: "us-east-1", workspaceId: WS, credentials: { source: "default" }, timeoutSeconds: 2, batchWindowSeconds: 0.01, maxBatchSize: 100 });
     if (cfg.flavour !== "amp") throw new Error("not amp");
     expect(ampBaseUrl(cfg)).toBe(`https://aps-workspaces.us-east-1.amazonaws.com/workspaces/${WS}`);
     expect(ampBaseUrl({ ...cfg, endpoint: "https://vpce-1.aps-workspaces.us-east-1.vpce.amazonaws.com/" })).toBe(`https://vpce-1.aps-workspaces.us-east-1.vpce.amazonaws.com/workspaces/${WS}`);
