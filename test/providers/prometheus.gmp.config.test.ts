@@ -39,7 +39,7 @@ describe("prometheus provider, flavour gmp: config", () => {
         credentials: { source: "environment", variable: "GOOGLE_SERVICE_ACCOUNT_JSON" },
         timeoutSeconds: 2,
         batchWindowSeconds: 0.01,
-        maxBatchSize: 50,
+        maxBatchSize: 100,
       },
     });
     expect(gmpBaseUrl(config.providers["gmp"]!.config as never)).toBe("https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus");
