@@ -8,7 +8,7 @@
  * - `instance` (the detection request): 200;
  * - `instance/service-accounts/default/token?scopes=…`: a new access token
  *   (`{ access_token, expires_in, token_type }`), registered in `issued` as
- *   {@link GceMetadata.serviceAccount}'s, or 403 while {@link GceMetadata.refuse} is set;
+ *   {@link GceMetadata.serviceAccount}'s, or the status {@link GceMetadata.failWith} while it is set;
  * - `universe/universe-domain`: `googleapis.com`;
  * - anything else: 404.
  */
@@ -32,8 +32,8 @@ export interface GceMetadata {
   /** the email tokens are issued to */
   serviceAccount: string;
   readonly requests: GceMetadataRequest[];
-  /** when true, token requests are answered 403 (the node's service account may not have the scope) */
-  refuse: boolean;
+  /** when set, token requests are answered with this status (403: the node's service account lacks the scope; 503: an outage) */
+  failWith: number | undefined;
   close(): Promise<void>;
 }
 
@@ -55,7 +55,8 @@ export async function startGceMetadata(issued: Map<string, string>, serviceAccou
     if (route === "/computeMetadata/v1/instance" || route === "/computeMetadata/v1/instance/") return answer(200, "attributes/\nservice-accounts/\n");
     if (route === "/computeMetadata/v1/universe/universe-domain") return answer(200, "googleapis.com");
     if (route === "/computeMetadata/v1/instance/service-accounts/default/token") {
-      if (fake.refuse) return answer(403, "The service account does not have the requested scope");
+      if (fake.failWith === 403) return answer(403, "The service account does not have the requested scope");
+      if (fake.failWith !== undefined) return answer(fake.failWith, "metadata server unavailable");
       const token = `metadata-${randomBytes(12).toString("hex")}`;
       issued.set(token, serviceAccount);
       return answer(200, JSON.stringify({ access_token: token, expires_in: 3599, token_type: "Bearer" }), "application/json");
@@ -67,7 +68,7 @@ export async function startGceMetadata(issued: Map<string, string>, serviceAccou
     host: `127.0.0.1:${(server.address() as AddressInfo).port}`,
     serviceAccount,
     requests,
-    refuse: false,
+    failWith: undefined,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
   return fake;

@@ -165,7 +165,7 @@ describe("prometheus provider, flavour gmp, with Application Default Credentials
   });
 
   afterEach(() => {
-    metadata.refuse = false;
+    metadata.failWith = undefined;
   });
 
   it("reads a value with a token from the metadata server (GKE Workload Identity), scope monitoring.read", async () => {
@@ -188,7 +188,7 @@ describe("prometheus provider, flavour gmp, with Application Default Credentials
   });
 
   it("the metadata server refusing the token is a 500 naming the provider, nothing sent to the API, never a value", async () => {
-    metadata.refuse = true;
+    metadata.failWith = 403;
     const before = front.requests.length;
     const refused = await read(bridgeFor(adcConfig(), {}), "queue_ready", "queue=a");
     expect(refused.status, JSON.stringify(refused.body)).toBe(500);
@@ -196,4 +196,21 @@ describe("prometheus provider, flavour gmp, with Application Default Credentials
     expect(refused.body.message).toMatch(/^provider gmp: .*getting an access token with Application Default Credentials failed: the credentials were refused \(HTTP 403\)/);
     expect(front.requests.length).toBe(before);
   });
+
+  it("the metadata server failing (503) is retried by the library until the read's deadline: a 503 timeout, nothing sent to the API, never a value", async () => {
+    metadata.failWith = 503;
+    const before = front.requests.length;
+    const tokenRequests = () => metadata.requests.filter((r) => r.path.startsWith("/computeMetadata/v1/instance/service-accounts/default/token")).length;
+    const tokensBefore = tokenRequests();
+    const bridge = bridgeFor(adcConfig(), {});
+    const res = await bridge.app.fetch(new Request(`http://bridge${NS}/queue_ready?labelSelector=queue%3Da`));
+    const body = (await res.json()) as any;
+    expect(res.status, JSON.stringify(body)).toBe(503);
+    expect(res.headers.get("retry-after")).not.toBeNull();
+    expect(body.items).toBeUndefined();
+    expect(body.message).toBe('provider gmp: query for metric queue_ready (emb_queue_ready{queue="a"}) timed out');
+    expect(tokenRequests() - tokensBefore).toBeGreaterThan(1);
+    expect(front.requests.length).toBe(before);
+  });
 });
+
