@@ -1,9 +1,11 @@
 /**
  * The `gmp` flavour's provider schema through the real config loader: the
  * shipped example loads with its defaults filled, the base URL is built
- * from project and location, and a config the flavour cannot serve
- * (Application Default Credentials, a generic-only field, a bad project or
- * location, no credentials) is refused with its path.
+ * from project and location, Application Default Credentials
+ * (`source: default`) are accepted (the Worker refuses them at read time,
+ * `prometheus.gmp.worker.test.ts`), and a config the flavour cannot serve
+ * (a generic-only field, a bad project or location, no credentials) is
+ * refused with its path.
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
@@ -48,10 +50,15 @@ describe("prometheus provider, flavour gmp: config", () => {
     );
   });
 
-  it("refuses Application Default Credentials, generic-only fields, a bad project or location, and no credentials", () => {
-    expect(problems("{ type: prometheus, flavour: gmp, project: my-project, credentials: { source: default } }")).toMatch(
-      /providers\.gmp\.credentials: source "default" \(Application Default Credentials\) is not available with flavour gmp/,
+  it("accepts Application Default Credentials (source default): the config does not know the runtime; the Worker refuses them when read", () => {
+    const { config } = loadConfig(
+      `apiVersion: external-metrics-bridge.io/v1alpha1\nkind: BridgeConfig\nproviders:\n  gmp: { type: prometheus, flavour: gmp, project: my-project, credentials: { source: default } }\n${RULE}`,
+      "bridge.yaml",
     );
+    expect(config.providers["gmp"]!.config).toMatchObject({ flavour: "gmp", credentials: { source: "default" } });
+  });
+
+  it("refuses generic-only fields, a bad project or location, and no credentials", () => {
     const generic = problems("{ type: prometheus, flavour: gmp, project: my-project, url: http://p:9090, credentials: { source: environment } }");
     expect(generic).toMatch(/providers\.gmp\.url: unknown field/);
     expect(problems("{ type: prometheus, flavour: gmp, project: My_Project, credentials: { source: environment } }")).toMatch(

@@ -9,9 +9,16 @@
  * STS → service-account impersonation); a token that nears its expiry is
  * renewed, one the API refuses is exchanged again once; a token endpoint
  * that refuses is the same Status as gcp-monitoring's; a 403 from Google is
- * a 500 naming the provider — never a value.
+ * a 500 naming the provider — never a value. With Application Default
+ * Credentials (`source: default`, google-auth-library) the token comes from
+ * a fake GCE metadata server (`test/fakes/gce-metadata.ts`, named by
+ * `GCE_METADATA_HOST` for that block only), as on GKE with Workload Identity.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startGceMetadata, type GceMetadata } from "../fakes/gce-metadata.ts";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { gcpBacklogConfig } from "../helpers/gcp.ts";
 import { awsFederationEnv, gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
@@ -128,3 +135,82 @@ describe("prometheus provider, flavour gmp, against a real Prometheus behind a t
     expect(denied.body.message).toMatch(/^provider gmp: query for metric queue_ready .* failed: Google refused the bridge's credentials \(PERMISSION_DENIED\)/);
   });
 });
+
+describe("prometheus provider, flavour gmp, with Application Default Credentials (credentials.source default)", () => {
+  // google-auth-library reads the process environment: the metadata server is named for this block only
+  // (no key file, an empty gcloud config dir, so the metadata server is the credential found), restored after.
+  const saved: Record<string, string | undefined> = {};
+  let metadata: GceMetadata;
+  let gcloudDir: string;
+  const adcConfig = () => gmpConfig(front.endpoint, { credentials: "{ source: default }" });
+
+  beforeAll(async () => {
+    metadata = await startGceMetadata(oauth.issued);
+    gcloudDir = mkdtempSync(join(tmpdir(), "emb-gcloud-"));
+    const env = { GCE_METADATA_HOST: metadata.host, CLOUDSDK_CONFIG: gcloudDir, GOOGLE_APPLICATION_CREDENTIALS: undefined, METADATA_SERVER_DETECTION: undefined };
+    for (const [k, v] of Object.entries(env)) {
+      saved[k] = process.env[k];
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+
+  afterAll(async () => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    rmSync(gcloudDir, { recursive: true, force: true });
+    await metadata?.close();
+  });
+
+  afterEach(() => {
+    metadata.failWith = undefined;
+  });
+
+  it("reads a value with a token from the metadata server (GKE Workload Identity), scope monitoring.read", async () => {
+    const bridge = bridgeFor(adcConfig(), {});
+    const before = { front: front.requests.length, metadata: metadata.requests.length };
+    const a = await read(bridge, "queue_ready", "queue in (a, b)");
+    expect(a.status, JSON.stringify(a.body)).toBe(200);
+    expect(a.body.items.map((i: any) => [i.metricLabels.queue, i.value])).toEqual([["a", "3"], ["b", "4"]]);
+    expect(front.requests.slice(before.front).map((r) => [r.path, r.status, r.caller])).toEqual([
+      ["/v1/projects/test-project/location/global/prometheus/api/v1/query", 200, metadata.serviceAccount],
+      ["/v1/projects/test-project/location/global/prometheus/api/v1/query", 200, metadata.serviceAccount],
+    ]);
+    const tokenRequests = metadata.requests.slice(before.metadata).filter((r) => r.path.startsWith("/computeMetadata/v1/instance/service-accounts/default/token"));
+    expect(tokenRequests).toHaveLength(1); // one token for both queries: the library caches it
+    expect(new URL(tokenRequests[0]!.path, "http://x").searchParams.get("scopes")).toBe(MONITORING_READ);
+    expect(metadata.requests.every((r) => r.flavor === "Google")).toBe(true);
+    // the token is cached across reads
+    expect((await read(bridge, "queue_ready", "queue=a")).status).toBe(200);
+    expect(metadata.requests.slice(before.metadata).filter((r) => r.path.includes("/token")).length).toBe(1);
+  });
+
+  it("the metadata server refusing the token is a 500 naming the provider, nothing sent to the API, never a value", async () => {
+    metadata.failWith = 403;
+    const before = front.requests.length;
+    const refused = await read(bridgeFor(adcConfig(), {}), "queue_ready", "queue=a");
+    expect(refused.status, JSON.stringify(refused.body)).toBe(500);
+    expect(refused.body.items).toBeUndefined();
+    expect(refused.body.message).toMatch(/^provider gmp: .*getting an access token with Application Default Credentials failed: the credentials were refused \(HTTP 403\)/);
+    expect(front.requests.length).toBe(before);
+  });
+
+  it("the metadata server failing (503) is retried by the library until the read's deadline: a 503 timeout, nothing sent to the API, never a value", async () => {
+    metadata.failWith = 503;
+    const before = front.requests.length;
+    const tokenRequests = () => metadata.requests.filter((r) => r.path.startsWith("/computeMetadata/v1/instance/service-accounts/default/token")).length;
+    const tokensBefore = tokenRequests();
+    const bridge = bridgeFor(adcConfig(), {});
+    const res = await bridge.app.fetch(new Request(`http://bridge${NS}/queue_ready?labelSelector=queue%3Da`));
+    const body = (await res.json()) as any;
+    expect(res.status, JSON.stringify(body)).toBe(503);
+    expect(res.headers.get("retry-after")).not.toBeNull();
+    expect(body.items).toBeUndefined();
+    expect(body.message).toBe('provider gmp: query for metric queue_ready (emb_queue_ready{queue="a"}) timed out');
+    expect(tokenRequests() - tokensBefore).toBeGreaterThan(1);
+    expect(front.requests.length).toBe(before);
+  });
+});
+

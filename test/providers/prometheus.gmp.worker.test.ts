@@ -6,8 +6,12 @@
  * reads a REAL Prometheus (GMP route prefix) through the token-checking
  * front; with Workload Identity Federation (an AWS identity in the
  * Worker's secrets → STS → impersonation); a token endpoint that refuses is
- * a 500 naming the provider, never a value.
+ * a 500 naming the provider, never a value; Application Default Credentials
+ * (`source: default`) are a 500 before anything is sent, and
+ * google-auth-library is not in the bundle (the build's metafile).
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awsFederationEnv, gmpConfig, startGmpStack, type GmpStack } from "../helpers/gmp.ts";
 import { PROMETHEUS_BUILD_TIMEOUT_MS } from "../helpers/prometheus.ts";
@@ -75,5 +79,26 @@ describe("prometheus provider, flavour gmp, inside the Worker (workerd)", () => 
       oauth.failWith = undefined;
       await worker.close();
     }
+  });
+
+  it("Application Default Credentials (source default) are a 500 naming the provider before anything is sent; google-auth-library is not bundled", async () => {
+    const { front } = stack;
+    const worker = await startWorker(gmpConfig(front.endpoint, { credentials: "{ source: default }" }), {}, { build });
+    try {
+      const sent = front.requests.length;
+      const res = await worker.request(`${NS}/queue_ready?labelSelector=queue%3Da`);
+      const body = (await res.json()) as any;
+      expect(res.status, JSON.stringify(body)).toBe(500);
+      expect(body.items).toBeUndefined();
+      expect(body.message).toMatch(
+        /provider gmp: credentials\.source "default" \(Application Default Credentials\) needs google-auth-library and the metadata server, which the Worker does not have; give a service-account key/,
+      );
+      expect(front.requests.length).toBe(sent);
+    } finally {
+      await worker.close();
+    }
+    const inputs = Object.keys((JSON.parse(readFileSync(join(build.outdir, "bundle-meta.json"), "utf8")) as { inputs: Record<string, unknown> }).inputs);
+    expect(inputs).toContain("infra/worker/no-gcp-default-credentials.ts");
+    expect(inputs.filter((i) => /google-auth-library|gcp-metadata|gaxios|providers\/gcp\/default-credentials\.ts/.test(i))).toEqual([]);
   });
 });

@@ -29,6 +29,12 @@ export interface GoogleBearerOptions {
    * path does not use): what the admin should configure instead.
    */
   defaultRefused: string;
+  /**
+   * The token source of `source: default` when this runtime has one
+   * (`./default-credentials.ts` `adcTokenSource`; built once, on the first
+   * call); without it `default` is refused with {@link defaultRefused}.
+   */
+  defaultSource?: () => AccessTokenSource;
   /** the `fetch` for token exchanges and API calls (default the global one) */
   fetch?: typeof fetch;
 }
@@ -44,6 +50,7 @@ export class GoogleBearer {
   private readonly options: GoogleBearerOptions;
   private readonly baseFetch: typeof fetch;
   private tokens: { keyText: string; source: AccessTokenSource } | undefined;
+  private adc: AccessTokenSource | undefined;
 
   constructor(options: GoogleBearerOptions) {
     this.options = options;
@@ -52,13 +59,17 @@ export class GoogleBearer {
 
   /**
    * The token source of the credentials now in the environment.
-   * @throws StatusError 500 `defaultRefused` for `source: default`; 500
+   * @throws StatusError 500 `defaultRefused` for `source: default` without
+   *   `defaultSource` (or what `defaultSource` throws); 500
    *   naming the provider and the variable when it is unset or not a key /
    *   `external_account` configuration (`./credentials.ts`)
    */
   source(): AccessTokenSource {
     const { providerName, credentials: creds, runtime } = this.options;
-    if (creds.source === "default") throw internalError(this.options.defaultRefused);
+    if (creds.source === "default") {
+      if (this.options.defaultSource === undefined) throw internalError(this.options.defaultRefused);
+      return (this.adc ??= this.options.defaultSource());
+    }
     const keyText = runtime.env[creds.variable] ?? "";
     if (this.tokens?.keyText !== keyText) {
       const fetch = this.baseFetch;

@@ -27,21 +27,14 @@ export const GMP_DEFAULT_LOCATION = "global";
  *   `{endpoint}/v1/projects/{project}/location/{location}/prometheus`;
  * - `credentials`: the Google credentials `gcp-monitoring` takes
  *   (`../gcp/credentials.ts`), `environment` (a service-account key) or
- *   `externalAccount` (Workload Identity Federation). `default`
- *   (Application Default Credentials) is refused here: it needs
- *   google-auth-library, which this flavour does not load (it runs over
- *   `fetch` on every runtime, the Worker included).
+ *   `externalAccount` (Workload Identity Federation), or `default`
+ *   (Application Default Credentials through google-auth-library: the
+ *   metadata server's Workload Identity on GKE; Node and Lambda only, the
+ *   Worker answers it with a 500, `infra/worker/no-gcp-default-credentials.ts`).
  */
 export const gmpFields = {
   project: projectIdSchema,
   location: z._default(z.string().check(z.regex(/^[a-z][a-z0-9-]{0,62}$/, "must be a Google Cloud location such as global or us-central1")), GMP_DEFAULT_LOCATION),
   endpoint: z._default(z.url({ protocol: /^https?$/ }), GMP_DEFAULT_ENDPOINT),
-  credentials: gcpCredentialsSchema.check(
-    z.refine((c) => c.source !== "default", {
-      message:
-        'source "default" (Application Default Credentials) is not available with flavour gmp; give a service-account key ' +
-        "({ source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON }) or a Workload Identity Federation configuration " +
-        "({ source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON })",
-    }),
-  ),
+  credentials: gcpCredentialsSchema,
 };

@@ -12,7 +12,11 @@
  * REST transport (`../gcp/bearer.ts`: a service-account key, the JWT bearer
  * grant; or Workload Identity Federation, an `external_account`
  * configuration), over `fetch`, so the flavour runs the same on Node,
- * Lambda and the Worker. A token failure is the Status the token source
+ * Lambda and the Worker; and, on Node and Lambda only, Application Default
+ * Credentials (`source: default`: google-auth-library, loaded on first use,
+ * `../gcp/default-credentials.ts`; Workload Identity on GKE through the
+ * metadata server). On the Worker `default` is a 500 before anything is
+ * sent (its build replaces that module, `infra/worker/no-gcp-default-credentials.ts`). A token failure is the Status the token source
  * raises (the same as `gcp-monitoring`'s: 500 when Google refuses the
  * credentials or they are missing or broken, 503 when the token endpoint is
  * unreachable or fails); an API answer 401/403 is classified as
@@ -21,6 +25,7 @@
  */
 import type { StatusError } from "../../k8s/status.ts";
 import { GoogleBearer } from "../gcp/bearer.ts";
+import { adcTokenSource } from "../gcp/default-credentials.ts";
 import { codeForHttpStatus, GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
 import type { RuntimeEnv } from "../types.ts";
 import { PrometheusApiError } from "./api.ts";
@@ -53,8 +58,8 @@ export function gmpAccess(name: string, config: GmpProviderConfig, runtime: Runt
     providerName: name,
     credentials: config.credentials,
     runtime,
-    // refused by the schema already (`./gmp-schema.ts`); kept for a config built without it
-    defaultRefused: `provider ${name}: credentials.source "default" is not available with flavour gmp; give a service-account key or a Workload Identity Federation configuration`,
+    defaultSource: () => adcTokenSource(name),
+    defaultRefused: `provider ${name}: credentials.source "default" is not available with flavour gmp`,
   });
   return {
     url: gmpBaseUrl(config),
