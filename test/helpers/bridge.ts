@@ -29,3 +29,15 @@ export function buildBridge(text: string, source: string, runtime: RuntimeEnv, o
 export function createApp(options: BridgeOptions): Hono {
   return createBridgeApp(options).app;
 }
+
+/**
+ * The head of a test BridgeConfig, up to (not including) `providers:`: every
+ * read allowed by an explicit `defaultAction: Allow` (the suite is not a
+ * policy test) and the defaults `maxAgeSeconds: 300, cacheTTLSeconds: 10`.
+ * Ends with a newline.
+ */
+export const OPEN_CONFIG_HEAD = `apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
+defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
+`;

@@ -6,7 +6,7 @@
  * tokens (one exchange, renewal, refusal) and credential failures.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge, type Bridge } from "../helpers/bridge.ts";
+import { buildBridge, type Bridge, OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import type { MonitoringProvider } from "../../shared/providers/gcp-monitoring/index.ts";
 import { makeServiceAccount } from "../fakes/google-key.ts";
 import { startGoogleFakes, type GoogleFakes } from "../fakes/google.ts";
@@ -29,11 +29,7 @@ function subscription(id: string, value: string, agoSeconds = 60): StoredSeries 
 
 function config(endpoint: string, extraRules = "", provider = "", credentials = "{ source: environment }") {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
+${OPEN_CONFIG_HEAD}providers:
   gcp:
     type: gcp-monitoring
     project: test-project

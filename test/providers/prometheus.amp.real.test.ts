@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmpSigner } from "../../shared/providers/prometheus/amp.ts";
 import { prometheusProviderSchema } from "../../shared/providers/prometheus/schema.ts";
+import { ampConfig } from "../helpers/amp.ts";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { PROMETHEUS_BUILD_TIMEOUT_MS, prometheusBinary, startExporter, startPrometheus, type Exporter, type PrometheusServer } from "../helpers/prometheus.ts";
 import { sigv4ProxyBinary, startSigv4Proxy, type Sigv4Proxy } from "../helpers/sigv4-proxy.ts";
@@ -25,24 +26,7 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
 
 function config(endpoint: string, credentials = "{ source: environment }"): string {
-  return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
-  amp:
-    type: prometheus
-    flavour: amp
-    region: ${REGION}
-    workspaceId: ${WORKSPACE}
-    endpoint: ${endpoint}
-    credentials: ${credentials}
-metrics:
-  - name: queue_ready
-    provider: amp
-    query: { series: emb_queue_ready, labels: { job: exporter }, selectorLabels: { queue: queue } }
-`;
+  return ampConfig({ region: REGION, workspaceId: WORKSPACE, endpoint }, credentials, "{ job: exporter }");
 }
 
 let exporter: Exporter;

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROMETHEUS_BUILD_TIMEOUT_MS, prometheusBinary, startExporter, startPrometheus, type Exporter, type PrometheusServer } from "../helpers/prometheus.ts";
 import { sigv4ProxyBinary, startSigv4Proxy, type Sigv4Proxy } from "../helpers/sigv4-proxy.ts";
 import { buildWorker, startWorker, type RunningWorker, type WorkerBuild } from "../helpers/worker.ts";
+import { ampConfig } from "../helpers/amp.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const WORKSPACE = "ws-0f9e8d7c-6b5a-4321-8fed-cba987654321";
@@ -20,24 +21,7 @@ const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
 const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 
 function config(endpoint: string, credentials: string): string {
-  return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
-  amp:
-    type: prometheus
-    flavour: amp
-    region: ${REGION}
-    workspaceId: ${WORKSPACE}
-    endpoint: ${endpoint}
-    credentials: ${credentials}
-metrics:
-  - name: queue_ready
-    provider: amp
-    query: { series: emb_queue_ready, selectorLabels: { queue: queue } }
-`;
+  return ampConfig({ region: REGION, workspaceId: WORKSPACE, endpoint }, credentials);
 }
 
 let exporter: Exporter;

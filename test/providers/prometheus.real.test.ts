@@ -12,7 +12,7 @@
  * auth is checked by the server's own web config.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildBridge, type Bridge } from "../helpers/bridge.ts";
+import { buildBridge, type Bridge, OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import {
   PROMETHEUS_BUILD_TIMEOUT_MS,
   prometheusBinary,
@@ -55,11 +55,7 @@ function samples(): ExportedSample[] {
 
 function config(url: string, provider = ""): string {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
+${OPEN_CONFIG_HEAD}providers:
   prom:
     type: prometheus
     url: ${url}

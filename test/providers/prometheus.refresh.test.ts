@@ -8,7 +8,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { PrometheusProvider } from "../../shared/providers/prometheus/index.ts";
-import { buildBridge, type Bridge } from "../helpers/bridge.ts";
+import { buildBridge, type Bridge, OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
@@ -17,11 +17,7 @@ const QUEUES = ["a", "b", "c"];
 
 function config(url: string, refreshAhead: boolean | undefined): string {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
+${OPEN_CONFIG_HEAD}providers:
   prom: { type: prometheus, url: ${url}, timeoutSeconds: 2${refreshAhead === undefined ? "" : `, refreshAhead: ${refreshAhead}`} }
 metrics:
   - { name: ready, provider: prom, query: { series: queue_ready, selectorLabels: { queue: queue } } }

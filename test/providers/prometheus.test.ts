@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { loadConfig } from "../../shared/config/config.ts";
 import { ConfigError, formatIssue } from "../../shared/config/yaml.ts";
 import { fromConfig } from "../../shared/bridge.ts";
-import { buildBridge, type Bridge } from "../helpers/bridge.ts";
+import { buildBridge, type Bridge, OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import { startFakePrometheus, vector, type FakePrometheus, type FakeSeries } from "../fakes/prometheus-api.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
@@ -27,11 +27,7 @@ function queue(name: string, value: string, agoSeconds = 10, extra: Record<strin
 
 function config(url: string, provider = "", rules = "") {
   return `
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: BridgeConfig
-policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
-defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 10 }
-providers:
+${OPEN_CONFIG_HEAD}providers:
   prom:
     type: prometheus
     url: ${url}
