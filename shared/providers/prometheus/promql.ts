@@ -25,14 +25,9 @@
  * Prometheus's Go parser over arbitrary hostile strings.
  */
 import { parser } from "@prometheus-io/lezer-promql";
+import { isLabelName } from "./names.ts";
 
-/** A label name Prometheus accepts unquoted: `[a-zA-Z_][a-zA-Z0-9_]*` (prometheus/common model/labels.go, legacy validation). */
-export const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-
-/** Whether `name` is a label name in the legacy charset ({@link LABEL_NAME}). */
-export function isLabelName(name: string): boolean {
-  return LABEL_NAME.test(name);
-}
+export { isLabelName, LABEL_NAME } from "./names.ts";
 
 /** A lone UTF-16 surrogate: the string has no UTF-8 encoding. */
 const LONE_SURROGATE = /\p{Cs}/u;

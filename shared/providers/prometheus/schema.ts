@@ -23,6 +23,7 @@ import { MAX_BACKEND_TIMEOUT_SECONDS } from "../aws/common.ts";
 import { labelKeySchema, labelValueSchema, onEmptySchema } from "../label-mapping.ts";
 import { gmpFields } from "./gmp-schema.ts";
 import { ampFields } from "./amp-schema.ts";
+import { isLabelName } from "./names.ts";
 
 /**
  * Flavours of Prometheus HTTP API the provider speaks: `generic` is any
@@ -48,9 +49,6 @@ export const MAX_SERIES_PER_QUERY = 100;
 /** A legacy Prometheus metric name (`IsValidLegacyMetricName`), not reserved (`__`). */
 export const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
-/** A legacy Prometheus label name (`LabelName.IsValid`, legacy validation). */
-const LEGACY_LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-
 const metricName = z.string().check(
   z.maxLength(512),
   z.regex(METRIC_NAME, "must be a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
@@ -59,7 +57,7 @@ const metricName = z.string().check(
 
 /** Why `name` is not a label name a rule may use, or undefined. */
 function labelNameProblem(name: string): string | undefined {
-  if (name.length > 256 || !LEGACY_LABEL_NAME.test(name)) return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)";
+  if (name.length > 256 || !isLabelName(name)) return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)";
   if (name.startsWith("__")) return "label names beginning with __ are reserved by Prometheus";
   return undefined;
 }
