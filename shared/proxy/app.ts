@@ -49,7 +49,7 @@ import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicyDenied, type ClusterPolicies } from "./policy/policies.ts";
 import { requestIdFrom } from "../request-id.ts";
-import { EXTERNAL_METRICS_API } from "../values/request.ts";
+import { EXTERNAL_METRICS_API, labelSelectorOf } from "../values/request.ts";
 
 /** What the app needs. */
 export interface ProxyAppDeps {
@@ -115,9 +115,7 @@ export function checkRequestSize(target: string): void {
   // The HPA's shape, `?labelSelector=<at most MAX_SELECTOR_LENGTH characters as sent>`:
   // one parameter, the key spelled out (not percent-encoded), and decoding only shortens.
   if (target.startsWith("labelSelector=", q + 1) && !target.includes("&", q) && target.length - q - 15 <= MAX_SELECTOR_LENGTH) return;
-  const selectors = new URLSearchParams(target.slice(q + 1)).getAll("labelSelector");
-  if (selectors.length > 1) throw badRequest("labelSelector may be given only once");
-  const length = selectors[0]?.length ?? 0;
+  const length = labelSelectorOf(new URLSearchParams(target.slice(q + 1))).length;
   if (length > MAX_SELECTOR_LENGTH) {
     throw badRequest(`labelSelector is ${length} characters long; at most ${MAX_SELECTOR_LENGTH} are accepted`);
   }

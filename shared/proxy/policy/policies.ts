@@ -97,6 +97,7 @@ import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE
 import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { selectorBytes } from "../request-info.ts";
+import { labelSelectorOf } from "../../values/request.ts";
 import type { Logger } from "../log.ts";
 import type { ProxyMetrics } from "../metrics.ts";
 
@@ -615,9 +616,7 @@ export class ClusterPolicies {
   }
 
   #selector(url: URL): Selector {
-    const values = url.searchParams.getAll("labelSelector");
-    if (values.length > 1) throw badRequest("labelSelector may be given only once");
-    const text = values[0] ?? "";
+    const text = labelSelectorOf(url.searchParams);
     const known = this.#selectors.get(text);
     if (known !== undefined) return known;
     let selector: Selector;
