@@ -18,23 +18,34 @@ import { ExternalAccountTokenSource, type AccessTokenSource } from "./external-a
 import { ServiceAccountTokenSource } from "./token.ts";
 
 /** What a {@link GoogleBearer} is built from. */
-export interface GoogleBearerOptions {
+export type GoogleBearerOptions = GoogleBearerCommon &
+  (
+    | {
+        /**
+         * The token source of `source: default` on this runtime
+         * (`./default-credentials.ts` `adcTokenSource`; built once, on the
+         * first call).
+         */
+        defaultSource: () => AccessTokenSource;
+        defaultRefused?: never;
+      }
+    | {
+        defaultSource?: never;
+        /**
+         * The message of the 500 raised when `credentials.source` is
+         * `default` on a path without Application Default Credentials
+         * (they need google-auth-library): what the admin should configure instead.
+         */
+        defaultRefused: string;
+      }
+  );
+
+/** The options of a {@link GoogleBearer} whatever its `source: default` does. */
+interface GoogleBearerCommon {
   /** the provider's name, for messages */
   providerName: string;
   credentials: GcpCredentials;
   runtime: RuntimeEnv;
-  /**
-   * The message of the 500 raised when `credentials.source` is `default`
-   * (Application Default Credentials need google-auth-library, which this
-   * path does not use): what the admin should configure instead.
-   */
-  defaultRefused: string;
-  /**
-   * The token source of `source: default` when this runtime has one
-   * (`./default-credentials.ts` `adcTokenSource`; built once, on the first
-   * call); without it `default` is refused with {@link defaultRefused}.
-   */
-  defaultSource?: () => AccessTokenSource;
   /** the `fetch` for token exchanges and API calls (default the global one) */
   fetch?: typeof fetch;
 }

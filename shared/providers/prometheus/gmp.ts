@@ -59,7 +59,6 @@ export function gmpAccess(name: string, config: GmpProviderConfig, runtime: Runt
     credentials: config.credentials,
     runtime,
     defaultSource: () => adcTokenSource(name),
-    defaultRefused: `provider ${name}: credentials.source "default" is not available with flavour gmp`,
   });
   return {
     url: gmpBaseUrl(config),
