@@ -33,6 +33,8 @@ export interface RecordedQuery {
   query: string;
   timeout: string | undefined;
   lookbackDelta: string | undefined;
+  /** `max_lookback` (VictoriaMetrics' name for the same bound), seconds as sent */
+  maxLookback: string | undefined;
   time: string | undefined;
   headers: IncomingHttpHeaders;
 }
@@ -137,6 +139,7 @@ export async function startFakePrometheus(now: () => number): Promise<FakePromet
         query: form.get("query") ?? "",
         timeout: form.get("timeout") ?? undefined,
         lookbackDelta: form.get("lookback_delta") ?? undefined,
+        maxLookback: form.get("max_lookback") ?? undefined,
         time: form.get("time") ?? undefined,
         headers: req.headers,
       };

@@ -212,36 +212,87 @@ export interface PrometheusOptions {
  */
 export async function startPrometheus(options: PrometheusOptions): Promise<PrometheusServer> {
   const binary = options.binary ?? prometheusBinary();
-  const interval = `${options.scrapeIntervalSeconds ?? 1}s`;
   const prefix = (options.routePrefix ?? "").replace(/\/+$/, "");
-  // a port taken between freePort() and the bind makes Prometheus exit at once: try another
+  const auth = options.basicAuth;
+  return launchPromApiServer({
+    name: "prometheus",
+    title: "Prometheus",
+    binary,
+    prefix,
+    basicAuth: auth,
+    readyPath: "/-/ready",
+    requestsCounter: (handler) => ({ name: "prometheus_http_requests_total", label: `handler=${JSON.stringify(handler)}` }),
+    readyTimeoutMs: options.readyTimeoutMs,
+    args(dir, port) {
+      writeFileSync(join(dir, "prometheus.yml"), stringify(scrapeConfig(options)));
+      if (auth) writeFileSync(join(dir, "web.yml"), stringify({ basic_auth_users: { [auth.username]: auth.bcryptHash } }));
+      return [
+        `--config.file=${join(dir, "prometheus.yml")}`,
+        `--storage.tsdb.path=${join(dir, "data")}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
+        "--scrape.discovery-reload-interval=100ms",
+        ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
+        ...(auth ? [`--web.config.file=${join(dir, "web.yml")}`] : []),
+        ...(options.extraArgs ?? []),
+      ];
+    },
+  });
+}
+
+/**
+ * The `prometheus.yml` both servers read (Prometheus `--config.file`,
+ * VictoriaMetrics `-promscrape.config`): one job scraping `targets` every
+ * `scrapeIntervalSeconds`, sample timestamps honoured (Prometheus' default;
+ * VictoriaMetrics' `honor_timestamps` defaults to false, lib/promscrape/config.go).
+ */
+function scrapeConfig(options: Pick<PrometheusOptions, "targets" | "jobName" | "scrapeIntervalSeconds">): object {
+  const interval = `${options.scrapeIntervalSeconds ?? 1}s`;
+  return {
+    global: { scrape_interval: interval, scrape_timeout: interval },
+    scrape_configs: [{ job_name: options.jobName ?? "exporter", honor_timestamps: true, static_configs: [{ targets: [...options.targets] }] }],
+  };
+}
+
+/** What differs between two servers of the Prometheus HTTP API, for {@link launchPromApiServer}. */
+interface PromApiServerSpec {
+  /** the process name (log file, temporary directory) */
+  name: string;
+  /** the server's name in messages (`Prometheus`, `VictoriaMetrics`) */
+  title: string;
+  binary: string;
+  /** the route prefix the API lives under ("" for none) */
+  prefix: string;
+  basicAuth?: { username: string; password: string };
+  /** the path (after the prefix) that answers 200 once the server is ready */
+  readyPath: string;
+  /** the `/metrics` counter of HTTP requests and its label naming the handler (`handler="/api/v1/query"`), summed over the other labels */
+  requestsCounter(handler: string): { name: string; label: string };
+  readyTimeoutMs?: number;
+  /** how long the server serves the same `/metrics` text, ms (VictoriaMetrics: 1 s, lib/appmetrics/appmetrics.go); {@link PrometheusServer.requests} waits it out */
+  metricsCacheMs?: number;
+  /** write the server's files into `dir` and return its command-line flags for `port` */
+  args(dir: string, port: number): string[];
+}
+
+/**
+ * Start one server of the Prometheus HTTP API (a temporary directory, a free
+ * port on 127.0.0.1, a log file) and wait until `readyPath` answers 200;
+ * a port taken between freePort() and the bind is retried with another.
+ */
+async function launchPromApiServer(spec: PromApiServerSpec): Promise<PrometheusServer> {
+  const auth = spec.basicAuth;
+  const headers: Record<string, string> = auth
+    ? { authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`, "utf8").toString("base64")}` }
+    : {};
   for (let attempt = 1; ; attempt++) {
-    const dir = mkdtempSync(join(tmpdir(), "emb-prometheus-"));
+    const dir = mkdtempSync(join(tmpdir(), `emb-${spec.name}-`));
     const port = await freePort();
-    const config = {
-      global: { scrape_interval: interval, scrape_timeout: interval, evaluation_interval: interval },
-      scrape_configs: [{ job_name: options.jobName ?? "exporter", static_configs: [{ targets: [...options.targets] }] }],
-    };
-    writeFileSync(join(dir, "prometheus.yml"), stringify(config));
-    const auth = options.basicAuth;
-    if (auth) writeFileSync(join(dir, "web.yml"), stringify({ basic_auth_users: { [auth.username]: auth.bcryptHash } }));
-    const headers: Record<string, string> = auth
-      ? { authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`, "utf8").toString("base64")}` }
-      : {};
-    const args = [
-      `--config.file=${join(dir, "prometheus.yml")}`,
-      `--storage.tsdb.path=${join(dir, "data")}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      // the scrape manager applies new targets at most this often (hidden flag, default 5s): the first scrape comes at once
-      "--scrape.discovery-reload-interval=100ms",
-      ...(prefix ? [`--web.route-prefix=${prefix}`] : []),
-      ...(auth ? [`--web.config.file=${join(dir, "web.yml")}`] : []),
-      ...(options.extraArgs ?? []),
-    ];
-    const proc = startProcess("prometheus", binary, args, { logFile: join(dir, "prometheus.log"), cwd: dir });
+    const proc = startProcess(spec.name, spec.binary, spec.args(dir, port), { logFile: join(dir, `${spec.name}.log`), cwd: dir });
     killWithThisProcess(proc);
-    const url = `http://127.0.0.1:${port}${prefix}`;
+    const url = `http://127.0.0.1:${port}${spec.prefix}`;
     let stopped = false;
+    let metricsReadAt = 0;
     const server: PrometheusServer = {
       url,
       port,
@@ -255,7 +306,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       },
       async waitForSeries(promql, opts = {}) {
         return waitFor(
-          `${promql}${opts.value === undefined ? "" : ` = ${opts.value}`} in Prometheus`,
+          `${promql}${opts.value === undefined ? "" : ` = ${opts.value}`} in ${spec.title}`,
           async () => {
             const r = await server.query(promql);
             if (r.status !== "success") throw new Error(`${r.errorType}: ${r.error}`);
@@ -267,12 +318,15 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
         );
       },
       async requests(handler = "/api/v1/query") {
+        const wait = metricsReadAt + (spec.metricsCacheMs ?? 0) - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        metricsReadAt = Date.now();
         const res = await fetch(`${url}/metrics`, { headers, signal: AbortSignal.timeout(10_000) });
         const text = await res.text();
+        const counter = spec.requestsCounter(handler);
         let total = 0;
         for (const line of text.split("\n")) {
-          if (!line.startsWith("prometheus_http_requests_total{")) continue;
-          if (!line.includes(`handler=${JSON.stringify(handler)}`)) continue;
+          if (!line.startsWith(`${counter.name}{`) || !line.includes(counter.label)) continue;
           total += Number(line.slice(line.lastIndexOf(" ") + 1));
         }
         return total;
@@ -287,16 +341,16 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     };
     try {
       const ready = waitFor(
-        `Prometheus ready on ${url}`,
+        `${spec.title} ready on ${url}`,
         async () => {
-          const res = await fetch(`${url}/-/ready`, { headers, signal: AbortSignal.timeout(2_000) });
+          const res = await fetch(`${url}${spec.readyPath}`, { headers, signal: AbortSignal.timeout(2_000) });
           await res.body?.cancel();
           return res.status === 200;
         },
-        { timeoutMs: options.readyTimeoutMs ?? 60_000, intervalMs: 200, context: () => server.logs() },
+        { timeoutMs: spec.readyTimeoutMs ?? 60_000, intervalMs: 200, context: () => server.logs() },
       );
       const exited = proc.exited.then(() => {
-        throw new Error(`Prometheus exited with ${proc.exitCode} before it was ready\n${server.logs()}`);
+        throw new Error(`${spec.title} exited with ${proc.exitCode} before it was ready\n${server.logs()}`);
       });
       // whichever loses settles later (the exit when stopped, the poll at its deadline): never an unhandled rejection
       ready.catch(() => {});
@@ -310,6 +364,62 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
       throw err;
     }
   }
+}
+
+/** The Go module (and version) of VictoriaMetrics single-node, the second server of the Prometheus HTTP API in the suites. */
+export const VICTORIAMETRICS_MODULE = "github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0";
+/** vmauth from the same release: routes by request header (`src_headers`), the tenant-header check. */
+export const VMAUTH_MODULE = "github.com/VictoriaMetrics/VictoriaMetrics/app/vmauth@v1.151.0";
+
+/** The VictoriaMetrics binary, built on first use (cold about 30 s on 2 cores, measured; warm a stat). @throws Error when go fails */
+export function victoriaMetricsBinary(): string {
+  return goInstall(VICTORIAMETRICS_MODULE, "victoria-metrics", { timeoutMs: PROMETHEUS_BUILD_TIMEOUT_MS });
+}
+
+/** The vmauth binary (same release as {@link victoriaMetricsBinary}). @throws Error when go fails */
+export function vmauthBinary(): string {
+  return goInstall(VMAUTH_MODULE, "vmauth", { timeoutMs: PROMETHEUS_BUILD_TIMEOUT_MS });
+}
+
+/**
+ * Start VictoriaMetrics single-node on 127.0.0.1 scraping `targets` with
+ * the same scrape config as {@link startPrometheus}; ready when `/health`
+ * answers 200. `-search.latencyOffset` is 1 s (default 30 s: instant
+ * queries at "now" are evaluated 30 s in the past,
+ * app/vmselect/prometheus/prometheus.go) so a suite need not wait 30 s for
+ * a first scrape; `extraArgs` may set it back. Basic auth uses
+ * `-httpAuth.username`/`-httpAuth.password` (bcryptHash is ignored).
+ *
+ * @throws Error when the server exits or is not ready within `readyTimeoutMs`
+ */
+export async function startVictoriaMetrics(options: PrometheusOptions): Promise<PrometheusServer> {
+  const prefix = (options.routePrefix ?? "").replace(/\/+$/, "");
+  const auth = options.basicAuth;
+  return launchPromApiServer({
+    name: "victoria-metrics",
+    title: "VictoriaMetrics",
+    binary: options.binary ?? victoriaMetricsBinary(),
+    prefix,
+    basicAuth: auth,
+    readyPath: "/health",
+    requestsCounter: (handler) => ({ name: "vm_http_requests_total", label: `path=${JSON.stringify(handler)}` }),
+    metricsCacheMs: 1_100,
+    readyTimeoutMs: options.readyTimeoutMs,
+    args(dir, port) {
+      writeFileSync(join(dir, "prometheus.yml"), stringify(scrapeConfig(options)));
+      return [
+        `-httpListenAddr=127.0.0.1:${port}`,
+        `-storageDataPath=${join(dir, "data")}`,
+        `-promscrape.config=${join(dir, "prometheus.yml")}`,
+        "-search.latencyOffset=1s",
+        // SIGTERM waits up to this long for open connections (default 7s)
+        "-http.maxGracefulShutdownDuration=1s",
+        ...(prefix ? [`-http.pathPrefix=${prefix}`] : []),
+        ...(auth ? [`-httpAuth.username=${auth.username}`, `-httpAuth.password=${auth.password}`] : []),
+        ...(options.extraArgs ?? []),
+      ];
+    },
+  });
 }
 
 /**

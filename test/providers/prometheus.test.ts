@@ -182,6 +182,7 @@ describe("prometheus provider against a fake HTTP API", () => {
     ["warnings", { warnings: ["PromQL warning: encountered a mix of histograms and floats"] }, /partial answer: PromQL warning/],
     ["an info that says series were ignored", { infos: ["PromQL info: ignored histograms in a sum aggregation"] }, /partial answer: PromQL info: ignored/],
     ["a partial response (Thanos)", { warnings: ["partial response: store 10.0.0.7:10901 did not answer"] }, /partial answer: partial response/],
+    ["isPartial (VictoriaMetrics cluster, a storage node down)", { isPartial: true }, /partial answer: the server marked the answer isPartial/],
   ])("an answer with %s is a failed read (503)", async (_name, extra, message) => {
     fake.series = [queue("orders", "5")];
     fake.respond = () => ({ body: vector([{ metric: { queue: "orders" }, value: [NOW / 1000, "5"] }], extra) });
@@ -229,7 +230,7 @@ describe("prometheus provider against a fake HTTP API", () => {
     expect(Date.now() - started).toBeLessThan(1_500);
   });
 
-  it("a sample older than maxAgeSeconds is a 503 (lookback wider than maxAge), and lookbackSeconds is sent as lookback_delta", async () => {
+  it("a sample older than maxAgeSeconds is a 503 (lookback wider than maxAge), and lookbackSeconds is sent as lookback_delta and max_lookback", async () => {
     fake.series = [queue("orders", "5", 400)];
     const rules = `
   - name: queue_ready_wide
@@ -241,6 +242,8 @@ describe("prometheus provider against a fake HTTP API", () => {
     expect(a.status).toBe(503);
     expect(a.body.message).toMatch(/older than maxAgeSeconds \(300\)/);
     expect(fake.requests.every((r) => r.lookbackDelta === "600")).toBe(true);
+    // and as max_lookback, the name VictoriaMetrics reads (it ignores lookback_delta)
+    expect(fake.requests.every((r) => r.maxLookback === "600")).toBe(true);
     // the default lookback (maxAgeSeconds) does not select it at all
     const b = await read(bridge, "queue_ready", "queue=orders");
     expect(b.status).toBe(503);

@@ -5,10 +5,11 @@
  * Node, Lambda and the Worker alike.
  *
  * `POST {url}/api/v1/query` with a form body (`query`, `timeout`,
- * `lookback_delta`, both in seconds; no `time`: the server's now). The answer is the API's
+ * `lookback_delta`, both in seconds, and `max_lookback` for VictoriaMetrics; no `time`: the server's now). The answer is the API's
  * envelope — `{"status":"success","data":{"resultType":"vector","result":
  * [{"metric":{…},"value":[<unix seconds>,"<value>"]}]},"warnings":[…],
- * "infos":[…]}` or `{"status":"error","errorType":"bad_data","error":"…"}`
+ * "infos":[…]}` (VictoriaMetrics cluster adds `"isPartial":true` when a
+ * storage node did not answer: a partial answer) or `{"status":"error","errorType":"bad_data","error":"…"}`
  * (`api.go` `response`, `errorType`) — read bounded ({@link MAX_ANSWER_BYTES})
  * and checked whole: anything else is an error, never a value.
  *
@@ -43,6 +44,8 @@ export interface InstantQuery {
   timeoutSeconds: number;
   /** sent as `lookback_delta`, seconds; undefined: the server's default (5 m) */
   lookbackSeconds?: number | undefined;
+  /** also send `lookbackSeconds` as `max_lookback` (VictoriaMetrics reads only that name) */
+  maxLookback?: boolean | undefined;
   /** extra request headers (authorization, `X-Scope-OrgID`) */
   headers: Readonly<Record<string, string>>;
   /** the call's signal (the read's, combined with the provider's `timeoutSeconds`) */
@@ -91,6 +94,8 @@ const successSchema = z.looseObject({
   data: z.looseObject({ resultType: z.string(), result: z.unknown() }),
   warnings: annotations,
   infos: annotations,
+  /** VictoriaMetrics cluster: true when a storage node did not answer (docs/victoriametrics/Cluster-VictoriaMetrics.md) */
+  isPartial: z.optional(z.boolean()),
 });
 const errorSchema = z.looseObject({
   status: z.literal("error"),
@@ -135,7 +140,11 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   // Durations as plain seconds: Prometheus reads a float first (`web/api/v1/api.go` `parseDuration`);
   // its duration syntax has no fractions ("0.5s" is refused), and a timeoutSeconds may be 0.5.
   form.set("timeout", String(q.timeoutSeconds));
-  if (q.lookbackSeconds !== undefined) form.set("lookback_delta", String(q.lookbackSeconds));
+  if (q.lookbackSeconds !== undefined) {
+    form.set("lookback_delta", String(q.lookbackSeconds));
+    // VictoriaMetrics ignores lookback_delta and reads max_lookback (a duration or seconds); Prometheus, Thanos and Mimir ignore max_lookback
+    if (q.maxLookback) form.set("max_lookback", String(q.lookbackSeconds));
+  }
   const url = `${q.url.replace(/\/+$/, "")}/api/v1/query`;
   const sent = form.toString();
   const headers = { ...q.headers, "content-type": "application/x-www-form-urlencoded", accept: "application/json" };
@@ -162,6 +171,7 @@ export async function instantQuery(q: InstantQuery): Promise<VectorSample[]> {
   const ok = successSchema.safeParse(body);
   if (!ok.success) throw new PrometheusApiError(response.status, "invalid_answer", `the answer is not the Prometheus API's success envelope: ${excerpt(text)}`);
   const notes = partialNotes(ok.data.warnings, ok.data.infos);
+  if (ok.data.isPartial === true) notes.unshift("the server marked the answer isPartial (a VictoriaMetrics storage node did not answer)");
   if (notes.length > 0) throw new PrometheusApiError(response.status, "partial", `partial answer: ${notes.map(excerpt).join("; ")}`, retryAfter);
   if (ok.data.data.resultType !== "vector") {
     throw new PrometheusApiError(response.status, "invalid_answer", `the answer is a ${ok.data.data.resultType}, not an instant vector`);

@@ -13,6 +13,12 @@ export interface FlavourAccess {
   url: string;
   /** request headers besides the authorization `fetch` adds (e.g. `X-Scope-OrgID`); @throws StatusError when a credential is not set */
   headers(): Record<string, string>;
+  /**
+   * also send the lookback as `max_lookback` (VictoriaMetrics' name for
+   * `lookback_delta`, which it ignores: app/vmselect/prometheus/prometheus.go
+   * `getMaxLookback`); only the `generic` flavour, which may front it
+   */
+  maxLookback?: boolean;
   /** the `fetch` of every query (default the global one) */
   fetch?: typeof fetch;
   /**

@@ -169,7 +169,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     this.name = name;
     this.config = config;
     this.runtime = runtime;
-    if (config.flavour === "generic") this.access = { url: config.url, headers: () => this.headers(config) };
+    if (config.flavour === "generic") this.access = { url: config.url, headers: () => this.headers(config), maxLookback: true };
     else {
       const make = FLAVOURS[config.flavour];
       if (make === undefined) {
@@ -267,7 +267,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const headers = this.access.headers();
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const run = (query: string, signal: AbortSignal) =>
-      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, headers, signal, fetch: this.access.fetch, sign: this.access.sign?.bind(this.access) });
+      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, maxLookback: this.access.maxLookback, headers, signal, fetch: this.access.fetch, sign: this.access.sign?.bind(this.access) });
     const [values, ages] = await withCallSignal(batchSignal, limitMs, async (callSignal) => {
       // one failure cancels the other query: nobody would use its answer
       const pair = new AbortController();
