@@ -80,6 +80,10 @@ metrics:
   - name: queue_by_alias
     provider: prom
     query: { series: emb_queue_ready, selectorLabels: { queue: { label: queue, values: { plus: "a+b", b: b } } } }
+  - name: queue_ready_template
+    provider: prom
+    maxAgeSeconds: 60
+    query: { template: 'max by (queue) (emb_queue_ready{<<.LabelMatchers>>})', selectorLabels: { queue: queue } }
   - name: jobs_per_second
     provider: prom
     query:
@@ -156,6 +160,17 @@ describe.each(SERVERS)("against a real $name", (server) => {
       expect(strict.body.items).toBeUndefined();
       expect(strict.body.message).toMatch(/no series in the answer \(lookback_delta 60s\)/);
       expect(values((await read(bridge, "queue_ready_fresh", "queue=a")).body)).toEqual([["a", "3"]]);
+    });
+
+    it("bounds a template rule (no age query: the answer carries the evaluation time) by its maxAgeSeconds on the server itself", async () => {
+      const bridge = bridgeFor(prom.url);
+      const fresh = await read(bridge, "queue_ready_template", "queue=a");
+      expect(values(fresh.body)).toEqual([["a", "3"]]);
+      // the 90 s old sample must not be selected at all: nothing afterwards could tell its age
+      const old = await read(bridge, "queue_ready_template", "queue=old");
+      expect(old.status).toBe(503);
+      expect(old.body.items).toBeUndefined();
+      expect(old.body.message).toMatch(/no series in the answer \(lookback_delta 60s\)/);
     });
 
     it("reads queue in (a, b) as exactly a and b, and never confuses a.b with aXb", async () => {
