@@ -439,3 +439,31 @@ export function killWithThisProcess(proc: LoggedProcess): void {
   (watcher.stdin as unknown as { unref?: () => void }).unref?.();
   void proc.exited.then(() => watcher.kill("SIGKILL"));
 }
+
+/**
+ * Start vmauth (VictoriaMetrics' auth proxy, same release) on 127.0.0.1 in
+ * front of other servers, routing by one request header
+ * (`url_map[].src_headers`, app/vmauth/auth_config.go): a request whose
+ * `header` is one of `routes`' keys goes to that route's URL prefix (which
+ * may carry query args such as VictoriaMetrics' `extra_label=tenant=a`, added
+ * to every proxied request); any other request is refused by vmauth itself
+ * (HTTP 400 "missing route"). Ready when `/health` answers 200.
+ *
+ * @throws Error when vmauth exits or is not ready in time
+ */
+export async function startVmauth(options: { header: string; routes: Readonly<Record<string, string>>; binary?: string }): Promise<PrometheusServer> {
+  return launchPromApiServer({
+    name: "vmauth",
+    title: "vmauth",
+    binary: options.binary ?? vmauthBinary(),
+    prefix: "",
+    readyPath: "/health",
+    requestsCounter: (handler) => ({ name: "vmauth_http_requests_total", label: `path=${JSON.stringify(handler)}` }),
+    metricsCacheMs: 1_100,
+    args(dir, port) {
+      const urlMap = Object.entries(options.routes).map(([value, urlPrefix]) => ({ src_headers: [`${options.header}: ${value}`], url_prefix: urlPrefix }));
+      writeFileSync(join(dir, "auth.yml"), stringify({ unauthorized_user: { url_map: urlMap } }));
+      return [`-httpListenAddr=127.0.0.1:${port}`, `-auth.config=${join(dir, "auth.yml")}`, "-http.maxGracefulShutdownDuration=1s"];
+    },
+  });
+}
