@@ -73,8 +73,17 @@ import { base64url } from "jose";
 import { internalError, unauthorized, StatusError } from "./k8s/status.ts";
 import type { Caller } from "./identity.ts";
 
-/** The scheme tag that starts every canonical request (bump on any change of the canonical form). */
+/** The scheme tag that starts every canonical request of a request without a body (bump on any change of the canonical form). */
 export const SIGNATURE_SCHEME = "EMB-HMAC-SHA256-2";
+/**
+ * The scheme tag of a request with a body (a custom-metrics read that
+ * carries the objects the proxy resolved, docs/architecture.md): the
+ * canonical request of {@link SIGNATURE_SCHEME} plus a last line, the
+ * lowercase hex SHA-256 of the body's bytes.
+ */
+export const SIGNATURE_SCHEME_BODY = "EMB-HMAC-SHA256-3";
+/** Largest body a signed request may carry, bytes (a thousand pod names are about 50 KiB). */
+export const MAX_SIGNED_BODY_BYTES = 256 * 1024;
 
 /** Header names (lowercase, as `Headers` reports them). */
 export const SIGNATURE_HEADERS = {
@@ -354,6 +363,8 @@ export interface SignedRequestParts {
   url: string;
   caller: Caller;
   requestId?: string;
+  /** the request body, sent as is: signed with {@link SIGNATURE_SCHEME_BODY} (at most {@link MAX_SIGNED_BODY_BYTES}) */
+  body?: Uint8Array;
 }
 
 /**
@@ -363,7 +374,8 @@ export interface SignedRequestParts {
  * @param key the signing key (the first of {@link parseSigningKeys})
  * @param nowMs signing time, ms since the epoch
  * @param hmac the HMAC implementation (default {@link defaultHmac}: `node:crypto` where available, else WebCrypto)
- * @throws TypeError when `parts.url` is not an absolute http(s) URL (a signature must name its audience)
+ * @throws TypeError when `parts.url` is not an absolute http(s) URL (a signature must name its audience),
+ *   or the body is larger than {@link MAX_SIGNED_BODY_BYTES}
  */
 export async function signRequest(parts: SignedRequestParts, key: SigningKey, nowMs: number, hmac: HmacSha256 = defaultHmac): Promise<Record<string, string>> {
   const audience = originOf(parts.url);
@@ -378,7 +390,11 @@ export async function signRequest(parts: SignedRequestParts, key: SigningKey, no
   if (identity.groups !== "") headers[SIGNATURE_HEADERS.groups] = identity.groups;
   if (identity.extra !== "") headers[SIGNATURE_HEADERS.extra] = identity.extra;
   if (parts.requestId !== undefined && parts.requestId !== "") headers[SIGNATURE_HEADERS.requestId] = parts.requestId;
-  const canonical = canonicalRequest(parts.method, parts.url, (name) => headers[name], audience);
+  if (parts.body !== undefined && parts.body.length > MAX_SIGNED_BODY_BYTES) {
+    throw new TypeError(`a signed request body is at most ${MAX_SIGNED_BODY_BYTES} bytes, not ${parts.body.length}`);
+  }
+  const bodySha256 = parts.body === undefined ? undefined : await sha256Hex(parts.body);
+  const canonical = canonicalRequest(parts.method, parts.url, (name) => headers[name], audience, bodySha256);
   headers[SIGNATURE_HEADERS.signature] = base64url.encode(await hmac.sign(key, canonical));
   return headers;
 }
@@ -396,6 +412,13 @@ export interface VerifyOptions {
   audience?: readonly string[];
   /** the HMAC implementation (default {@link defaultHmac}) */
   hmac?: HmacSha256;
+  /**
+   * the request's body as received (the caller reads it, bounded by
+   * {@link MAX_SIGNED_BODY_BYTES}): the signature must then be a
+   * {@link SIGNATURE_SCHEME_BODY} one over exactly these bytes; undefined
+   * for a request without a body ({@link SIGNATURE_SCHEME})
+   */
+  body?: Uint8Array;
 }
 
 /**
@@ -405,7 +428,10 @@ export interface VerifyOptions {
  * @throws StatusError 401 when a signature header is missing or malformed,
  *   the key id is unknown, the timestamp is outside the skew window, or the
  *   signature does not match the audience (origin), method, path, query,
- *   timestamp, key id, identity headers and request id
+ *   timestamp, key id, identity headers and request id (and, with
+ *   `options.body`, the body; a body-less signature never verifies a request
+ *   with a body, nor the other way round), or the body is larger than
+ *   {@link MAX_SIGNED_BODY_BYTES}
  */
 export async function verifyRequest(request: Request, keys: readonly SigningKey[], options: VerifyOptions): Promise<Caller> {
   const h = request.headers;
@@ -437,9 +463,13 @@ export async function verifyRequest(request: Request, keys: readonly SigningKey[
   if (mac === undefined || mac.length !== 32) throw unauthorized("X-Bridge-Signature is not a base64url HMAC-SHA256");
   const audience = options.audience ?? [new URL(request.url).origin];
   const hmac = options.hmac ?? defaultHmac;
+  if (options.body !== undefined && options.body.length > MAX_SIGNED_BODY_BYTES) {
+    throw unauthorized(`the signed request body is larger than ${MAX_SIGNED_BODY_BYTES} bytes`);
+  }
+  const bodySha256 = options.body === undefined ? undefined : await sha256Hex(options.body);
   let ok = false;
   for (const origin of audience) {
-    const canonical = canonicalRequest(request.method, request.url, (name) => h.get(name) ?? undefined, origin);
+    const canonical = canonicalRequest(request.method, request.url, (name) => h.get(name) ?? undefined, origin, bodySha256);
     // Both implementations compare in constant time.
     ok = await hmac.verify(key, mac, canonical);
     if (ok) break;
@@ -447,7 +477,8 @@ export async function verifyRequest(request: Request, keys: readonly SigningKey[
   if (!ok) {
     throw unauthorized(
       `the request signature does not match the request: it was signed for another audience than ${audience.join(", ")}, ` +
-        "or the method, path, query, timestamp, key id or identity headers changed",
+        `or the method, path, query, timestamp, key id, identity headers${bodySha256 === undefined ? "" : " or body"} changed` +
+        (bodySha256 === undefined ? "" : ` (a request with a body must be signed with ${SIGNATURE_SCHEME_BODY})`),
     );
   }
   try {
@@ -463,14 +494,17 @@ export async function verifyRequest(request: Request, keys: readonly SigningKey[
  * @param url the request URL (absolute, or a path with query when `audience` is given)
  * @param header returns a header's value as sent (undefined when absent)
  * @param audience the origin the signature is bound to (default: the origin of `url`)
+ * @param bodySha256 the lowercase hex SHA-256 of the body, for a request
+ *   with one: the scheme is then {@link SIGNATURE_SCHEME_BODY} and the
+ *   digest the last line
  * @throws TypeError when neither `audience` nor an absolute `url` names the origin
  */
-export function canonicalRequest(method: string, url: string, header: (name: string) => string | undefined, audience?: string): string {
+export function canonicalRequest(method: string, url: string, header: (name: string) => string | undefined, audience?: string, bodySha256?: string): string {
   const parsed = new URL(url, "http://signing.invalid");
   const origin = audience ?? originOf(url);
   if (origin === undefined) throw new TypeError(`the canonical request needs an origin: ${JSON.stringify(truncate(url))} is not an absolute http(s) URL`);
-  return [
-    SIGNATURE_SCHEME,
+  const lines = [
+    bodySha256 === undefined ? SIGNATURE_SCHEME : SIGNATURE_SCHEME_BODY,
     origin,
     header(SIGNATURE_HEADERS.keyId) ?? "",
     header(SIGNATURE_HEADERS.timestamp) ?? "",
@@ -482,7 +516,28 @@ export function canonicalRequest(method: string, url: string, header: (name: str
     header(SIGNATURE_HEADERS.groups) ?? "",
     header(SIGNATURE_HEADERS.extra) ?? "",
     header(SIGNATURE_HEADERS.requestId) ?? "",
-  ].join("\n");
+  ];
+  if (bodySha256 !== undefined) lines.push(bodySha256);
+  return lines.join("\n");
+}
+
+/** `node:crypto` through `process.getBuiltinModule` (Node ≥ 22.3, Lambda); undefined elsewhere (Workers without `nodejs_compat`): no static `node:` import. */
+function nodeCryptoModule(): typeof import("node:crypto") | undefined {
+  return (globalThis as { process?: { getBuiltinModule?: (id: "node:crypto") => typeof import("node:crypto") | undefined } }).process?.getBuiltinModule?.("node:crypto");
+}
+
+/**
+ * The lowercase hex SHA-256 of `bytes`: `node:crypto` `createHash` where the
+ * runtime has it (Node, Lambda; synchronous), else WebCrypto
+ * `crypto.subtle.digest` (Workers). FIPS 180-4 either way.
+ */
+export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const nodeCrypto = nodeCryptoModule();
+  if (nodeCrypto !== undefined && typeof nodeCrypto.createHash === "function") return nodeCrypto.createHash("sha256").update(bytes).digest("hex");
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+  let hex = "";
+  for (const byte of digest) hex += byte.toString(16).padStart(2, "0");
+  return hex;
 }
 
 /** The WHATWG origin of an absolute http(s) URL; undefined for a relative or other URL. */
@@ -646,9 +701,7 @@ export const webCryptoHmac: HmacSha256 = {
  * Worker bundle stays free of Node modules.
  */
 export function nodeCryptoHmac(): HmacSha256 | undefined {
-  const nodeCrypto = (globalThis as { process?: { getBuiltinModule?: (id: "node:crypto") => typeof import("node:crypto") | undefined } }).process?.getBuiltinModule?.(
-    "node:crypto",
-  );
+  const nodeCrypto = nodeCryptoModule();
   if (nodeCrypto === undefined || typeof nodeCrypto.createHmac !== "function") return undefined;
   const { createHmac, createSecretKey, timingSafeEqual } = nodeCrypto;
   const keyObjects = new WeakMap<SigningKey, KeyObject>();

@@ -17,6 +17,7 @@ import {
   defaultHmac,
   nodeCryptoHmac,
   parseSigningKeys,
+  sha256Hex,
   signRequest,
   verifyRequest,
   webCryptoHmac,
@@ -64,6 +65,28 @@ describe("HMAC implementations", () => {
     } finally {
       stub.mockRestore();
     }
+  });
+
+  it("the body digest is the same with node:crypto and with WebCrypto (the Worker's), on FIPS 180-4 vectors and any bytes", async () => {
+    const abc = new TextEncoder().encode("abc");
+    const viaNode = await sha256Hex(abc);
+    const spy = vi.spyOn(process, "getBuiltinModule").mockReturnValue(undefined as never);
+    try {
+      expect(await sha256Hex(abc)).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+      expect(spy).toHaveBeenCalled();
+      await fc.assert(
+        fc.asyncProperty(fc.uint8Array({ maxLength: 2048 }), async (bytes) => {
+          spy.mockRestore();
+          const node = await sha256Hex(bytes);
+          vi.spyOn(process, "getBuiltinModule").mockReturnValue(undefined as never);
+          expect(await sha256Hex(bytes)).toBe(node);
+        }),
+        fcRuns(50),
+      );
+    } finally {
+      vi.restoreAllMocks();
+    }
+    expect(viaNode).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   });
 
   it.each(IMPLEMENTATIONS)("%s computes the RFC 4231 HMAC-SHA256 test vectors", async (_name, hmac) => {

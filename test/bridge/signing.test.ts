@@ -25,6 +25,9 @@ import {
   SIGNATURE_HEADERS,
   signatureAuthenticator,
   SIGNATURE_SCHEME,
+  SIGNATURE_SCHEME_BODY,
+  MAX_SIGNED_BODY_BYTES,
+  sha256Hex,
   signingMode,
   signRequest,
   SigningKeyError,
@@ -332,6 +335,51 @@ describe("sign and verify", () => {
     const r = await signed();
     r.headers[SIGNATURE_HEADERS.user] = "jane doe";
     expect((await rejection(toRequest(r))).message).toMatch(/not a percent-encoded value/);
+  });
+});
+
+describe("a request with a body (scheme 3: the objects of a custom read)", () => {
+  const CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/team-a/pods/%2A/http_requests?labelSelector=app%3Dweb";
+  const body = new TextEncoder().encode(JSON.stringify({ pods: ["web-7d4b9-abcde", "web-7d4b9-fghij"] }));
+  const signBody = async (bytes: Uint8Array, method = "POST") => {
+    const url = `${BASE}${CUSTOM}`;
+    const headers = await signRequest({ method, url, caller: HPA, requestId: "req-2", body: bytes }, KEY_A, NOW);
+    return new Request(url, { method, headers, body: bytes as Uint8Array<ArrayBuffer> });
+  };
+
+  it("verifies the same bytes, and takes the caller from them", async () => {
+    expect(await verifyRequest(await signBody(body), [KEY_A], { nowMs: NOW, body })).toEqual(HPA);
+  });
+
+  it("refuses a changed body, a body-less signature with a body, and a body signature without one (401)", async () => {
+    const other = new TextEncoder().encode(JSON.stringify({ pods: ["web-7d4b9-abcde", "db-0"] }));
+    const tampered = async () => verifyRequest(await signBody(body), [KEY_A], { nowMs: NOW, body: other });
+    await expect(tampered()).rejects.toThrow(/identity headers or body changed \(a request with a body must be signed with EMB-HMAC-SHA256-3\)/);
+    // a GET signed without a body, replayed as a POST with objects the proxy never resolved
+    const plain = await signed({ method: "POST", url: `${BASE}${CUSTOM}` });
+    await expect(verifyRequest(toRequest(plain), [KEY_A], { nowMs: NOW, body })).rejects.toMatchObject({ code: 401 });
+    // a body signature checked as if there were no body
+    await expect(verifyRequest(await signBody(body), [KEY_A], { nowMs: NOW })).rejects.toMatchObject({ code: 401 });
+    // an empty body is a body: it is not the same as none
+    await expect(verifyRequest(await signBody(new Uint8Array()), [KEY_A], { nowMs: NOW })).rejects.toMatchObject({ code: 401 });
+    expect(await verifyRequest(await signBody(new Uint8Array()), [KEY_A], { nowMs: NOW, body: new Uint8Array() })).toEqual(HPA);
+  });
+
+  it("puts scheme 3 first and the body's SHA-256 last in the canonical request (FIPS 180-4 digest)", async () => {
+    expect(SIGNATURE_SCHEME_BODY).toBe("EMB-HMAC-SHA256-3");
+    const digest = createHash("sha256").update(body).digest("hex");
+    expect(await sha256Hex(body)).toBe(digest);
+    const lines = canonicalRequest("POST", `${BASE}${CUSTOM}`, () => undefined, undefined, digest).split("\n");
+    expect(lines[0]).toBe("EMB-HMAC-SHA256-3");
+    expect(lines.at(-1)).toBe(digest);
+    expect(lines.length).toBe(canonicalRequest("POST", `${BASE}${CUSTOM}`, () => undefined).split("\n").length + 1);
+  });
+
+  it("bounds the body on both sides", async () => {
+    const big = new Uint8Array(MAX_SIGNED_BODY_BYTES + 1);
+    await expect(signRequest({ method: "POST", url: `${BASE}${CUSTOM}`, caller: HPA, body: big }, KEY_A, NOW)).rejects.toThrow(/at most 262144 bytes/);
+    const ok = await signBody(body);
+    await expect(verifyRequest(ok, [KEY_A], { nowMs: NOW, body: big })).rejects.toThrow(/larger than 262144 bytes/);
   });
 });
 
