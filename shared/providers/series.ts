@@ -228,10 +228,22 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     const rule = request.rule;
     const { sets, items, loads } = this.#sets(rule, request.selector);
     const ttlMs = ruleCacheTtlMs(rule);
-    // Every series must be read; the HPA sums them, so one failure fails the request.
-    const readings = await Promise.all(items.map((item, i) => this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal }).value));
+    const omit = request.noData === "omit";
+    // Every series must be read; the HPA sums them, so one failure fails the request
+    // (with `noData: omit`, a series without data is left out; any other failure still fails it).
+    const readings = await Promise.all(
+      items.map((item, i) => {
+        const value = this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal }).value;
+        return omit ? Promise.resolve(value).catch((err: unknown) => (isNoData(err) ? undefined : Promise.reject(err))) : value;
+      }),
+    );
     // The frozen label sets, as `peek` answers them: a hit after this load then keeps the app's built answer.
-    return readings.map((reading, i) => ({ labels: sets[i]! as Record<string, string>, ...reading }));
+    const series: Series[] = [];
+    for (let i = 0; i < readings.length; i++) {
+      const reading = readings[i];
+      if (reading !== undefined) series.push({ labels: sets[i]! as Record<string, string>, ...reading });
+    }
+    return series;
   }
 
   async #load(item: I, signal: AbortSignal): Promise<Reading> {
@@ -263,7 +275,24 @@ export type OnEmpty = "notFound" | "unavailable" | { value: string };
  * @param now ms since epoch: the timestamp of a written value
  */
 export function emptyOutcome(onEmpty: OnEmpty, message: string, kind: string, now: number): Outcome<Reading> {
-  if (onEmpty === "notFound") return { ok: false, error: notFound(message, { kind }) };
-  if (onEmpty === "unavailable") return { ok: false, error: serviceUnavailable(message) };
+  if (onEmpty === "notFound") return { ok: false, error: noData(notFound(message, { kind })) };
+  if (onEmpty === "unavailable") return { ok: false, error: noData(serviceUnavailable(message)) };
   return { ok: true, value: { value: parseDecimal(onEmpty.value), timestamp: now } };
+}
+
+/** The failures {@link emptyOutcome} made: a complete answer without data for the series. */
+const NO_DATA = new WeakSet<object>();
+
+function noData(error: StatusError): StatusError {
+  NO_DATA.add(error);
+  return error;
+}
+
+/**
+ * Whether `error` says only that the backend's complete answer had no data
+ * for a series (made by {@link emptyOutcome}; a cached failure is the same
+ * object), as opposed to a failed, partial or throttled read.
+ */
+export function isNoData(error: unknown): boolean {
+  return typeof error === "object" && error !== null && NO_DATA.has(error);
 }

@@ -57,6 +57,15 @@ export interface PlanRequest<Q = unknown> {
   selector: Selector;
   /** the request namespace */
   namespace: string;
+  /**
+   * A label set the backend has no data for (the rule's `onEmpty` is not a
+   * value): `fail` the read (default; an External read, whose items the HPA
+   * sums) or `omit` it from the answer (a custom.metrics Pods read: a pod
+   * without an item is "missing" to the HPA, which never reads it as 0,
+   * k8s.io/kubernetes `pkg/controller/podautoscaler/replica_calculator.go`).
+   * Any other failure fails the read either way.
+   */
+  noData?: "fail" | "omit";
 }
 
 /** What a provider receives for one request. */

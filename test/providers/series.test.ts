@@ -71,8 +71,8 @@ function fake(options: { labels?: MappedLabel[]; maxBatchSize?: number } = {}) {
     query: { onEmpty: "unavailable" },
   };
   const provider = new SeriesProvider("fake", "fake", { env: {}, now: () => clock.now }, backend);
-  const query = (selector: string, signal = new AbortController().signal, r = rule) =>
-    provider.query({ rule: r, selector: parseSelector(selector), namespace: "default", signal });
+  const query = (selector: string, signal = new AbortController().signal, r = rule, noData?: "fail" | "omit") =>
+    provider.query({ rule: r, selector: parseSelector(selector), namespace: "default", signal, ...(noData ? { noData } : {}) });
   const settle = (p: Promise<unknown>) =>
     p.then(
       (series) => ({ series }),
@@ -163,6 +163,26 @@ describe("SeriesProvider (the batched-series skeleton) over a fake backend", () 
     expect(notFound).toMatchObject({ code: 404, details: { kind: "fake-series" } });
     const written = await fake().query("queue=empty", undefined, { ...rule, query: { onEmpty: { value: "0.5" } } });
     expect(written).toEqual([{ labels: { queue: "empty" }, value: { mantissa: 5n, exponent: -1 }, timestamp: T0 }]);
+  });
+
+  it("noData: omit leaves out a series without data (a pod the HPA then counts as missing), never a 0; any other failure still fails the read", async () => {
+    const { query, settle, calls, rule } = fake();
+    const read = await query("queue in (a,empty,cc)", undefined, rule, "omit");
+    expect(read.map((s) => [s.labels.queue, s.value])).toEqual([
+      ["a", { mantissa: 1n, exponent: 0 }],
+      ["cc", { mantissa: 2n, exponent: 0 }],
+    ]);
+    // the same empty series, re-used from the cache, is still left out; all empty is an empty list
+    expect(await query("queue=empty", undefined, rule, "omit")).toEqual([]);
+    expect(calls).toEqual([["a", "cc", "empty"]]);
+    // without omit, the same read fails (External: the HPA sums every series)
+    expect(await settle(query("queue in (a,empty)"))).toEqual({ code: 503, message: "fake: no value for empty", retryAfterSeconds: 1 });
+    // a failed series, a whole-call failure and a 404 onEmpty's... only "no data" is omitted
+    expect(await settle(query("queue in (a,broken)", undefined, rule, "omit"))).toMatchObject({ code: 503, message: "fake: broken failed" });
+    expect(await settle(query("queue in (a,throttle)", undefined, rule, "omit"))).toMatchObject({ code: 503, retryAfterSeconds: 7 });
+    expect(await query("queue=empty", undefined, { ...rule, query: { onEmpty: "notFound" } }, "omit")).toEqual([]);
+    // a rule whose onEmpty is a value serves it, omitted or not: the admin wrote it
+    expect((await fake().query("queue=empty", undefined, { ...rule, query: { onEmpty: { value: "0.5" } } }, "omit")).length).toBe(1);
   });
 
   it("label resolution happens before any backend call: 400 naming the requirement, 404 outside the allow-list", async () => {
