@@ -15,7 +15,7 @@
  * `GrouplessAPIPrefixes: {api}`): API prefix, group, version, namespace,
  * resource, name, subresource — for any group and version; the External
  * Metrics values route ({@link externalMetricsRead}) is one shape read from
- * them, and the custom.metrics paths will be others.
+ * them, the Custom Metrics routes ({@link customMetricsRead}) others.
  *
  * How a path is read: the RAW path is split on `/` first, then each segment
  * is percent-decoded (so an encoded `/` can never make a segment boundary).
@@ -55,6 +55,7 @@
  * apiserver does for a path no route serves (its go-restful container's
  * 404), after authentication and authorization.
  */
+import { CUSTOM_GROUP, isCustomVersion, type CustomVersion } from "./custom-types.ts";
 import { badRequest, notFound, type StatusError } from "./status.ts";
 import { GROUP, VERSION } from "./types.ts";
 
@@ -321,8 +322,8 @@ function segmentRole(pieces: readonly string[], i: number): string {
     const parts = resolveResourceParts(pieces.map((p, j) => (j === i ? marker : p)), "");
     if (parts.namespace === marker && parts.resource !== "namespaces") return "namespace";
     if (parts.resource === marker) return parts.apiGroup === GROUP ? "metric name" : "resource";
-    if (parts.name === marker) return parts.resource === "namespaces" ? "namespace" : "name";
-    if (parts.subresource === marker) return "subresource";
+    if (parts.name === marker) return parts.resource === "namespaces" ? "namespace" : parts.apiGroup === CUSTOM_GROUP && parts.resource === "metrics" ? "metric name" : "name";
+    if (parts.subresource === marker) return parts.apiGroup === CUSTOM_GROUP ? "metric name" : "subresource";
   } catch {
     // a path naming the verb and nothing else: no part to name
   }
@@ -484,4 +485,83 @@ export function externalMetricsPath(read: ExternalMetricsRead): string {
 /** apiserver's 404 for a path no route serves (`the server could not find the requested resource`), naming the path as received. */
 export function notFoundPath(method: string, path: RequestPath): StatusError {
   return notFound(`the server could not find the requested resource (${method} ${path.raw})`);
+}
+
+/**
+ * A values read of the Custom Metrics API (`custom.metrics.k8s.io`), its
+ * parts decoded and checked. The three shapes the Go client
+ * (k8s.io/metrics `pkg/client/custom_metrics/versioned_client.go`) sends:
+ *
+ * - `object`: one object's metric, `…/namespaces/{ns}/{resource}/{name}/{metric}`,
+ *   or for a cluster-scoped object `…/{resource}/{name}/{metric}` (`namespace` "");
+ * - `selected`: every object matching the query's `labelSelector`, the name
+ *   `*` (`GetForObjects`; the HPA's Pods metrics: `…/namespaces/{ns}/pods/%2A/{metric}`,
+ *   `*` sent as `%2A`, read alike written raw);
+ * - `namespace`: a metric describing a namespace, the `metrics`
+ *   pseudo-resource `…/namespaces/{ns}/metrics/{metric}`; `resource` is
+ *   then `namespaces` and `name` the namespace (the described object).
+ *
+ * apiserver's RequestInfo of the same path (what the SubjectAccessReview
+ * carries) is {@link RequestPath.resource}: resource, name `*` or the
+ * object's, subresource the metric; for `namespace` reads resource
+ * `metrics` and name the metric.
+ */
+export interface CustomMetricsRead {
+  readonly version: CustomVersion;
+  readonly shape: "object" | "selected" | "namespace";
+  /** the described objects' namespace; "" for cluster-scoped objects */
+  readonly namespace: string;
+  /** the group resource as the client writes it: plural, lowercase, `.{group}` outside the core group (`pods`, `deployments.apps`); `namespaces` for a `namespace` read */
+  readonly resource: string;
+  /** the object's name; `*` for a `selected` read; the namespace for a `namespace` read */
+  readonly name: string;
+  /** the metric name as requested, decoded */
+  readonly metric: string;
+}
+
+/** A group resource as client-go writes it (lowercased): a plural of DNS-label characters, then an optional `.{group}` (DNS subdomain characters). */
+const GROUP_RESOURCE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/;
+
+/**
+ * The Custom Metrics values route read from a parsed path (see
+ * {@link CustomMetricsRead} for the shapes); no trailing `/`, no other
+ * segment count. A resource `namespaces` is read only as the `metrics`
+ * pseudo-resource's shape (the Go client sends namespace metrics no other
+ * way).
+ *
+ * @returns the parts, or undefined for another path (the caller answers
+ *   404: {@link notFoundPath})
+ * @throws StatusError 400 when the shape matches but the metric name holds
+ *   `?` (the parser already refuses `/`, `%`, `.`, `..` and control
+ *   characters in every segment), or the resource is not a lowercase group
+ *   resource
+ */
+export function customMetricsRead(path: RequestPath): CustomMetricsRead | undefined {
+  const s = path.segments;
+  if (path.trailingSlash || s[0] !== "apis" || s[1] !== CUSTOM_GROUP || s.length < 6) return undefined;
+  const version = s[2]!;
+  if (!isCustomVersion(version)) return undefined;
+  let read: CustomMetricsRead;
+  if (s[3] === "namespaces" && s.length === 7 && s[5] === "metrics") {
+    read = { version, shape: "namespace", namespace: s[4]!, resource: "namespaces", name: s[4]!, metric: s[6]! };
+  } else if (s[3] === "namespaces" && s.length === 8 && s[5] !== "namespaces") {
+    read = { version, shape: s[6] === "*" ? "selected" : "object", namespace: s[4]!, resource: s[5]!, name: s[6]!, metric: s[7]! };
+  } else if (s[3] !== "namespaces" && s.length === 6) {
+    read = { version, shape: s[4] === "*" ? "selected" : "object", namespace: "", resource: s[3]!, name: s[4]!, metric: s[5]! };
+  } else return undefined;
+  if (read.metric.includes("?")) throw refusedPath(path.raw, `metric name ${JSON.stringify(read.metric)}: a custom metric name may not contain "?"`);
+  if (!GROUP_RESOURCE.test(read.resource)) throw refusedPath(path.raw, `resource ${JSON.stringify(read.resource)}: not a group resource (lowercase plural, then an optional ".group")`);
+  return read;
+}
+
+/**
+ * The canonical path of a Custom Metrics values read (what the proxy
+ * forwards), each part escaped by {@link escapePathSegment} (`*` as `%2A`,
+ * as the Go client sends it).
+ */
+export function customMetricsPath(read: CustomMetricsRead): string {
+  const base = ["apis", CUSTOM_GROUP, read.version];
+  if (read.shape === "namespace") return joinPath([...base, "namespaces", read.namespace, "metrics", read.metric]);
+  if (read.namespace === "") return joinPath([...base, read.resource, read.name, read.metric]);
+  return joinPath([...base, "namespaces", read.namespace, read.resource, read.name, read.metric]);
 }

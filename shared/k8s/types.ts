@@ -48,23 +48,42 @@ export interface APIResource {
   verbs: string[];
 }
 
-/** `metav1.APIResourceList` for `/apis/external.metrics.k8s.io/v1beta1`. */
-export interface APIResourceList {
+/**
+ * `metav1.APIResourceList` for one group version: by default
+ * `/apis/external.metrics.k8s.io/v1beta1` (`GV` names another, e.g. the
+ * custom.metrics.k8s.io versions of custom-types.ts).
+ */
+export interface APIResourceList<GV extends string = typeof GROUP_VERSION> {
   kind: "APIResourceList";
   apiVersion: "v1";
-  groupVersion: typeof GROUP_VERSION;
+  groupVersion: GV;
   resources: APIResource[];
+}
+
+/** `metav1.GroupVersionForDiscovery`: `groupVersion` is `<group>/<version>`. */
+export interface GroupVersionForDiscovery {
+  groupVersion: string;
+  version: string;
+}
+
+/**
+ * `metav1.APIGroup`: served alone at `/apis/<group>` with `kind` and
+ * `apiVersion`, and without them as an entry of an {@link APIGroupList}
+ * (Go's `TypeMeta` is omitempty there). `versions` is in preference order.
+ */
+export interface APIGroup {
+  kind?: "APIGroup";
+  apiVersion?: "v1";
+  name: string;
+  versions: GroupVersionForDiscovery[];
+  preferredVersion: GroupVersionForDiscovery;
 }
 
 /** `metav1.APIGroupList` for `/apis` (one group: ours). */
 export interface APIGroupList {
   kind: "APIGroupList";
   apiVersion: "v1";
-  groups: {
-    name: string;
-    versions: { groupVersion: string; version: string }[];
-    preferredVersion: { groupVersion: string; version: string };
-  }[];
+  groups: APIGroup[];
 }
 
 /**

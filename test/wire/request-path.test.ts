@@ -7,6 +7,8 @@
 import { describe, expect, it } from "vitest";
 import {
   canonicalQuery,
+  customMetricsPath,
+  customMetricsRead,
   escapePathSegment,
   escapeQueryComponent,
   externalMetricsPath,
@@ -64,7 +66,8 @@ describe("parseRequestPath refuses", () => {
     ["watch with nothing after it", `${V1}/watch`, /unable to determine kind and namespace/],
     ["no leading slash", "apis", /starts with "\/"/],
     ["a bad custom metrics object name, named so", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2a/rps", /name "%2a": .*lowercase hex/],
-    ["a bad custom metrics metric, named so", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2A/r%70s", /subresource "r%70s": "%70" encodes "p"/],
+    ["a bad custom metrics metric, named so", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/%2A/r%70s", /metric name "r%70s": "%70" encodes "p"/],
+    ["a bad namespace metric, named so", "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/metrics/r%2fs", /metric name "r%2fs": .*lowercase hex/],
     ["a bad segment outside the parts, named so", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a/m/x/y/%2E%2E", /path segment "%2E%2E"/],
   ];
   for (const [what, path, message] of refused) {
@@ -190,6 +193,92 @@ describe("the External Metrics values route", () => {
 
   it("is rebuilt canonically from its parts", () => {
     expect(externalMetricsPath({ namespace: "team-b", metric: "team|queue*depth" })).toBe(`${V1}/namespaces/team-b/team%7Cqueue%2Adepth`);
+  });
+});
+
+describe("the Custom Metrics values routes", () => {
+  const CM = "/apis/custom.metrics.k8s.io";
+  // every shape k8s.io/metrics v0.37.1's client sends (test/wire/custom-metrics.oracle.test.ts records them), both versions
+  const shapes: [string, object][] = [
+    ["/namespaces/default/pods/%2A/rps", { shape: "selected", namespace: "default", resource: "pods", name: "*", metric: "rps" }],
+    ["/namespaces/default/pods/*/rps", { shape: "selected", namespace: "default", resource: "pods", name: "*", metric: "rps" }],
+    ["/namespaces/default/pods/web-0/rps", { shape: "object", namespace: "default", resource: "pods", name: "web-0", metric: "rps" }],
+    ["/namespaces/team-a/deployments.apps/web/requests.per.second", { shape: "object", namespace: "team-a", resource: "deployments.apps", name: "web", metric: "requests.per.second" }],
+    ["/namespaces/team-a/targetgroupbindings.elbv2.k8s.aws/tg.1/RequestCountPerTarget", { shape: "object", namespace: "team-a", resource: "targetgroupbindings.elbv2.k8s.aws", name: "tg.1", metric: "RequestCountPerTarget" }],
+    ["/namespaces/team-a/metrics/queue_depth", { shape: "namespace", namespace: "team-a", resource: "namespaces", name: "team-a", metric: "queue_depth" }],
+    ["/nodes/node-1/cpu_temp", { shape: "object", namespace: "", resource: "nodes", name: "node-1", metric: "cpu_temp" }],
+    ["/clusterthings.networking.gke.io/%2A/lb_rate", { shape: "selected", namespace: "", resource: "clusterthings.networking.gke.io", name: "*", metric: "lb_rate" }],
+    ["/namespaces/a/pods/%2A/job:rate5m%7Cx%2C", { shape: "selected", namespace: "a", resource: "pods", name: "*", metric: "job:rate5m|x," }],
+  ];
+  for (const version of ["v1beta2", "v1beta1"] as const) {
+    for (const [tail, parts] of shapes) {
+      it(`${version}${tail}`, () => {
+        const p = parseRequestPath(`${CM}/${version}${tail}`);
+        const read = customMetricsRead(p);
+        expect(read).toEqual({ version, ...parts });
+        // rebuilt canonically: the spelling the Go client sends (`*` as %2A), which reads back to the same parts
+        const canonical = customMetricsPath(read!);
+        expect(canonical).toBe(p.canonical);
+        expect(customMetricsRead(parseRequestPath(canonical))).toEqual(read);
+      });
+    }
+  }
+
+  it("the RequestInfo parts carry resource, name and the metric as subresource (namespace metrics: resource metrics, name the metric)", () => {
+    expect(parseRequestPath(`${CM}/v1beta2/namespaces/default/pods/%2A/rps`).resource).toMatchObject({ namespace: "default", resource: "pods", name: "*", subresource: "rps" });
+    expect(parseRequestPath(`${CM}/v1beta2/nodes/n1/rps`).resource).toMatchObject({ namespace: "", resource: "nodes", name: "n1", subresource: "rps" });
+    expect(parseRequestPath(`${CM}/v1beta1/namespaces/default/metrics/rps`).resource).toMatchObject({ namespace: "default", resource: "metrics", name: "rps", subresource: "" });
+    for (const target of [`${CM}/v1beta2/namespaces/default/pods/%2A/rps?labelSelector=app%3Dweb&metricLabelSelector=verb+in+%28GET%29`, `${CM}/v1beta1/nodes/n1/rps`, `${CM}/v1beta2/namespaces/a/metrics/m`]) {
+      expect(requestInfo("GET", parseRequestTarget(target)), target).toEqual(requestInfo("GET", new URL(`https://x${target}`)));
+    }
+  });
+
+  it("refuses metric names with `/`, `%`, `?` and non-canonical encodings, as for External (400)", () => {
+    const refused: [string, RegExp][] = [
+      [`${CM}/v1beta2/namespaces/a/pods/%2A/a%2Fb`, /encoded "\/"/],
+      [`${CM}/v1beta2/namespaces/a/pods/%2A/a%25b`, /may not contain "%"/],
+      [`${CM}/v1beta2/namespaces/a/pods/%2A/a%3Fb`, /metric name "a\?b": a custom metric name may not contain "\?"/],
+      [`${CM}/v1beta1/namespaces/a/metrics/a%3Fb`, /may not contain "\?"/],
+      [`${CM}/v1beta2/nodes/n1/a%3F`, /may not contain "\?"/],
+      [`${CM}/v1beta2/namespaces/a/pods/%2a/rps`, /lowercase hex/],
+      [`${CM}/v1beta2/namespaces/a/pods/%2A/r%70s`, /encodes "p"/],
+      [`${CM}/v1beta2/namespaces/a/pod%73/%2A/rps`, /resource "pod%73": "%73" encodes "s"/],
+      [`${CM}/v1beta2/namespaces/a/pods/%2A/..`, /may not be "\.\."/],
+      [`${CM}/v1beta2/namespaces/a/Pods/%2A/rps`, /resource "Pods": not a group resource/],
+      [`${CM}/v1beta2/namespaces/a/pods%2C/%2A/rps`, /resource "pods,": not a group resource/],
+      [`${CM}/v1beta2/namespaces/Team/pods/%2A/rps`, /DNS-1123 label/],
+    ];
+    for (const [path, message] of refused) {
+      let error: unknown;
+      try {
+        customMetricsRead(parseRequestPath(path));
+      } catch (err) {
+        error = err;
+      }
+      expect(error, path).toBeInstanceOf(StatusError);
+      expect((error as StatusError).code, path).toBe(400);
+      expect((error as StatusError).message, path).toMatch(message);
+    }
+  });
+
+  it("other paths are not a values read (404 by the route)", () => {
+    for (const path of [
+      `${CM}/v1beta2`,
+      `${CM}/v1beta2/`,
+      `${CM}/v1beta2/namespaces/a/pods/%2A/rps/`,
+      `${CM}/v1beta2/namespaces/a/pods/%2A/rps/x`,
+      `${CM}/v1beta2/namespaces/a/pods/%2A`,
+      `${CM}/v1beta2/namespaces/a/metrics`,
+      `${CM}/v1beta2/namespaces/a/namespaces/b/m`,
+      `${CM}/v1beta2/namespaces/a/m`,
+      `${CM}/v1beta2/nodes/n1`,
+      `${CM}/v1/namespaces/a/pods/%2A/rps`,
+      `${CM}/v1beta3/namespaces/a/pods/%2A/rps`,
+      `${V1}/namespaces/a/pods/%2A/rps`,
+      "/apis/custom.metrics.k8s.io.evil/v1beta2/namespaces/a/pods/%2A/rps",
+    ]) {
+      expect(customMetricsRead(parseRequestPath(path)), path).toBeUndefined();
+    }
   });
 });
 
