@@ -13,13 +13,15 @@
  *   every segment that is a valid path segment name;
  * - for every path the parser accepts, its decoded path is the one Go's
  *   server hands a handler (`req.URL.Path`): what apiserver itself would
- *   have authorized.
+ *   have authorized; the same for the custom.metrics.k8s.io shapes (object
+ *   name, `*`, metric, namespace metrics, cluster-scoped), whose Go
+ *   spellings read back through customMetricsRead.
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { goBinary } from "../../infra/tools/go.ts";
-import { escapePathSegment, escapeQueryComponent, isValidPathSegmentName, parseRequestPath } from "../../shared/k8s/request-path.ts";
+import { customMetricsRead, escapePathSegment, escapeQueryComponent, isValidPathSegmentName, parseRequestPath } from "../../shared/k8s/request-path.ts";
 import { StatusError } from "../../shared/k8s/status.ts";
 
 const ORACLE_DIR = fileURLToPath(new URL("../path-oracle/", import.meta.url));
@@ -110,6 +112,53 @@ describe("request paths against Go's net/url", () => {
       else if (go.path !== ours) mismatches.push(`${target}: ours ${ours}, Go ${go.path}`);
     });
     expect(mismatches).toEqual([]);
+    expect(accepted, "the comparison covers accepted paths").toBeGreaterThan(100);
+  });
+
+  it("custom metrics paths: Go's spellings of a name and a metric read back; every accepted path decodes as Go's server decodes it", () => {
+    const CM = "/apis/custom.metrics.k8s.io";
+    const list = ["*", "web-0.shard.a", "job:rate5m", "a,b;c", "caf\u00e9", "a b", "RequestCountPerTarget", "x|y", "a@b=c"];
+    const theirs = ask(list.map((segment) => ({ segment })));
+    const mismatches: string[] = [];
+    list.forEach((segment, i) => {
+      for (const spelling of [theirs[i]!.pathEscape ?? "", theirs[i]!.escapedPath ?? ""]) {
+        for (const [path, want] of [
+          [`${CM}/v1beta2/namespaces/a/pods/${spelling}/m`, { name: segment, metric: "m" }],
+          [`${CM}/v1beta1/namespaces/a/pods/p/${spelling}`, { name: "p", metric: segment }],
+          [`${CM}/v1beta2/namespaces/a/metrics/${spelling}`, { name: "a", metric: segment }],
+          [`${CM}/v1beta1/nodes/${spelling}/${spelling}`, { name: segment, metric: segment }],
+        ] as const) {
+          let got: unknown;
+          try {
+            got = customMetricsRead(parseRequestPath(path));
+          } catch (err) {
+            got = err instanceof StatusError ? err.message : err;
+          }
+          if (typeof got !== "object" || got === null || (got as { name: string }).name !== want.name || (got as { metric: string }).metric !== want.metric) mismatches.push(`${path}: ${JSON.stringify(got)}`);
+        }
+      }
+    });
+    expect(mismatches).toEqual([]);
+
+    const pieces: string[] = [];
+    for (let b = 0x20; b < 0x80; b++) {
+      const hex = b.toString(16).padStart(2, "0").toUpperCase();
+      pieces.push(`%${hex}`);
+      if (b > 0x20 && b < 0x7f && b !== 0x3f && b !== 0x23) pieces.push(String.fromCharCode(b));
+    }
+    pieces.push("%C3%A9", "%2a", "%FF", "..", "%2E");
+    const targets = pieces.flatMap((p) => [`${CM}/v1beta2/namespaces/a/pods/x${p}y/m`, `${CM}/v1beta2/namespaces/a/pods/${p}/m${p}`, `${CM}/v1beta1/namespaces/a/metrics/m${p}`, `${CM}/v1beta2/no${p}des/n/m`]);
+    const go = ask(targets.map((target) => ({ target })));
+    const decoded: string[] = [];
+    let accepted = 0;
+    targets.forEach((target, i) => {
+      const ours = parses(target);
+      if (ours instanceof StatusError) return;
+      accepted++;
+      if (go[i]!.error !== undefined) decoded.push(`${target}: accepted as ${ours}, Go refuses it (${go[i]!.error})`);
+      else if (go[i]!.path !== ours) decoded.push(`${target}: ours ${ours}, Go ${go[i]!.path}`);
+    });
+    expect(decoded).toEqual([]);
     expect(accepted, "the comparison covers accepted paths").toBeGreaterThan(100);
   });
 });
