@@ -80,7 +80,7 @@ export function fromConfig(
   runtime: RuntimeEnv,
   options: BuildOptions = {},
 ): Bridge {
-  checkRules(config.providers, config.metrics);
+  checkRules(config.providers, [...config.metrics, ...config.customMetrics]);
   const providers = buildProviders(config.providers, runtime);
   // Policy: the local identity as caller and the ExternalMetricPolicy
   // authorizer; an `authenticate` in options (the proxy's verifier) wins.

@@ -55,7 +55,7 @@ export interface ValidatedFile {
 export function ruleWarnings(config: BridgeConfig, documents: readonly SourceDocument[]): ConfigIssue[] {
   const bridge = documents.find((d) => (d.value as { kind?: unknown } | null)?.kind === "BridgeConfig");
   if (bridge === undefined) return [];
-  return lintRules(config.providers, config.metrics).map((f) => issueAt(bridge, ["metrics", f.index, ...f.path], f.message));
+  return lintRules(config.providers, [...config.metrics, ...config.customMetrics]).map((f) => issueAt(bridge, ["metrics", f.index, ...f.path], f.message));
 }
 
 /** A warning as printed: `file:line:column: warning: path: message` (as `policy lint` prints its findings). */

@@ -22,7 +22,8 @@
 import * as z from "./zod.ts";
 import { metricKey } from "../metric-name.ts";
 import { notBuiltMessage, providerEntry, type ProviderInstanceConfig } from "../providers/registry.ts";
-import type { MetricRule } from "../providers/types.ts";
+import type { MetricDescribes, MetricRule } from "../providers/types.ts";
+import { compileIdentifierPattern, PatternError } from "../policy/regex.ts";
 import { loadPolicyConfig, type PolicyConfig, type PolicyLoadOptions } from "../policy/load.ts";
 import { policySettingsSchema } from "../policy/schema.ts";
 import { ConfigError, issueAt, parseYamlDocuments, zodIssues, type ConfigIssue, type SourceDocument } from "./yaml.ts";
@@ -51,6 +52,30 @@ const defaultsSchema = z.strictObject({
   cacheTTLSeconds: z._default(z.number().check(z.minimum(0), z.maximum(MAX_MAX_AGE_SECONDS)), 5),
 });
 
+/** A group resource as clients write it: a lowercase plural, then an optional `.group` (shared/k8s/request-path.ts). */
+const groupResourceSchema = z.string().check(
+  z.maxLength(253),
+  z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/, "must be a group resource: a lowercase plural, then an optional .group (pods, ingresses.networking.k8s.io)"),
+);
+/** A label name of a selector (the key the rule's mapping reads). */
+const selectorKeySchema = z.string().check(z.minLength(1), z.maxLength(63), z.regex(/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, "must be a label name"));
+
+/** `describes:` of a custom metric rule (see `MetricDescribes`, shared/providers/types.ts). */
+const describesSchema = z.strictObject({
+  resource: groupResourceSchema,
+  objectLabel: selectorKeySchema,
+  namespaceLabel: z.optional(selectorKeySchema),
+  identifier: z._default(
+    z.union([
+      z.strictObject({ from: z.literal("name") }),
+      z.strictObject({ from: z.enum(["label", "annotation"]), key: z.string().check(z.minLength(1), z.maxLength(317)) }),
+      z.strictObject({ from: z.literal("status"), path: z.string().check(z.regex(/^status(\.[A-Za-z0-9_-]+)+$/, "must be a field path under status, e.g. status.queueURL")) }),
+    ]),
+    { from: "name" as const },
+  ),
+  allow: z.optional(z.array(z.string().check(z.minLength(1))).check(z.minLength(1), z.maxLength(64))),
+});
+
 const ruleSchema = z.strictObject({
   name: metricNameSchema,
   provider: z.string().check(z.minLength(1)),
@@ -58,6 +83,8 @@ const ruleSchema = z.strictObject({
   maxAgeSeconds: z.optional(z.number().check(z.positive(), z.maximum(MAX_MAX_AGE_SECONDS))),
   cacheTTLSeconds: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_MAX_AGE_SECONDS))),
   query: z._default(z.record(z.string(), z.unknown()), {}),
+  /** a custom.metrics.k8s.io rule: the object it describes; absent: an External rule */
+  describes: z.optional(describesSchema),
 });
 
 const providerEntrySchema = z.looseObject({
@@ -82,8 +109,14 @@ export interface BridgeConfig {
   source: string;
   /** provider instances by name */
   providers: Record<string, ProviderInstanceConfig>;
-  /** metric rules in file order */
+  /** External metric rules in file order (the rules without `describes:`) */
   metrics: MetricRule[];
+  /**
+   * custom.metrics.k8s.io rules in file order (the rules with `describes:`):
+   * kept apart so no External read, discovery list or policy tool ever sees
+   * them (docs/architecture.md "A custom read")
+   */
+  customMetrics: MetricRule[];
   /**
    * compiled policies, default action and local identity; undefined when the
    * source has no `policy:` section and no policies (nothing is authorized)
@@ -157,14 +190,19 @@ function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
   }
 
   const metrics: MetricRule[] = [];
+  const customMetrics: MetricRule[] = [];
   const seen = new Map<string, number>();
   raw.metrics.forEach((rule, i) => {
     const key = metricKey(rule.name);
-    const earlier = seen.get(key);
+    // External rules share one name space; a custom rule's name is unique per resource it describes
+    const scope = rule.describes === undefined ? key : `${rule.describes.resource}\u0000${key}`;
+    const earlier = seen.get(scope);
     if (earlier !== undefined) {
-      issues.push(issueAt(sd, ["metrics", i, "name"], `metric "${rule.name}" is already defined by metrics[${earlier}] (names are case-insensitive)`));
+      const where = rule.describes === undefined ? "" : ` for ${rule.describes.resource}`;
+      issues.push(issueAt(sd, ["metrics", i, "name"], `metric "${rule.name}"${where} is already defined by metrics[${earlier}] (names are case-insensitive)`));
     }
-    seen.set(key, i);
+    seen.set(scope, i);
+    const describes = rule.describes === undefined ? undefined : describesOf(rule.describes, (path, message) => issues.push(issueAt(sd, ["metrics", i, "describes", ...path], message)));
     const entry = raw.providers[rule.provider];
     if (entry === undefined) {
       issues.push(issueAt(sd, ["metrics", i, "provider"], `no provider named "${rule.provider}" in providers`));
@@ -182,17 +220,50 @@ function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
     if (cacheTTLSeconds > maxAgeSeconds) {
       issues.push(issueAt(sd, ["metrics", i, "cacheTTLSeconds"], `must not exceed maxAgeSeconds (${maxAgeSeconds})`));
     }
-    metrics.push({
+    (describes === undefined ? metrics : customMetrics).push({
       name: rule.name,
       key,
+      index: i,
       provider: rule.provider,
       maxAgeSeconds,
       cacheTTLSeconds,
       ...(rule.description !== undefined ? { description: rule.description } : {}),
       query: query.data,
+      ...(describes !== undefined ? { describes } : {}),
     });
   });
 
   if (issues.length > 0) throw new ConfigError(issues);
-  return { source: sd.source, providers, metrics };
+  return { source: sd.source, providers, metrics, customMetrics };
+}
+
+/**
+ * The validated `describes:` of a custom rule: the identifier's source
+ * normalized and the `allow` patterns compiled (RE2, case-sensitive, cost
+ * bounded before compiling: shared/policy/regex.ts); each refusal goes to
+ * `issue` with its path inside `describes`. A Pods or namespace rule's
+ * identifier is the object's name: they are resolved by name only.
+ */
+function describesOf(raw: z.infer<typeof describesSchema>, issue: (path: (string | number)[], message: string) => void): MetricDescribes {
+  const identifier: MetricDescribes["identifier"] = raw.identifier.from === "status" ? { from: "status", path: raw.identifier.path.split(".").slice(1) } : raw.identifier;
+  if ((raw.resource === "pods" || raw.resource === "namespaces") && identifier.from !== "name") {
+    issue(["identifier"], `a ${raw.resource} rule identifies its objects by name (the proxy resolves ${raw.resource} by name only)`);
+  }
+  if (raw.namespaceLabel !== undefined && raw.namespaceLabel === raw.objectLabel) issue(["namespaceLabel"], "must differ from objectLabel");
+  const allow: { source: string; matches(identifier: string): boolean }[] = [];
+  raw.allow?.forEach((source, j) => {
+    try {
+      allow.push(compileIdentifierPattern(source));
+    } catch (err) {
+      if (!(err instanceof PatternError)) throw err;
+      issue(["allow", j], err.message);
+    }
+  });
+  return {
+    resource: raw.resource,
+    objectLabel: raw.objectLabel,
+    ...(raw.namespaceLabel !== undefined ? { namespaceLabel: raw.namespaceLabel } : {}),
+    identifier,
+    ...(raw.allow !== undefined ? { allow } : {}),
+  };
 }

@@ -113,13 +113,28 @@ const UNSUPPORTED: readonly { test: RegExp; what: string }[] = [
  *   {@link MAX_PROGRAM_SIZE} instructions
  */
 export function compileMetricPattern(source: string): MetricPattern {
+  return compilePattern(source, RE2JS.CASE_INSENSITIVE);
+}
+
+/**
+ * Compile a pattern that must match a cloud identifier whole, case
+ * sensitively (a metric rule's `describes.allow`: queue URLs, ARNs), under
+ * the same bounds and errors as {@link compileMetricPattern}.
+ *
+ * @throws PatternError as {@link compileMetricPattern}
+ */
+export function compileIdentifierPattern(source: string): MetricPattern {
+  return compilePattern(source, 0);
+}
+
+function compilePattern(source: string, flags: number): MetricPattern {
   if (source.length > MAX_PATTERN_LENGTH) {
     throw new PatternError(`pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
   }
   checkPatternCost(patternCost(source));
   let re: RE2JS;
   try {
-    re = RE2JS.compile(source, RE2JS.CASE_INSENSITIVE);
+    re = RE2JS.compile(source, flags);
   } catch (err) {
     // RE2JS compiles CASE_INSENSITIVE as the pattern prefixed with "(?i)" and
     // quotes that text in some errors ("missing closing ): `(?i)(a`"); the

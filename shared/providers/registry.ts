@@ -121,7 +121,7 @@ export function lintRules(providers: Readonly<Record<string, ProviderInstanceCon
   metrics.forEach((rule, index) => {
     const instance = providers[rule.provider];
     const lint = instance !== undefined ? loaded.get(instance.type)?.lintRule : undefined;
-    for (const finding of lint?.(rule) ?? []) out.push({ ...finding, index });
+    for (const finding of lint?.(rule) ?? []) out.push({ ...finding, index: rule.index ?? index });
   });
   return out;
 }

@@ -46,8 +46,36 @@ export interface MetricRule<Q = unknown> {
   cacheTTLSeconds: number;
   /** human description for discovery and CLI output */
   description?: string;
+  /** its index in the config file's `metrics:` list (External and custom rules are kept in two lists) */
+  index?: number;
   /** the provider-specific query, validated by the provider module's schema */
   query: Q;
+  /**
+   * the Kubernetes object the metric describes: a custom.metrics.k8s.io
+   * rule (Pods and Object metrics, docs/architecture.md "A custom read");
+   * absent: an External metric rule
+   */
+  describes?: MetricDescribes;
+}
+
+/**
+ * What a custom metric rule describes, and how the described object becomes
+ * a label of the provider's query. The bridge turns a custom read into the
+ * rule's own selector mapping: `objectLabel=<the object's identifier>` (for
+ * a Pods read `objectLabel in (<pod names>)`), plus `namespaceLabel=<ns>`
+ * when set, plus the read's `metricLabelSelector`.
+ */
+export interface MetricDescribes {
+  /** the group resource as clients write it: `pods`, `namespaces` (the `metrics` pseudo-resource), `ingresses.networking.k8s.io` */
+  resource: string;
+  /** the selector label that carries the object's identifier (one of the rule's mapped labels, e.g. `pod`, `queue`) */
+  objectLabel: string;
+  /** the selector label that carries the read's namespace, when the series are labelled with it */
+  namespaceLabel?: string;
+  /** where the identifier comes from: the object's name (default), a label, an annotation, or a field under `status` */
+  identifier: { from: "name" } | { from: "label" | "annotation"; key: string } | { from: "status"; path: readonly string[] };
+  /** RE2 patterns the identifier must match whole, case-sensitively (compiled: shared/policy/regex.ts `compileIdentifierPattern`); absent: any */
+  allow?: readonly { source: string; matches(identifier: string): boolean }[];
 }
 
 /** What a provider plans from: one rule, one selector, one namespace. */

@@ -294,7 +294,7 @@ const parsedSelectors = new Map<string, Selector>();
  *   the string at a NUL byte and would silently drop what follows; no HPA
  *   sends one), a text longer than `MAX_SELECTOR_LENGTH` or one that does not parse
  */
-function selectorOf(text: string): Selector {
+export function selectorOf(text: string): Selector {
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(text)) {
     throw badRequest("invalid labelSelector: it contains a control character");
@@ -333,7 +333,7 @@ const REQUEST_FINISHED = new DOMException("the request finished", "AbortError");
  * @throws StatusError 503 (`Retry-After: 1`) at the deadline or when the
  *   client went away; whatever the provider throws otherwise
  */
-async function queryWithDeadline(
+export async function queryWithDeadline(
   provider: Provider,
   request: PlanRequest,
   clientSignal: AbortSignal | undefined,

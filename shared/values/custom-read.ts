@@ -1,0 +1,283 @@
+/**
+ * The bridge's custom.metrics.k8s.io values read (Pods, Object and
+ * namespace metrics), the sibling of `readValues` (./read.ts): a custom read
+ * becomes the rule's own provider read, so it gets the same label mapping,
+ * batching, coalescing, caching and value checks as an External read
+ * (docs/architecture.md "A custom read").
+ *
+ * - A Pods read (`…/namespaces/{ns}/pods/%2A/{metric}`): the pods come from
+ *   the read (the proxy resolved them from `labelSelector` and signed them);
+ *   the provider reads `objectLabel in (<pods>)`, `namespaceLabel=<ns>` and
+ *   the `metricLabelSelector`, with `noData: omit`, so a pod without data
+ *   has no item (the HPA counts it as missing, never 0) and any other
+ *   failure fails the whole read;
+ * - an Object read (`…/{resource}/{name}/{metric}`): the object comes from
+ *   the read (the proxy GETs it); its identifier is read from its name, a
+ *   label, an annotation or a `status` field (`describes.identifier`),
+ *   checked against `describes.allow`, and the provider reads
+ *   `objectLabel=<identifier>`: exactly one item, or a Status;
+ * - a namespace read (`…/namespaces/{ns}/metrics/{metric}`): the identifier
+ *   is the namespace.
+ *
+ * Every failure is a Status and never a value; a 503 carries no
+ * `Retry-After`, because client-go retries a 5xx that has one up to ten
+ * times and the HPA controller would stall its whole sync on one metric
+ * (../shared/CUSTOM_METRICS.md "What the HPA controller does").
+ *
+ * Not routed yet: the routes, the proxy's object resolution and the policy's
+ * `resources:` come next (issue 26); this is the read they will call.
+ */
+import type { BridgeConfig } from "../config/config.ts";
+import { REQUEST_DEADLINE_MS } from "../deadline.ts";
+import type { Caller } from "../identity.ts";
+import type { CustomMetricsRead } from "../k8s/request-path.ts";
+import { addDecimals, type Decimal } from "../k8s/quantity.ts";
+import { SelectorError, type Requirement, type Selector } from "../k8s/selector.ts";
+import { badRequest, forbidden, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
+import { metricName } from "../metric-name.ts";
+import type { MetricDescribes, MetricRule, Provider, Series } from "../providers/types.ts";
+import { customAnswer, labelSelectorOf, type CustomAnswer, type CustomMetricItem } from "./custom-answer.ts";
+import { queryWithDeadline, selectorOf } from "./read.ts";
+
+/** Most pods one Pods read may name (the proxy refuses more before it signs). */
+export const MAX_PODS_PER_READ = 1000;
+
+/**
+ * The object an Object read describes, as the proxy read it (its own RBAC,
+ * bounded): what the rule's `describes.identifier` may read from.
+ */
+export interface DescribedObject {
+  /** the object's kind and apiVersion (`TargetGroupBinding`, `elbv2.k8s.aws/v1beta1`) */
+  kind: string;
+  apiVersion: string;
+  name: string;
+  /** "" or absent for a cluster-scoped object */
+  namespace?: string;
+  labels?: Readonly<Record<string, string>>;
+  annotations?: Readonly<Record<string, string>>;
+  /** the object's `status`, JSON */
+  status?: unknown;
+}
+
+/** The objects a custom read carries: the pods of a Pods read, the object of an Object read (none for a namespace read). */
+export type ReadObjects = { pods: readonly string[] } | { object: DescribedObject };
+
+/** One custom values read: the path's parts, the two selectors, the objects, who asks and until when. */
+export interface CustomValuesRead {
+  /** the parsed path (shared/k8s/request-path.ts `customMetricsRead`) */
+  target: CustomMetricsRead;
+  /** the `metricLabelSelector` text as sent (the HPA's `metric.selector`); empty when none */
+  metricLabelSelector: string;
+  /** the objects (see {@link ReadObjects}); undefined for a namespace read */
+  objects?: ReadObjects;
+  caller: Caller;
+  readonly signal?: AbortSignal;
+  requestId: string;
+}
+
+/** What the policy decision of a custom read sees: the External request's fields plus the described resource and object. */
+export interface CustomAuthorizationRequest {
+  caller: Caller;
+  namespace: string;
+  /** the metric's lookup key */
+  metric: string;
+  rule: MetricRule;
+  /** the parsed `metricLabelSelector` */
+  selector: Selector;
+  /** the group resource the rule describes (`pods`, `namespaces`, `ingresses.networking.k8s.io`) */
+  resource: string;
+}
+
+/** What {@link createCustomValuesReader} is built with. */
+export interface CustomValuesReaderOptions {
+  config: BridgeConfig;
+  providers: ReadonlyMap<string, Provider>;
+  /** clock, ms since the epoch (staleness) */
+  now: () => number;
+  /** whole-read deadline, ms (default the External read's) */
+  deadlineMs?: number;
+  /** the policy decision: throws StatusError 403 to deny. Required: a custom read is never allowed by default. */
+  authorize: (request: CustomAuthorizationRequest) => void | Promise<void>;
+}
+
+/** A custom read's outcome: the answer, or the Status to send. */
+export type CustomValuesOutcome = CustomAnswer | StatusError;
+
+/**
+ * Build the custom values read for one config's `describes:` rules.
+ *
+ * @returns a function that never throws: every failure is a StatusError —
+ *   400 (bad metric name or selector, a selection of another resource than
+ *   pods, missing or mismatched objects, more than {@link MAX_PODS_PER_READ}
+ *   pods, a `metricLabelSelector` on the labels the bridge sets), 403 (the
+ *   policy, or an identifier outside `describes.allow`), 404 (no rule for
+ *   the resource and metric; the identifier absent from the object), 500/503
+ *   from the provider and the answer (503 without `Retry-After`)
+ * @throws Error when a rule names a provider that was not built
+ */
+export function createCustomValuesReader(options: CustomValuesReaderOptions): (read: CustomValuesRead) => Promise<CustomValuesOutcome> {
+  const { config, providers, now, authorize } = options;
+  const deadlineMs = options.deadlineMs ?? REQUEST_DEADLINE_MS;
+  const rules = new Map<string, MetricRule>();
+  for (const rule of config.customMetrics) {
+    if (!providers.has(rule.provider)) throw new Error(`metric ${rule.name}: provider ${rule.provider} was not built`);
+    rules.set(`${rule.describes!.resource}\u0000${rule.key}`, rule);
+  }
+
+  const read = async (parts: CustomValuesRead): Promise<CustomAnswer> => {
+    const { target } = parts;
+    const { requested, key } = metricName(target.metric);
+    const rule = rules.get(`${target.resource}\u0000${key}`);
+    if (rule === undefined) {
+      throw notFound(`custom metric "${requested}" for ${target.resource} is not defined by this bridge`, { name: requested, group: "custom.metrics.k8s.io", kind: target.resource });
+    }
+    const describes = rule.describes!;
+    const metricSelector = selectorOf(parts.metricLabelSelector);
+    for (const r of metricSelector.requirements) {
+      if (r.key === describes.objectLabel || r.key === describes.namespaceLabel) {
+        throw badRequest(`metricLabelSelector may not constrain "${r.key}": metric ${rule.name} sets it from the described object`);
+      }
+    }
+    let wireSelector;
+    try {
+      wireSelector = parts.metricLabelSelector === "" ? null : labelSelectorOf(metricSelector);
+    } catch (err) {
+      if (err instanceof SelectorError) throw badRequest(`invalid metricLabelSelector: ${err.message}`);
+      throw err;
+    }
+    const identifiers = identifiersOf(rule, describes, parts);
+    await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
+
+    const extra: Requirement[] = [frozenRequirement(describes.objectLabel, "in", identifiers.map((i) => i.identifier))];
+    if (describes.namespaceLabel !== undefined) extra.push(frozenRequirement(describes.namespaceLabel, "=", [target.namespace]));
+    const selector: Selector = Object.freeze({ requirements: Object.freeze([...metricSelector.requirements, ...extra].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) });
+    const provider = providers.get(rule.provider)!;
+    const selected = target.shape === "selected";
+    const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const } : {}) }, parts.signal, deadlineMs);
+    const items = itemsOf(rule, describes, identifiers, series, now());
+    if (!selected && items.length !== 1) {
+      throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series for ${target.resource}/${target.name}; no value is reported`);
+    }
+    return customAnswer(target.version, requested, wireSelector, items);
+  };
+
+  return async (parts) => {
+    try {
+      return await read(parts);
+    } catch (err) {
+      return withoutRetryAfter(toStatusError(err));
+    }
+  };
+}
+
+/** One described object and the identifier its series are labelled with. */
+interface Identified {
+  identifier: string;
+  object: CustomMetricItem["describedObject"];
+}
+
+/**
+ * The described objects of a read and their identifiers (see the module doc).
+ *
+ * @throws StatusError 400 (shape or objects wrong), 403 (outside `allow`), 404 (no identifier on the object)
+ */
+function identifiersOf(rule: MetricRule, describes: MetricDescribes, parts: CustomValuesRead): Identified[] {
+  const { target, objects } = parts;
+  const allowed = (identifier: string): string => {
+    if (describes.allow !== undefined && !describes.allow.some((p) => p.matches(identifier))) {
+      throw forbidden(`metric ${rule.name}: ${JSON.stringify(identifier)} is not an identifier this rule allows (describes.allow)`);
+    }
+    return identifier;
+  };
+  if (target.shape === "namespace") {
+    return [{ identifier: allowed(target.namespace), object: { kind: "Namespace", name: target.namespace, apiVersion: "/v1" } }];
+  }
+  if (target.shape === "selected") {
+    if (target.resource !== "pods") throw badRequest(`a selection of ${target.resource} is not served: only pods/%2A (HPA type Pods)`);
+    if (objects === undefined || !("pods" in objects)) throw badRequest("a Pods read must carry the pods its labelSelector selects (the in-cluster proxy resolves and signs them)");
+    if (objects.pods.length > MAX_PODS_PER_READ) throw badRequest(`a Pods read may name at most ${MAX_PODS_PER_READ} pods, not ${objects.pods.length}`);
+    const names = [...new Set(objects.pods)];
+    for (const name of names) if (!POD_NAME.test(name)) throw badRequest(`${JSON.stringify(name.slice(0, 300))} is not a pod name`);
+    return names.map((name) => ({ identifier: allowed(name), object: { kind: "Pod", namespace: target.namespace, name, apiVersion: "/v1" } }));
+  }
+  if (objects === undefined || !("object" in objects)) throw badRequest(`an Object read must carry the object it describes (the in-cluster proxy reads it)`);
+  const object = objects.object;
+  if (object.name !== target.name || (object.namespace ?? "") !== target.namespace) {
+    throw badRequest(`the object carried (${object.namespace ? `${object.namespace}/` : ""}${object.name}) is not the one in the path (${target.namespace ? `${target.namespace}/` : ""}${target.name})`);
+  }
+  const identifier = identifierOf(describes, object);
+  if (identifier === undefined) {
+    throw notFound(`metric ${rule.name}: ${target.resource}/${target.name} has no ${describeSource(describes)} to read the series from`);
+  }
+  const ref = { kind: object.kind, name: object.name, apiVersion: object.apiVersion, ...(object.namespace ? { namespace: object.namespace } : {}) };
+  return [{ identifier: allowed(identifier), object: ref }];
+}
+
+/** A pod name: a DNS-1123 subdomain (k8s.io/apimachinery `validation.IsDNS1123Subdomain`). */
+const POD_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** The identifier `describes.identifier` names on `object`, when it is a non-empty string there. */
+function identifierOf(describes: MetricDescribes, object: DescribedObject): string | undefined {
+  const source = describes.identifier;
+  let value: unknown;
+  if (source.from === "name") value = object.name;
+  else if (source.from === "status") {
+    value = object.status;
+    for (const field of source.path) value = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>)[field] : undefined;
+  } else value = (source.from === "label" ? object.labels : object.annotations)?.[source.key];
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function describeSource(describes: MetricDescribes): string {
+  const source = describes.identifier;
+  if (source.from === "name") return "name";
+  if (source.from === "status") return `status.${source.path.join(".")}`;
+  return `${source.from} ${JSON.stringify(source.key)}`;
+}
+
+/**
+ * A requirement built from values the bridge chose (pod names, cloud
+ * identifiers): not checked as label values (a queue URL is not one); the
+ * provider's own mapping quotes or checks each value for its backend.
+ */
+function frozenRequirement(key: string, operator: "in" | "=", values: readonly string[]): Requirement {
+  return Object.freeze({ key, operator, values: Object.freeze([...values].sort()) });
+}
+
+/**
+ * One item per described object that has series: the sum of its series
+ * (the HPA sums an object's series itself for External reads; here the
+ * items are per object), stamped with the oldest. A series older than the
+ * rule's `maxAgeSeconds` fails the read (503), never a stale value.
+ */
+function itemsOf(rule: MetricRule, describes: MetricDescribes, identified: readonly Identified[], series: readonly Series[], at: number): CustomMetricItem[] {
+  const byIdentifier = new Map<string, { value: Decimal; timestamp: number; windowSeconds?: number }>();
+  for (const s of series) {
+    const ageMs = at - s.timestamp;
+    if (ageMs > rule.maxAgeSeconds * 1000) {
+      throw serviceUnavailable(`metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`);
+    }
+    const id = s.labels[describes.objectLabel];
+    if (id === undefined) continue;
+    const known = byIdentifier.get(id);
+    byIdentifier.set(
+      id,
+      known === undefined
+        ? { value: s.value, timestamp: s.timestamp, ...(s.windowSeconds !== undefined ? { windowSeconds: s.windowSeconds } : {}) }
+        : { ...known, value: addDecimals(known.value, s.value), timestamp: Math.min(known.timestamp, s.timestamp) },
+    );
+  }
+  const items: CustomMetricItem[] = [];
+  for (const { identifier, object } of identified) {
+    const reading = byIdentifier.get(identifier);
+    if (reading !== undefined) items.push({ describedObject: object, ...reading });
+  }
+  return items;
+}
+
+/** The same Status without its `Retry-After` (see the module doc). */
+function withoutRetryAfter(err: StatusError): StatusError {
+  if (err.details?.retryAfterSeconds === undefined) return err;
+  const { retryAfterSeconds: _dropped, ...details } = err.details;
+  return new StatusError(err.code, err.message, Object.keys(details).length > 0 ? details : undefined, { cause: err });
+}
