@@ -206,6 +206,9 @@ describe(`real Kubernetes ${K8S.version}${GATE_ON_BY_DEFAULT ? "" : " with --fea
     expect(messages).toHaveLength(1);
     // ApproximateNumberOfMessages is now 0: a rule reading only it would scale the worker away mid-message
     await worker.expectReplicasHeld(NS, 1, 3 * HPA_SYNC_SECONDS + DOWNSCALE_STABILIZATION_SECONDS);
+    const raw = await cp!.kubectlOk(["get", "--raw", `/apis/${GROUP_VERSION}/namespaces/${NS}/${METRIC}?labelSelector=${encodeURIComponent(`queue=${QUEUE}`)}`]);
+    expect((JSON.parse(raw) as { items: { value: string }[] }).items.map((i) => i.value)).toEqual(["1"]);
+    console.log(`one message in flight, none visible: the backlog through kube-apiserver\n${JSON.stringify(JSON.parse(raw), null, 2)}`);
     await emulator!.client.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle! })) }));
     await worker.waitForReplicas(NS, 0, 60_000);
     // the HPA's own status catches up a sync later (currentReplicas 0 is omitted on the wire): what `kubectl get hpa` shows at rest at 0
