@@ -131,6 +131,13 @@ export interface ControlPlaneOptions {
    * ClusterRoles from ClusterRoles labelled `aggregate-to-*`)
    */
   extraControllers?: string[];
+  /**
+   * `--feature-gates` for kube-apiserver and kube-controller-manager, e.g.
+   * `{ HPAScaleToZero: true }` on a release where the gate is off by default
+   * (both need it: the API server validates `minReplicas: 0`, the controller
+   * acts on it); unset: each release's defaults
+   */
+  featureGates?: Record<string, boolean>;
   /** progress lines */
   log?: (line: string) => void;
 }
@@ -297,6 +304,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const bin = (name: string) => join(options.binDir, name);
   const components: LoggedProcess[] = [];
   let stopped = false;
+  const gates = Object.entries(options.featureGates ?? {});
+  const featureGateFlags = gates.length === 0 ? [] : [`--feature-gates=${gates.map(([gate, on]) => `${gate}=${on}`).join(",")}`];
 
   const logs = (lines = 40) => logTails(components, lines);
 
@@ -410,6 +419,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       `--service-account-key-file=${file("sa.pub", sa.publicKey)}`,
       `--service-account-signing-key-file=${file("sa.key", sa.privateKey)}`,
       "--profiling=false",
+      ...featureGateFlags,
       "--v=1",
     ]);
     await waitFor(
@@ -438,6 +448,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       `--controllers=${["serviceaccount-controller", "deployment-controller", "replicaset-controller", "horizontal-pod-autoscaler-controller", "namespace-controller", ...(options.extraControllers ?? [])].join(",")}`,
       `--horizontal-pod-autoscaler-sync-period=${options.hpaSyncPeriodSeconds ?? 2}s`,
       `--horizontal-pod-autoscaler-downscale-stabilization=${options.downscaleStabilizationSeconds ?? 4}s`,
+      ...featureGateFlags,
       "--v=2",
     ]);
     await waitFor(

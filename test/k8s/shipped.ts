@@ -229,7 +229,7 @@ export async function startBridgeProcess(options: {
  * and `defaultAction: Deny` (reads are granted by ExternalMetricPolicy
  * objects, as in a cluster).
  */
-export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: string; attribute: string }[]): object {
+export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: string; attribute: string | readonly string[] }[]): object {
   return {
     apiVersion: "external-metrics-bridge.io/v1alpha1",
     kind: "BridgeConfig",

@@ -3,7 +3,7 @@
  * caching and coalescing; against small fake servers on 127.0.0.1 speaking
  * the SQS JSON protocol for timeouts, throttling and credential errors.
  */
-import { DeleteQueueCommand } from "@aws-sdk/client-sqs";
+import { DeleteMessageBatchCommand, DeleteQueueCommand, ReceiveMessageCommand } from "@aws-sdk/client-sqs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -89,6 +89,32 @@ describe("aws-sqs provider against fauxqs", () => {
     expect(fresh.body.items[0].value).toBe("6");
     expect(commands.filter((c) => c === "GetQueueAttributesCommand")).toHaveLength(2);
     await sqs.drain("jobs", 2);
+  });
+
+  it("a backlog rule (visible + in flight, KEDA's default) keeps counting received messages until they are deleted; ApproximateNumberOfMessages alone does not", async () => {
+    const rules = `
+  - name: backlog
+    provider: sqs
+    cacheTTLSeconds: 0
+    query: { queueLabel: queue, attribute: [ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible] }
+  - name: ready
+    provider: sqs
+    cacheTTLSeconds: 0
+    query: { queueLabel: queue, attribute: ApproximateNumberOfMessages }`;
+    const { bridge, commands } = bridgeWithClock(config(sqs.endpoint, rules));
+    await sqs.add("backlog_q", 5);
+    const values = async () => [(await read(bridge, "queue=backlog_q", "backlog")).body.items[0].value, (await read(bridge, "queue=backlog_q", "ready")).body.items[0].value];
+    expect(await values()).toEqual(["5", "5"]);
+    // a worker receives 3 and is still working on them: in flight, not visible
+    const url = await sqs.createQueue("backlog_q");
+    const received = await sqs.client.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 3, VisibilityTimeout: 300, WaitTimeSeconds: 0 }));
+    expect(received.Messages).toHaveLength(3);
+    expect(await values()).toEqual(["5", "2"]);
+    // done with them: deleted, gone from both
+    await sqs.client.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: received.Messages!.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle! })) }));
+    expect(await values()).toEqual(["2", "2"]);
+    // one GetQueueAttributes per read: the two attributes of the backlog are asked together
+    expect(commands.filter((c) => c === "GetQueueAttributesCommand")).toHaveLength(6);
   });
 
   it("answers 404 for a deleted queue and forgets its URL", async () => {
