@@ -101,7 +101,7 @@ describe("chart switches", () => {
     expect(message).toContain(`create Secret ${NS}/external-metrics-bridge-proxy-tls with ca.crt`);
   });
 
-  it("ServiceMonitor: HTTPS with the proxy's CA and name, Prometheus's token, and RBAC for its ServiceAccount to GET /metrics", () => {
+  it("ServiceMonitor: HTTPS with the proxy's CA and name, authorization from a token Secret, and RBAC for that token's ServiceAccount to GET /metrics", () => {
     const list = render("--set", "serviceMonitor.enabled=true", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]', "--set-json", 'serviceMonitor.labels={"release":"kube-prometheus-stack"}');
     const sm = find(list, "ServiceMonitor");
     expect(sm.apiVersion).toBe("monitoring.coreos.com/v1");
@@ -114,18 +114,33 @@ describe("chart switches", () => {
     expect(sm.spec.endpoints[0]).toMatchObject({
       path: "/metrics",
       scheme: "https",
-      bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+      // Prometheus Operator's authorization (bearerTokenFile is deprecated): the chart's scraper ServiceAccount's token Secret
+      authorization: { type: "Bearer", credentials: { name: "external-metrics-bridge-proxy-metrics-scraper-token", key: "token" } },
       // ca.crt is where the proxy keeps its CA bundle in the serving-certificate Secret (shared/proxy/tls/rotation.ts)
       tlsConfig: { ca: { secret: { name: "external-metrics-bridge-proxy-tls", key: "ca.crt" } }, serverName: `external-metrics-bridge-proxy.${NS}.svc` },
     });
     expect(find(list, "ClusterRole", "external-metrics-bridge-proxy:metrics-reader").rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);
+    expect(sm.spec.endpoints[0]).not.toHaveProperty("bearerTokenFile");
+    // the token Secret belongs to the scraper ServiceAccount, which the /metrics binding names
+    const token = find(list, "Secret", "external-metrics-bridge-proxy-metrics-scraper-token");
+    expect(token.type).toBe("kubernetes.io/service-account-token");
+    expect(token.metadata.annotations).toEqual({ "kubernetes.io/service-account.name": "external-metrics-bridge-proxy-metrics-scraper" });
+    expect(find(list, "ServiceAccount", "external-metrics-bridge-proxy-metrics-scraper").metadata.namespace).toBe(NS);
     expect(find(list, "ClusterRoleBinding", "external-metrics-bridge-proxy:metrics-reader")).toMatchObject({
       roleRef: { kind: "ClusterRole", name: "external-metrics-bridge-proxy:metrics-reader" },
-      subjects: [{ kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" }],
+      subjects: [
+        { kind: "ServiceAccount", namespace: NS, name: "external-metrics-bridge-proxy-metrics-scraper" },
+        { kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" },
+      ],
     });
     expectValid(list);
-    // A ServiceMonitor without a reader would scrape 403s forever: refused.
-    expect(renderError("--set", "serviceMonitor.enabled=true")).toContain("set metricsReaders to Prometheus's ServiceAccount");
+    // An existing Secret's token: the chart renders no scraper, and its ServiceAccount must be a reader.
+    const own = render("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.credentials.secretName=prom-token", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]');
+    expect(find(own, "ServiceMonitor").spec.endpoints[0].authorization).toEqual({ type: "Bearer", credentials: { name: "prom-token", key: "token" } });
+    expect(own.some((o) => o.metadata.name.endsWith("-metrics-scraper"))).toBe(false);
+    expect(find(own, "ClusterRoleBinding", "external-metrics-bridge-proxy:metrics-reader").subjects).toEqual([{ kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" }]);
+    // Without a reader it would scrape 403s forever: refused.
+    expect(renderError("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.credentials.secretName=prom-token")).toContain("set metricsReaders to the ServiceAccount whose token that Secret holds");
   });
 
   it("NetworkPolicy (on by default): ingress only on the API port and the webhook port, from any source unless narrowed; egress restricted only when rules are given", () => {
@@ -192,6 +207,7 @@ describe("chart switches", () => {
   it("fullnameOverride names every object of the release and what points at them", () => {
     const list = render("--set", "fullnameOverride=emb", "--set", "serviceMonitor.enabled=true", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]');
     for (const kind of ["Deployment", "Service", "ServiceAccount", "ServiceMonitor"]) expect(find(list, kind).metadata.name).toBe("emb");
+    expect(find(list, "ServiceAccount", "emb-metrics-scraper").metadata.namespace).toBe(NS);
     expect(find(list, "ConfigMap").metadata.name).toBe("emb-config");
     expect(find(list, "APIService").spec.service.name).toBe("emb");
     expect(find(list, "ValidatingWebhookConfiguration").webhooks[0].clientConfig.service.name).toBe("emb");
@@ -200,7 +216,7 @@ describe("chart switches", () => {
     const opts = proxyCommand().exitOverride().parse(container(list).args, { from: "user" }).opts();
     expect(opts["serviceName"]).toBe("emb");
     const bindings = list.filter((o) => o.kind === "ClusterRoleBinding" || o.kind === "RoleBinding");
-    for (const b of bindings) for (const s of b.subjects.filter((x: { namespace: string }) => x.namespace === NS)) expect(s.name).toBe("emb");
+    for (const b of bindings) for (const s of b.subjects.filter((x: { namespace: string }) => x.namespace === NS)) expect(s.name).toMatch(/^emb(-metrics-scraper)?$/);
     expectValid(list);
   });
 });
@@ -211,6 +227,7 @@ describe("values.schema.json", () => {
     type?: string | string[];
     properties?: Record<string, Schema>;
     additionalProperties?: boolean | Schema;
+    anyOf?: Schema[];
   }
 
   it("describes every value of values.yaml (no key without a schema)", () => {
@@ -219,6 +236,8 @@ describe("values.schema.json", () => {
     const walk = (v: unknown, s: Schema | undefined, path: string) => {
       if (s === undefined) return void missing.push(path);
       if (v === null || typeof v !== "object" || Array.isArray(v)) return;
+      // a Kubernetes type passed through as it is (securityContext, affinity, …): the API server checks its keys
+      if (s.properties === undefined && s.additionalProperties === undefined) return;
       for (const [k, child] of Object.entries(v)) {
         const sub = s.properties?.[k] ?? (typeof s.additionalProperties === "object" ? s.additionalProperties : undefined);
         walk(child, sub, `${path}.${k}`);
