@@ -11,60 +11,16 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parse, parseAllDocuments } from "yaml";
+import { parse } from "yaml";
 import { proxyCommand } from "../../functions/proxy/main.ts";
 import { loadProxyConfig } from "../../shared/proxy/config.ts";
-import { ensureSchemas, ensureTool, helmLint, helmTemplate, kubeconform, ROOT } from "../../infra/tools/validate.ts";
+import { helmLint, ROOT } from "../../infra/tools/validate.ts";
+import { container, ensureChartTools, expectValid, find, NS, podSpec, render, renderError, type K8sObject } from "./chart.helpers.ts";
 
 const CHART = join(ROOT, "infra/helm/external-metrics-bridge");
 const KEDA_VALUES = join(ROOT, "infra/examples/keda-coexistence-values.yaml");
-const NS = "external-metrics-bridge";
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any };
-
-function objects(text: string): K8sObject[] {
-  return parseAllDocuments(text)
-    .map((d) => d.toJS() as K8sObject | null)
-    .filter((o): o is K8sObject => o !== null);
-}
-
-function find(list: K8sObject[], kind: string, name?: string): K8sObject {
-  const found = list.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
-  if (!found) throw new Error(`no ${kind}${name ? ` ${name}` : ""} in ${list.map((o) => `${o.kind}/${o.metadata.name}`).join(", ")}`);
-  return found;
-}
-
-/** `helm template` with `--set`/`--set-json` pairs; the rendered objects. */
-function render(...args: string[]): K8sObject[] {
-  return objects(helmTemplate(args));
-}
-
-/** helm's error message for a render that must fail. */
-function renderError(...args: string[]): string {
-  try {
-    helmTemplate(args);
-  } catch (err) {
-    return (err as Error).message;
-  }
-  throw new Error(`helm template ${args.join(" ")} rendered`);
-}
-
-/** kubeconform (strict) of objects, Prometheus Operator kinds left out (no schema offline). */
-function expectValid(list: K8sObject[]): void {
-  const checked = list.filter((o) => o.apiVersion !== "monitoring.coreos.com/v1");
-  const result = kubeconform(["-"], checked.map((o) => JSON.stringify(o)).join("\n---\n"));
-  expect(result.ok, JSON.stringify(result.resources.filter((r) => r.status !== "statusValid"), null, 2)).toBe(true);
-  expect(result.resources.filter((r) => r.status === "statusValid")).toHaveLength(checked.length);
-}
-
-const container = (list: K8sObject[]) => find(list, "Deployment").spec.template.spec.containers[0];
-const podSpec = (list: K8sObject[]) => find(list, "Deployment").spec.template.spec;
-
-beforeAll(() => {
-  ensureTool("helm");
-  ensureTool("kubeconform");
-  ensureSchemas();
-}, 30 * 60_000);
+beforeAll(ensureChartTools, 30 * 60_000);
 
 describe("chart switches", () => {
   it("resources: null renders a valid Deployment without resources (it rendered `resources:` followed by `null` text before)", () => {

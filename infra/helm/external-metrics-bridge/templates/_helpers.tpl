@@ -131,10 +131,15 @@ the aggregator's discovery check (FailedDiscoveryCheck).
 {{- $secret := lookup "v1" "Secret" .Release.Namespace .Values.tls.secretName -}}
 {{- $ca := dig "data" "ca.crt" "" ($secret | default dict) -}}
 {{- if not $ca -}}
-{{- fail (printf "tls.mode=existing with registration.selfRegister=false: nothing writes the APIService's caBundle. Set registration.caBundle to the PEM CA that signed tls.crt, or create Secret %s/%s with ca.crt before installing (the chart reads it at install; helm template cannot)" .Release.Namespace .Values.tls.secretName) -}}
+{{- fail (include "emb.caBundleMissing" .) -}}
 {{- end -}}
 {{- $ca -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The refusal of tls.mode existing without self-registration and without a CA (emb.caBundle, emb.checks). */}}
+{{- define "emb.caBundleMissing" -}}
+{{- printf "tls.mode=existing with registration.selfRegister=false: nothing writes the APIService's caBundle. Set registration.caBundle to the PEM CA that signed tls.crt, or create Secret %s/%s with ca.crt before installing (the chart reads it at install; helm template cannot)" .Release.Namespace .Values.tls.secretName -}}
 {{- end -}}
 
 {{/* Pod labels: the chart's labels (commonLabels included) plus podLabels. */}}
@@ -159,31 +164,59 @@ the aggregator's discovery check (FailedDiscoveryCheck).
 {{- end -}}
 
 {{/*
-Checks of references between values that the schema cannot express, so that
-what renders is a ProxyConfig the proxy loads (shared/proxy/config.ts): every
-route names a backend, the pass-through backend exists and has type
-passthrough, and some route or the pass-through serves metrics.
+Refuse a combination of values (the argument: the message). `fail` stops
+helm install, upgrade and template. helm lint renders with `fail` switched
+off (Helm's engine in LintMode: "Don't fail when linting"), so the text
+after it, reached only under lint, is a document named by the message that
+helm lint --strict refuses ("object name does not conform to Kubernetes
+naming requirements: \"refused: …\""): lint refuses what install refuses.
+Used by emb.checks only (templates/checks.yaml), where it is a document of its own.
 */}}
-{{- define "emb.checkRefs" -}}
+{{- define "emb.refuse" -}}
+{{- fail . }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "refused: %s" . | quote }}
+{{- end -}}
+
+{{/*
+Checks of combinations of values the schema cannot express, so that what
+installs is a proxy that starts (shared/proxy/config.ts loads its ProxyConfig)
+and is reachable: every route names a backend, the pass-through backend
+exists and has type passthrough, some route or the pass-through serves
+metrics, the in-process bridge's backend name is free; a ServiceMonitor
+sending an existing Secret's token names that token's ServiceAccount in
+metricsReaders; tls.mode existing without self-registration has a CA for
+caBundle.
+*/}}
+{{- define "emb.checks" -}}
 {{- $names := keys .Values.backends -}}
 {{- if .Values.inProcessBridge.enabled }}{{ $names = append $names "inprocess" }}{{ end -}}
-{{- if and .Values.inProcessBridge.enabled (hasKey .Values.backends "inprocess") -}}
-{{- fail "backends.inprocess: the name is taken by inProcessBridge.enabled (the chart renders that backend)" -}}
+{{- if and .Values.inProcessBridge.enabled (hasKey .Values.backends "inprocess") }}
+{{ include "emb.refuse" "backends.inprocess: the name is taken by inProcessBridge.enabled (the chart renders that backend)" }}
 {{- end -}}
 {{- range $i, $r := .Values.routes -}}
-{{- if not (has $r.backend $names) -}}
-{{- fail (printf "routes[%d].backend %q: no such backend (backends: %s)" $i $r.backend (join ", " (sortAlpha $names))) -}}
+{{- if not (has $r.backend $names) }}
+{{ include "emb.refuse" (printf "routes[%d].backend %s: no such backend (backends: %s)" $i $r.backend (join ", " (sortAlpha $names))) }}
 {{- end -}}
 {{- end -}}
 {{- with .Values.passthrough -}}
 {{- $b := get $.Values.backends . -}}
-{{- if not $b -}}
-{{- fail (printf "passthrough %q: no such backend in backends" .) -}}
-{{- else if ne (default "bridge" $b.type) "passthrough" -}}
-{{- fail (printf "passthrough %q: the pass-through backend must have type passthrough (it would receive every unclaimed metric signed)" .) -}}
+{{- if not $b }}
+{{ include "emb.refuse" (printf "passthrough %s: no such backend in backends" .) }}
+{{- else if ne (default "bridge" $b.type) "passthrough" }}
+{{ include "emb.refuse" (printf "passthrough %s: the pass-through backend must have type passthrough (it would receive every unclaimed metric signed)" .) }}
 {{- end -}}
 {{- end -}}
-{{- if and (not .Values.routes) (not .Values.passthrough) -}}
-{{- fail "routes is empty and passthrough is \"\": no metric could be served" -}}
+{{- if and (not .Values.routes) (not .Values.passthrough) }}
+{{ include "emb.refuse" "routes is empty and passthrough is empty: no metric could be served" }}
+{{- end -}}
+{{- if and (include "emb.scraped" .) .Values.serviceMonitor.credentials.secretName (not .Values.metricsReaders) }}
+{{ include "emb.refuse" (printf "serviceMonitor.credentials.secretName %s: set metricsReaders to the ServiceAccount whose token that Secret holds (namespace/name) so it may GET /metrics, or leave secretName empty for the chart's scraper ServiceAccount" .Values.serviceMonitor.credentials.secretName) }}
+{{- end -}}
+{{- if and (eq .Values.tls.mode "existing") (not (include "emb.selfRegister" .)) (not (include "emb.caBundle" .)) }}
+{{ include "emb.refuse" (include "emb.caBundleMissing" .) }}
 {{- end -}}
 {{- end -}}
