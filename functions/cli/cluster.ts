@@ -96,7 +96,7 @@ export async function readClusterPolicies(kubeconfig: string, context?: string):
         items = await listAll<KubeObject>(client, path);
       } catch (err) {
         if (err instanceof ApiError && err.code === 404) {
-          throw new ClusterReadError(`${client.server.origin} does not serve ${POLICY_API_VERSION} ${kind} (404): install the CRDs (infra/helm/external-metrics-bridge/crds/)`);
+          throw new ClusterReadError(`${client.server.origin} does not serve ${POLICY_API_VERSION} ${kind} (404): install the CRDs (infra/helm/external-metrics-bridge/files/crds/)`);
         }
         throw new ClusterReadError(`listing ${kind} from ${client.server.origin}: ${(err as Error).message}`);
       }

@@ -1,7 +1,7 @@
 /**
  * Policy API objects read from a cluster (`ExternalMetricPolicy`, namespaced;
  * `ClusterExternalMetricPolicy`, cluster-scoped; CRDs in
- * infra/helm/external-metrics-bridge/crds/) compiled through the same path as
+ * infra/helm/external-metrics-bridge/files/crds/) compiled through the same path as
  * policy files (`load.ts` {@link compilePolicy}), and the `Accepted`
  * condition the loading component writes back to their `status`.
  *

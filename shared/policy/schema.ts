@@ -39,7 +39,7 @@ export const POLICY_KIND = "ExternalMetricPolicy";
 export const CLUSTER_POLICY_KIND = "ClusterExternalMetricPolicy";
 
 /**
- * Bounds shared with the CRDs (infra/helm/external-metrics-bridge/crds/,
+ * Bounds shared with the CRDs (infra/helm/external-metrics-bridge/files/crds/,
  * `maxItems`/`maxLength`/`maxProperties`; test/policy/policy.objects.test.ts checks
  * both refuse the same objects).
  */

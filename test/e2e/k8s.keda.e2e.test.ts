@@ -27,8 +27,8 @@
  *     taking it back.
  *  5. `helm uninstall keda` deletes the APIService; the proxy recreates it.
  *  6. The chart's ServiceMonitor and /metrics RBAC: scraping as the
- *     ServiceMonitor says (its CA Secret, server name, a ServiceAccount
- *     token), Prometheus's bound ServiceAccount reads /metrics through the
+ *     ServiceMonitor says (its CA Secret, server name, the ServiceAccount
+ *     token of its authorization credentials Secret), Prometheus's bound ServiceAccount reads /metrics through the
  *     proxy's TokenReview + SubjectAccessReview; another ServiceAccount
  *     gets 403.
  *
@@ -317,6 +317,8 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
     const installed = await helmOk([
       "install", "external-metrics-bridge", CHART, "-n", NS, "-f", KEDA_VALUES,
       "--set", "serviceMonitor.enabled=true", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]',
+      // Prometheus's token from a Secret of this namespace (the chart's own scraper token needs the token controller, which this control plane does not run)
+      "--set", "serviceMonitor.credentials.secretName=prometheus-k8s-token",
     ]);
     show("helm install -f infra/examples/keda-coexistence-values.yaml", installed);
     // KEDA's object is untouched by the install (registration.render: false)
@@ -452,16 +454,21 @@ describe("real Kubernetes: installing next to KEDA, and scraping /metrics as the
   it("the chart's ServiceMonitor scrape: Prometheus's bound ServiceAccount reads /metrics through TokenReview + SubjectAccessReview; another gets 403", async () => {
     // What the installed ServiceMonitor tells Prometheus (a stand-in CRD stores it: prometheus-operator's schema is not available offline).
     const sm = JSON.parse(await cp!.kubectlOk(["-n", NS, "get", "servicemonitors.monitoring.coreos.com", PROXY, "-o", "json"])) as {
-      spec: { endpoints: { scheme: string; path: string; bearerTokenFile: string; tlsConfig: { ca: { secret: { name: string; key: string } }; serverName: string } }[] };
+      spec: { endpoints: { scheme: string; path: string; authorization: { type: string; credentials: { name: string; key: string } }; tlsConfig: { ca: { secret: { name: string; key: string } }; serverName: string } }[] };
     };
     const ep = sm.spec.endpoints[0]!;
-    expect(ep).toMatchObject({ scheme: "https", path: "/metrics", bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token" });
+    expect(ep).toMatchObject({ scheme: "https", path: "/metrics", authorization: { type: "Bearer", credentials: { name: "prometheus-k8s-token", key: "token" } } });
     const tlsSecret = JSON.parse(await cp!.kubectlOk(["-n", NS, "get", "secret", ep.tlsConfig.ca.secret.name, "-o", "json"])) as { data: Record<string, string> };
     const ca = Buffer.from(tlsSecret.data[ep.tlsConfig.ca.secret.key]!, "base64").toString();
     await cp!.kubectlOk(["create", "namespace", "monitoring"]);
     await cp!.kubectlOk(["-n", "monitoring", "create", "serviceaccount", "prometheus-k8s"]);
     await cp!.kubectlOk(["-n", "monitoring", "create", "serviceaccount", "not-prometheus"]);
-    const prometheus = (await cp!.kubectlOk(["-n", "monitoring", "create", "token", "prometheus-k8s"])).trim();
+    // the Secret the ServiceMonitor's authorization names, holding Prometheus's token; the scrape sends what it holds
+    const issued = (await cp!.kubectlOk(["-n", "monitoring", "create", "token", "prometheus-k8s"])).trim();
+    const { name: credName, key: credKey } = ep.authorization.credentials;
+    await cp!.kubectlOk(["-n", NS, "create", "secret", "generic", credName, `--from-literal=${credKey}=${issued}`]);
+    const credSecret = JSON.parse(await cp!.kubectlOk(["-n", NS, "get", "secret", credName, "-o", "json"])) as { data: Record<string, string> };
+    const prometheus = Buffer.from(credSecret.data[credKey]!, "base64").toString();
     const other = (await cp!.kubectlOk(["-n", "monitoring", "create", "token", "not-prometheus"])).trim();
     const ok = await scrape(ca, ep.tlsConfig.serverName, prometheus);
     expect(ok.status, ok.body.slice(0, 500)).toBe(200);

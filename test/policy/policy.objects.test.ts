@@ -1,5 +1,5 @@
 /**
- * The policy CRDs (infra/helm/external-metrics-bridge/crds/) and API objects
+ * The policy CRDs (infra/helm/external-metrics-bridge/files/crds/) and API objects
  * of both kinds (shared/policy/objects.ts):
  *
  * - the CRDs describe every field (`kubectl explain`), have the same spec
@@ -33,7 +33,7 @@ import { CLUSTER_POLICY_KIND, POLICY_API_VERSION, POLICY_KIND, POLICY_LIMITS } f
 import { writeCrdSchemas } from "../../infra/tools/crd-schemas.ts";
 import { ensureSchemas, ensureTool, kubeconform, ROOT } from "../../infra/tools/validate.ts";
 
-const CRD_DIR = join(ROOT, "infra/helm/external-metrics-bridge/crds");
+const CRD_DIR = join(ROOT, "infra/helm/external-metrics-bridge/files/crds");
 const CRD_FILES = readdirSync(CRD_DIR).map((f) => join(CRD_DIR, f));
 const EXAMPLES = join(ROOT, "infra/examples/policies");
 

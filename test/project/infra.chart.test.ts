@@ -11,60 +11,16 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parse, parseAllDocuments } from "yaml";
+import { parse } from "yaml";
 import { proxyCommand } from "../../functions/proxy/main.ts";
 import { loadProxyConfig } from "../../shared/proxy/config.ts";
-import { ensureSchemas, ensureTool, helmLint, helmTemplate, kubeconform, ROOT } from "../../infra/tools/validate.ts";
+import { helmLint, ROOT } from "../../infra/tools/validate.ts";
+import { container, ensureChartTools, expectValid, find, NS, podSpec, render, renderError, type K8sObject } from "./chart.helpers.ts";
 
 const CHART = join(ROOT, "infra/helm/external-metrics-bridge");
 const KEDA_VALUES = join(ROOT, "infra/examples/keda-coexistence-values.yaml");
-const NS = "external-metrics-bridge";
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any };
-
-function objects(text: string): K8sObject[] {
-  return parseAllDocuments(text)
-    .map((d) => d.toJS() as K8sObject | null)
-    .filter((o): o is K8sObject => o !== null);
-}
-
-function find(list: K8sObject[], kind: string, name?: string): K8sObject {
-  const found = list.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
-  if (!found) throw new Error(`no ${kind}${name ? ` ${name}` : ""} in ${list.map((o) => `${o.kind}/${o.metadata.name}`).join(", ")}`);
-  return found;
-}
-
-/** `helm template` with `--set`/`--set-json` pairs; the rendered objects. */
-function render(...args: string[]): K8sObject[] {
-  return objects(helmTemplate(args));
-}
-
-/** helm's error message for a render that must fail. */
-function renderError(...args: string[]): string {
-  try {
-    helmTemplate(args);
-  } catch (err) {
-    return (err as Error).message;
-  }
-  throw new Error(`helm template ${args.join(" ")} rendered`);
-}
-
-/** kubeconform (strict) of objects, Prometheus Operator kinds left out (no schema offline). */
-function expectValid(list: K8sObject[]): void {
-  const checked = list.filter((o) => o.apiVersion !== "monitoring.coreos.com/v1");
-  const result = kubeconform(["-"], checked.map((o) => JSON.stringify(o)).join("\n---\n"));
-  expect(result.ok, JSON.stringify(result.resources.filter((r) => r.status !== "statusValid"), null, 2)).toBe(true);
-  expect(result.resources.filter((r) => r.status === "statusValid")).toHaveLength(checked.length);
-}
-
-const container = (list: K8sObject[]) => find(list, "Deployment").spec.template.spec.containers[0];
-const podSpec = (list: K8sObject[]) => find(list, "Deployment").spec.template.spec;
-
-beforeAll(() => {
-  ensureTool("helm");
-  ensureTool("kubeconform");
-  ensureSchemas();
-}, 30 * 60_000);
+beforeAll(ensureChartTools, 30 * 60_000);
 
 describe("chart switches", () => {
   it("resources: null renders a valid Deployment without resources (it rendered `resources:` followed by `null` text before)", () => {
@@ -101,7 +57,7 @@ describe("chart switches", () => {
     expect(message).toContain(`create Secret ${NS}/external-metrics-bridge-proxy-tls with ca.crt`);
   });
 
-  it("ServiceMonitor: HTTPS with the proxy's CA and name, Prometheus's token, and RBAC for its ServiceAccount to GET /metrics", () => {
+  it("ServiceMonitor: HTTPS with the proxy's CA and name, authorization from a token Secret, and RBAC for that token's ServiceAccount to GET /metrics", () => {
     const list = render("--set", "serviceMonitor.enabled=true", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]', "--set-json", 'serviceMonitor.labels={"release":"kube-prometheus-stack"}');
     const sm = find(list, "ServiceMonitor");
     expect(sm.apiVersion).toBe("monitoring.coreos.com/v1");
@@ -114,18 +70,33 @@ describe("chart switches", () => {
     expect(sm.spec.endpoints[0]).toMatchObject({
       path: "/metrics",
       scheme: "https",
-      bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+      // Prometheus Operator's authorization (bearerTokenFile is deprecated): the chart's scraper ServiceAccount's token Secret
+      authorization: { type: "Bearer", credentials: { name: "external-metrics-bridge-proxy-metrics-scraper-token", key: "token" } },
       // ca.crt is where the proxy keeps its CA bundle in the serving-certificate Secret (shared/proxy/tls/rotation.ts)
       tlsConfig: { ca: { secret: { name: "external-metrics-bridge-proxy-tls", key: "ca.crt" } }, serverName: `external-metrics-bridge-proxy.${NS}.svc` },
     });
     expect(find(list, "ClusterRole", "external-metrics-bridge-proxy:metrics-reader").rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);
+    expect(sm.spec.endpoints[0]).not.toHaveProperty("bearerTokenFile");
+    // the token Secret belongs to the scraper ServiceAccount, which the /metrics binding names
+    const token = find(list, "Secret", "external-metrics-bridge-proxy-metrics-scraper-token");
+    expect(token.type).toBe("kubernetes.io/service-account-token");
+    expect(token.metadata.annotations).toEqual({ "kubernetes.io/service-account.name": "external-metrics-bridge-proxy-metrics-scraper" });
+    expect(find(list, "ServiceAccount", "external-metrics-bridge-proxy-metrics-scraper").metadata.namespace).toBe(NS);
     expect(find(list, "ClusterRoleBinding", "external-metrics-bridge-proxy:metrics-reader")).toMatchObject({
       roleRef: { kind: "ClusterRole", name: "external-metrics-bridge-proxy:metrics-reader" },
-      subjects: [{ kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" }],
+      subjects: [
+        { kind: "ServiceAccount", namespace: NS, name: "external-metrics-bridge-proxy-metrics-scraper" },
+        { kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" },
+      ],
     });
     expectValid(list);
-    // A ServiceMonitor without a reader would scrape 403s forever: refused.
-    expect(renderError("--set", "serviceMonitor.enabled=true")).toContain("set metricsReaders to Prometheus's ServiceAccount");
+    // An existing Secret's token: the chart renders no scraper, and its ServiceAccount must be a reader.
+    const own = render("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.credentials.secretName=prom-token", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]');
+    expect(find(own, "ServiceMonitor").spec.endpoints[0].authorization).toEqual({ type: "Bearer", credentials: { name: "prom-token", key: "token" } });
+    expect(own.some((o) => o.metadata.name.endsWith("-metrics-scraper"))).toBe(false);
+    expect(find(own, "ClusterRoleBinding", "external-metrics-bridge-proxy:metrics-reader").subjects).toEqual([{ kind: "ServiceAccount", namespace: "monitoring", name: "prometheus-k8s" }]);
+    // Without a reader it would scrape 403s forever: refused.
+    expect(renderError("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.credentials.secretName=prom-token")).toContain("set metricsReaders to the ServiceAccount whose token that Secret holds");
   });
 
   it("NetworkPolicy (on by default): ingress only on the API port and the webhook port, from any source unless narrowed; egress restricted only when rules are given", () => {
@@ -192,6 +163,7 @@ describe("chart switches", () => {
   it("fullnameOverride names every object of the release and what points at them", () => {
     const list = render("--set", "fullnameOverride=emb", "--set", "serviceMonitor.enabled=true", "--set-json", 'metricsReaders=["monitoring/prometheus-k8s"]');
     for (const kind of ["Deployment", "Service", "ServiceAccount", "ServiceMonitor"]) expect(find(list, kind).metadata.name).toBe("emb");
+    expect(find(list, "ServiceAccount", "emb-metrics-scraper").metadata.namespace).toBe(NS);
     expect(find(list, "ConfigMap").metadata.name).toBe("emb-config");
     expect(find(list, "APIService").spec.service.name).toBe("emb");
     expect(find(list, "ValidatingWebhookConfiguration").webhooks[0].clientConfig.service.name).toBe("emb");
@@ -200,7 +172,7 @@ describe("chart switches", () => {
     const opts = proxyCommand().exitOverride().parse(container(list).args, { from: "user" }).opts();
     expect(opts["serviceName"]).toBe("emb");
     const bindings = list.filter((o) => o.kind === "ClusterRoleBinding" || o.kind === "RoleBinding");
-    for (const b of bindings) for (const s of b.subjects.filter((x: { namespace: string }) => x.namespace === NS)) expect(s.name).toBe("emb");
+    for (const b of bindings) for (const s of b.subjects.filter((x: { namespace: string }) => x.namespace === NS)) expect(s.name).toMatch(/^emb(-metrics-scraper)?$/);
     expectValid(list);
   });
 });
@@ -211,6 +183,7 @@ describe("values.schema.json", () => {
     type?: string | string[];
     properties?: Record<string, Schema>;
     additionalProperties?: boolean | Schema;
+    anyOf?: Schema[];
   }
 
   it("describes every value of values.yaml (no key without a schema)", () => {
@@ -219,6 +192,8 @@ describe("values.schema.json", () => {
     const walk = (v: unknown, s: Schema | undefined, path: string) => {
       if (s === undefined) return void missing.push(path);
       if (v === null || typeof v !== "object" || Array.isArray(v)) return;
+      // a Kubernetes type passed through as it is (securityContext, affinity, …): the API server checks its keys
+      if (s.properties === undefined && s.additionalProperties === undefined) return;
       for (const [k, child] of Object.entries(v)) {
         const sub = s.properties?.[k] ?? (typeof s.additionalProperties === "object" ? s.additionalProperties : undefined);
         walk(child, sub, `${path}.${k}`);
@@ -256,10 +231,19 @@ describe("clusterPolicies.limits and resyncTimeoutSeconds", () => {
 });
 
 describe("the chart README", () => {
-  it("documents every top-level value", () => {
+  it("documents every value, nested keys included (as `a.b.c`, or `.c` / `c` in the row of `a.b`)", () => {
     const readme = readFileSync(join(CHART, "README.md"), "utf8");
     const values = parse(readFileSync(join(CHART, "values.yaml"), "utf8")) as Record<string, unknown>;
-    const undocumented = Object.keys(values).filter((k) => !readme.includes(`\`${k}`));
+    const schema = JSON.parse(readFileSync(join(CHART, "values.schema.json"), "utf8")) as { properties?: Record<string, unknown> };
+    const undocumented: string[] = [];
+    const walk = (v: unknown, s: { properties?: Record<string, unknown> } | undefined, path: string[]) => {
+      const last = path.at(-1);
+      if (last !== undefined && ![`\`${path.join(".")}`, `\`.${last}`, `.${last}\``, `\`${last}\``].some((form) => readme.includes(form))) undocumented.push(path.join("."));
+      // the chart's own objects (schema properties listed); Kubernetes types (resources, securityContext, …) are documented as a whole
+      if (path[0] === "resources" || v === null || typeof v !== "object" || Array.isArray(v) || s?.properties === undefined) return;
+      for (const [k, child] of Object.entries(v)) walk(child, s.properties[k] as typeof s, [...path, k]);
+    };
+    walk(values, schema, []);
     expect(undocumented).toEqual([]);
   });
 });

@@ -30,7 +30,7 @@ import {
   ROOT,
 } from "../../infra/tools/validate.ts";
 
-const CRDS = join(ROOT, "infra/helm/external-metrics-bridge/crds");
+const CRDS = join(ROOT, "infra/helm/external-metrics-bridge/files/crds");
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string>; labels?: Record<string, string> }; [k: string]: any };
 
@@ -106,7 +106,8 @@ describe("the Helm chart", () => {
     const pod = d.spec.template.spec;
     const c = pod.containers[0];
     expect(d.spec.replicas).toBe(2);
-    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: "RuntimeDefault" } });
+    // no fixed runAsUser (OpenShift assigns a UID of the namespace's range): the image's numeric USER applies
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
     expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } });
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "https", scheme: "HTTPS" });
     expect(c.livenessProbe.httpGet).toEqual({ path: "/livez", port: "https", scheme: "HTTPS" });
@@ -152,10 +153,12 @@ describe("the Helm chart", () => {
     });
   });
 
-  it("ships the policy CRDs from crds/ unchanged (helm installs them before the templates), in the plain manifests too", () => {
+  it("ships the policy CRDs of files/crds/ (templates: installed and upgraded with the release, kept on uninstall), in the plain manifests too", () => {
     for (const file of readdirSync(CRDS)) {
       const [crd] = objects(readFileSync(join(CRDS, file), "utf8"));
-      expect(find(manifests, "CustomResourceDefinition", crd!.metadata.name)).toEqual(crd);
+      const shipped = find(manifests, "CustomResourceDefinition", crd!.metadata.name);
+      expect({ ...shipped, metadata: { name: shipped.metadata.name } }).toEqual({ ...crd, metadata: { name: crd!.metadata.name } });
+      expect(shipped.metadata.annotations).toMatchObject({ "helm.sh/resource-policy": "keep" });
     }
   });
 
@@ -372,6 +375,8 @@ describe("the container image", () => {
     // The chart passes the proxy's flags as args (they follow the ENTRYPOINT); it never replaces the command.
     expect(deployment.spec.template.spec.containers[0].command).toBeUndefined();
     expect(deployment.spec.template.spec.containers[0].args[0]).toMatch(/^--config=/);
-    expect(deployment.spec.template.spec.securityContext.runAsUser).toBe(65532);
+    // The chart fixes no runAsUser: runAsNonRoot is verified by the kubelet against this numeric USER.
+    expect(deployment.spec.template.spec.securityContext).toMatchObject({ runAsNonRoot: true });
+    expect(deployment.spec.template.spec.securityContext).not.toHaveProperty("runAsUser");
   });
 });

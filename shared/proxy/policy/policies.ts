@@ -405,7 +405,7 @@ export class ClusterPolicies {
               this.#missing.add(kind);
               this.#o.log({
                 level: "error",
-                msg: `cluster policies: the API has no ${kind} (404 on ${POLICY_PATHS[kind]}): install the CRDs (infra/helm/external-metrics-bridge/crds/); values reads are refused (503) until they are listed`,
+                msg: `cluster policies: the API has no ${kind} (404 on ${POLICY_PATHS[kind]}): install the CRDs (infra/helm/external-metrics-bridge/files/crds/); values reads are refused (503) until they are listed`,
                 retryMs,
               });
             }
