@@ -112,9 +112,16 @@ function ruleOf(command: string): Rule | undefined {
   return undefined;
 }
 
+/** `items` grouped by `key`, groups in first-seen order (Map.groupBy, which the project's lib setting does not declare). */
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
+}
+
 const QUOTED: QuotedCommand[] = docFiles(ROOT).flatMap((file) => quotedCommands(ROOT, file));
 /** One entry per distinct command (and stdin), with every place it is quoted. */
-const UNIQUE = [...Map.groupBy(QUOTED, (c) => `${c.command}\u0000${c.stdin ?? ""}`).values()].map((group) => ({ ...group[0]!, where: group.map((c) => c.where).join(", ") }));
+const UNIQUE = [...groupBy(QUOTED, (c) => `${c.command}\u0000${c.stdin ?? ""}`).values()].map((group) => ({ ...group[0]!, where: group.map((c) => c.where).join(", ") }));
 
 interface Result {
   code: number | null;
@@ -220,7 +227,7 @@ describe("the commands the docs quote", () => {
   });
 
   const helps = UNIQUE.filter((c) => (ruleOf(c.command) as { run?: string } | undefined)?.run === "help");
-  const byHelp = Map.groupBy(helps, (c) => helpVariant(c.command).help);
+  const byHelp = groupBy(helps, (c) => helpVariant(c.command).help);
   it.each([...byHelp].map(([help, cs]) => [help, cs] as const))("%s lists the options the docs use", async (help, cs) => {
     const r = await sh(help, { cwd: ROOT });
     expect(r.code, `${help}\n${r.out}`).toBe(0);
