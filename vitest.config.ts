@@ -11,6 +11,7 @@ const INTEGRATION = [
   "test/project/demo.test.ts",
   "test/project/first-hour.test.ts",
   "test/project/cli.test.ts",
+  "test/project/docs.commands.test.ts",
   "test/project/infra.test.ts",
   "test/**/*.real.test.ts",
 ];

@@ -19,7 +19,9 @@
  * (clean or warnings only, Allow, all pass, valid), 1 no (lint errors — or
  * warnings with `--strict` —, Deny, a failure), 2 the command could not run
  * (arguments, unreadable or invalid input, the cluster unreachable). Argument
- * parsing is commander's; the commands live in `functions/cli/`. Guide:
+ * parsing is commander's; the commands live in `functions/cli/`. File
+ * arguments are relative to the directory the command was typed in, under
+ * `npm run cli` too (see `main`). Guide:
  * docs/policy.md.
  */
 import { readFileSync } from "node:fs";
@@ -33,6 +35,7 @@ import { EXIT, processIo } from "./cli/io.ts";
 import { policyExplain } from "./cli/policy-explain.ts";
 import { policyLint } from "./cli/policy-lint.ts";
 import { policyTest } from "./cli/policy-test.ts";
+import { callerPath } from "./script-args.ts";
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -194,9 +197,16 @@ function buildProgram(result: { code: number }): Command {
   return program;
 }
 
-/** Run the CLI on `argv` (as `process.argv`); resolves to the exit code. */
+/**
+ * Run the CLI on `argv` (as `process.argv`); resolves to the exit code.
+ * Every file argument (FILEs, `--config`, `--policy`, `--kubeconfig`) is
+ * relative to the directory the user ran the command in, as `npm run serve
+ * -- --config` is: under `npm run cli` the process starts in the package
+ * root, so it first moves to that directory (`callerPath`, `INIT_CWD`).
+ */
 async function main(argv: readonly string[]): Promise<number> {
   const result = { code: EXIT.OK as number };
+  process.chdir(callerPath("."));
   try {
     await buildProgram(result).parseAsync([...argv]);
   } catch (err) {

@@ -44,12 +44,29 @@ export async function startDemoEmulator(port: number): Promise<DemoEmulator> {
   return { port: Number(new URL(address).port), stop: () => app.close() };
 }
 
+/** The ports `npm start` listens on by default (`SQS_PORT`, `PORT`). */
+export const DEMO_DEFAULT_PORTS = { sqsPort: 4566, port: 8080 } as const;
+
+/**
+ * The `npm start` command line that starts the demo on `ports`: `SQS_PORT=…`
+ * and `PORT=…` written only when not the default, so a hint built from the
+ * ports in use keeps the one the user had already moved
+ * (`SQS_PORT=4567 PORT=8081 npm start`, not `PORT=8081 npm start`).
+ */
+export function startCommand(ports: { sqsPort: number; port: number }): string {
+  const settings = [
+    ...(ports.sqsPort !== DEMO_DEFAULT_PORTS.sqsPort ? [`SQS_PORT=${ports.sqsPort}`] : []),
+    ...(ports.port !== DEMO_DEFAULT_PORTS.port ? [`PORT=${ports.port}`] : []),
+  ];
+  return [...settings, "npm start"].join(" ");
+}
+
 async function main(): Promise<void> {
   const { Command, InvalidArgumentError, Option } = await import("commander");
   const program = new Command("npm start --")
     .description("The bridge with an embedded SQS emulator (fauxqs) holding the queue worker_tasks: no cloud account needed. Both listen on 127.0.0.1.")
-    .addOption(new Option("--sqs-port <port>", "the SQS emulator's port (4566 is LocalStack's default too)").env("SQS_PORT").default(4566).argParser(portParser(InvalidArgumentError)))
-    .addOption(new Option("--port <port>", "the bridge's port").env("PORT").default(8080).argParser(portParser(InvalidArgumentError)))
+    .addOption(new Option("--sqs-port <port>", "the SQS emulator's port (4566 is LocalStack's default too)").env("SQS_PORT").default(DEMO_DEFAULT_PORTS.sqsPort).argParser(portParser(InvalidArgumentError)))
+    .addOption(new Option("--port <port>", "the bridge's port").env("PORT").default(DEMO_DEFAULT_PORTS.port).argParser(portParser(InvalidArgumentError)))
     .addHelpText("after", "\nMove the value from another terminal: npm run queue -- add 25 (same SQS_PORT).");
   parseOrExit(program);
   const { sqsPort, port } = program.opts<{ sqsPort: number; port: number }>();
@@ -57,7 +74,7 @@ async function main(): Promise<void> {
   try {
     emulator = await startDemoEmulator(sqsPort);
   } catch (err) {
-    const busy = listenFailure(err, sqsPort, "the SQS emulator", `SQS_PORT=${sqsPort + 1} npm start (LocalStack uses 4566 too)`);
+    const busy = listenFailure(err, sqsPort, "the SQS emulator", `${startCommand({ sqsPort: sqsPort + 1, port })} (LocalStack uses 4566 too)`);
     if (busy === undefined) throw err;
     console.error(`npm start: ${busy}`);
     process.exit(1);
@@ -78,7 +95,7 @@ async function main(): Promise<void> {
   try {
     server = await startNodeServer({ config, host: "127.0.0.1", port, env });
   } catch (err) {
-    const busy = listenFailure(err, port, "the bridge", `PORT=${port + 1} npm start`);
+    const busy = listenFailure(err, port, "the bridge", startCommand({ sqsPort, port: port + 1 }));
     if (busy === undefined) throw err;
     client.destroy();
     await emulator.stop();
@@ -92,14 +109,14 @@ external-metrics-bridge demo
   bridge:                ${server.url}  config ${configPath}
 
 Try:
-  curl -s '${base}' 
+  curl -s '${base}'
   curl -s '${base}/namespaces/default/queue_messages_ready?labelSelector=queue%3D${QUEUE}'
   curl -s '${base}/namespaces/default/queue_messages_backlog'
   curl -s '${base}/namespaces/default/queue_messages_ready?labelSelector=queue%3Dmissing'   # 404 Status
 
 Move the value (in another terminal):
-  ${sqsPort === 4566 ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- add 25
-  ${sqsPort === 4566 ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- drain 10
+  ${sqsPort === DEMO_DEFAULT_PORTS.sqsPort ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- add 25
+  ${sqsPort === DEMO_DEFAULT_PORTS.sqsPort ? "" : `SQS_PORT=${emulator.port} `}npm run queue -- drain 10
 
 Request log (JSON lines) follows. Ctrl-C stops.
 `);
@@ -109,4 +126,4 @@ Request log (JSON lines) follows. Ctrl-C stops.
   });
 }
 
-await main();
+if (import.meta.main) await main();

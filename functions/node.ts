@@ -54,7 +54,7 @@ import { batchedJsonLog } from "./node-log.ts";
 import { BridgeMetrics } from "../shared/observability/metrics.ts";
 import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";
 import { bridgeRegistry } from "../shared/observability/prometheus.ts";
-import { callerPath, listenFailure, parseOrExit, portParser } from "./script-args.ts";
+import { callerPath, listenFailure, nodeTooOld, nodeTooOldMessage, parseOrExit, portParser } from "./script-args.ts";
 import { applyServerLimits, BRIDGE_LIMITS, checkLimits, serverOptions, type ServerLimits } from "../shared/http-limits.ts";
 
 export { StartRefusedError };
@@ -334,4 +334,9 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
   exitOnSignals(server.close);
 }
 
+// On a Node without import.meta.main (older than 24.2/22.18) it is undefined, not false: refuse there rather than exit 0 silently.
 if (import.meta.main) await main();
+else if (import.meta.main === undefined && nodeTooOld()) {
+  console.error(nodeTooOldMessage("external-metrics-bridge"));
+  process.exit(2);
+}

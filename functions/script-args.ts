@@ -72,3 +72,30 @@ export function portParser(InvalidArgumentError: new (message: string) => Error)
     return port;
   };
 }
+
+/** The Node.js major the entry points and their bundles are built and tested for (the `node` devDependency; esbuild target `node24`, infra/build-common.ts). */
+export const REQUIRED_NODE_MAJOR = 24;
+
+/**
+ * Whether the running Node.js is too old to run an entry point: older than
+ * {@link REQUIRED_NODE_MAJOR}. Such a Node also lacks `import.meta.main`
+ * (added in v24.2.0 and v22.18.0), which an entry point tests to decide
+ * whether to start: there it is `undefined`, so without this check
+ * `node dist/node/node.mjs` on Node 20 printed nothing and exited 0.
+ *
+ * @param version `process.versions.node` form, e.g. `20.20.2`
+ */
+export function nodeTooOld(version: string = process.versions.node): boolean {
+  return Number(version.split(".")[0]) < REQUIRED_NODE_MAJOR;
+}
+
+/**
+ * The one-line refusal an entry point prints on a Node.js older than
+ * {@link REQUIRED_NODE_MAJOR} (see {@link nodeTooOld}), naming the version
+ * it runs on and the one it needs.
+ *
+ * @param what the program, e.g. `external-metrics-bridge`
+ */
+export function nodeTooOldMessage(what: string, version: string = process.versions.node): string {
+  return `${what} cannot run on Node.js v${version}: it needs Node.js ${REQUIRED_NODE_MAJOR} or later (check with node --version; in a checkout, npm run … and npx node … use the Node ${REQUIRED_NODE_MAJOR} that npm ci installs)`;
+}

@@ -11,7 +11,9 @@
  * The providers' advice about valid metric rules (a `prometheus` rule's
  * `onEmpty.value`, a template range longer than `maxAgeSeconds`:
  * {@link ruleWarnings}) is printed as `warning:` lines and changes no exit
- * status. Exit 0 when every FILE is valid, 2 otherwise. A BridgeConfig is checked,
+ * status. A FILE holding no YAML document (only comments, as
+ * `infra/worker/bridge.yaml` ships) is no config rather than an invalid one,
+ * as the Worker build reads it ({@link EMPTY_CONFIG_NOTE}). Exit 0 when every FILE is valid, 2 otherwise. A BridgeConfig is checked,
  * and its problems printed, by `../config-check.ts`, as the Worker and
  * Lambda builds do: same messages, same exit status.
  */
@@ -23,6 +25,10 @@ import { checkBridgeDocuments, INVALID_CONFIG_EXIT, printConfigIssues, unreadabl
 import { EXIT, plural, printJson, type Io, type OutputFormat } from "./io.ts";
 import { readText, STDIN } from "./workspace.ts";
 
+/** What a text holding no YAML document means to each runtime (`config validate` prints it; the Worker build agrees: `infra/worker/build.ts`). */
+export const EMPTY_CONFIG_NOTE =
+  "a Worker built with it bundles no config and reads its BRIDGE_CONFIG binding; the Node server and the Lambda function refuse it as their config";
+
 /** Options of {@link configValidate}. */
 export interface ValidateOptions {
   output: OutputFormat;
@@ -31,7 +37,7 @@ export interface ValidateOptions {
 /** The outcome for one FILE. */
 export interface ValidatedFile {
   file: string;
-  /** `BridgeConfig`, `ProxyConfig`, or undefined when neither was found */
+  /** `BridgeConfig`, `ProxyConfig`, or undefined when neither was found (valid only when the text holds no document at all) */
   kind?: string;
   valid: boolean;
   issues: ConfigIssue[];
@@ -73,7 +79,10 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
   try {
     const documents = parseYamlDocuments(text, source);
     const kinds = new Set(documents.map((d) => (d.value as { kind?: unknown } | null)?.kind));
-    if (kinds.has("BridgeConfig")) {
+    if (documents.length === 0) {
+      // as the Worker build reads infra/worker/bridge.yaml as shipped (infra/worker/build.ts): no config, not an invalid one
+      out.summary = `no YAML document (empty, or only comments): nothing to validate (${EMPTY_CONFIG_NOTE})`;
+    } else if (kinds.has("BridgeConfig")) {
       out.kind = "BridgeConfig";
       const { config, issues } = checkBridgeDocuments(documents, source, { readFile: readText });
       out.issues.push(...issues);
@@ -127,7 +136,8 @@ export function configValidate(files: readonly string[], options: ValidateOption
   if (options.output === "json") printJson(io, { valid: invalid === 0, files: results });
   else {
     for (const r of results) {
-      if (r.valid) io.out(`${r.file}: valid ${r.kind}${r.summary !== undefined ? ` (${r.summary})` : ""}`);
+      if (r.valid && r.kind === undefined) io.out(`${r.file}: ${r.summary}`);
+      else if (r.valid) io.out(`${r.file}: valid ${r.kind}${r.summary !== undefined ? ` (${r.summary})` : ""}`);
       else printConfigIssues(r.issues, io.err);
       for (const w of r.warnings) io.out(formatWarning(w));
       for (const n of r.notes) io.out(`note: ${r.file}: ${n}`);

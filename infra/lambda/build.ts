@@ -54,7 +54,21 @@ export const PACKAGED_FILES = ["index.mjs", "index.mjs.LEGAL.txt", "bridge.yaml"
 
 /** Whether `name` (a path relative to the output directory, `/`-separated) is one of {@link PACKAGED_FILES} (`*` matches within one path segment). */
 export function isPackaged(name: string): boolean {
-  return PACKAGED_FILES.some((pattern) => new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`).test(name));
+  return PACKAGED_FILES.some((pattern) => matchesPattern(pattern, name));
+}
+
+/**
+ * The {@link PACKAGED_FILES} patterns that match at least one of `names`
+ * (paths relative to the output directory), in their order: what a build
+ * really packages, e.g. without `bridge.yaml` when no `--config` was given.
+ */
+export function packagedPatterns(names: readonly string[]): string[] {
+  return PACKAGED_FILES.filter((pattern) => names.some((name) => matchesPattern(pattern, name)));
+}
+
+/** Whether `name` matches one {@link PACKAGED_FILES} pattern (`*` within one path segment). */
+function matchesPattern(pattern: string, name: string): boolean {
+  return new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`).test(name);
 }
 
 /** What a Lambda build produced: the handler module is `index.mjs` (handler string `index.handler`). */
@@ -105,7 +119,7 @@ async function main(): Promise<void> {
   const packaged = out.files.filter((f) => isPackaged(f.name));
   const sum = (key: "bytes" | "gzipBytes") => packaged.reduce((n, f) => n + f[key], 0);
   console.log(
-    `  packaged (${PACKAGED_FILES.join(", ")}; ${packaged.length} files): ${kib(sum("bytes"))} / gzip ${kib(sum("gzipBytes"))} (Lambda's limits: 50 MiB zipped, 250 MiB unzipped)`,
+    `  packaged (${packagedPatterns(out.files.map((f) => f.name)).join(", ")}; ${packaged.length} files): ${kib(sum("bytes"))} / gzip ${kib(sum("gzipBytes"))} (Lambda's limits: 50 MiB zipped, 250 MiB unzipped)`,
   );
   console.log(`  largest in index.mjs: ${out.packages.slice(0, 6).map(([p, n]) => `${p} ${kib(n)}`).join(", ")}`);
   if (values.config) console.log(`  config ${values.config} → bridge.yaml`);

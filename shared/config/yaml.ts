@@ -123,6 +123,14 @@ function rangeStart(node: unknown): number | undefined {
  * Turn zod issues into located ConfigIssues. Takes the error of any zod
  * schema (`zod/mini`'s or the classic API's: both are `core.$ZodError`).
  *
+ * A value that matches no branch of a union (zod's `invalid_union`, whose
+ * own message is only "Invalid input") is reported with the issues of the
+ * branch it came closest to ({@link closestBranch}): a misspelt
+ * `attribute: ApproximateNumberOfMessage` (one name or a list of names)
+ * reads `Invalid option: expected one of "ApproximateNumberOfMessages"|…`,
+ * and a value of a type no branch takes lists the types the branches
+ * expect (`Invalid input: expected string or array, received number`).
+ *
  * @param prefix the path of the validated value inside the document
  */
 export function zodIssues(sd: SourceDocument, error: core.$ZodError, prefix: readonly PropertyKey[] = []): ConfigIssue[] {
@@ -136,10 +144,46 @@ export function zodIssues(sd: SourceDocument, error: core.$ZodError, prefix: rea
       }
       continue;
     }
+    if (issue.code === "invalid_union" && issue.errors.length > 0) {
+      const branch = closestBranch(issue.errors);
+      if (branch !== undefined) {
+        out.push(...zodIssues(sd, { issues: branch } as core.$ZodError, path));
+        continue;
+      }
+      // every branch refused the value's type (wrongType): name the types they take
+      const types = issue.errors.flat().filter((i) => i.code === "invalid_type");
+      const expected = [...new Set(types.map((i) => String(i.expected)))];
+      const received = types[0]?.message.match(/received \S+$/)?.[0];
+      const message = `Invalid input: expected ${expected.join(" or ")}${received !== undefined ? `, ${received}` : ""}`;
+      out.push({ source: sd.source, ...locate(sd, path), path: formatPath(path), message });
+      continue;
+    }
     const pos = locate(sd, path);
     out.push({ source: sd.source, ...pos, path: formatPath(path), message: issue.message });
   }
   return out;
+}
+
+/** Whether a union branch's issues say only "this branch takes another type" (an `invalid_type` at the union's own value). */
+function wrongType(branch: readonly core.$ZodIssue[]): boolean {
+  return branch.every((i) => i.code === "invalid_type" && i.path.length === 0);
+}
+
+/**
+ * The branch of a failed union the value came closest to: among the
+ * branches that took the value's type (not {@link wrongType}), the one
+ * whose issues reach deepest into the value (an array branch complaining
+ * about item 0 beats a string enum refusing the array), the first of them
+ * on a tie; undefined when every branch refused the value's type.
+ */
+function closestBranch(branches: readonly (readonly core.$ZodIssue[])[]): core.$ZodIssue[] | undefined {
+  const depth = (b: readonly core.$ZodIssue[]) => Math.max(...b.map((i) => i.path.length));
+  let best: readonly core.$ZodIssue[] | undefined;
+  for (const branch of branches) {
+    if (branch.length === 0 || wrongType(branch)) continue;
+    if (best === undefined || depth(branch) > depth(best)) best = branch;
+  }
+  return best === undefined ? undefined : [...best];
 }
 
 /** A ConfigIssue at `path` of a document. */

@@ -13,6 +13,7 @@
 import * as z from "../config/zod.ts";
 import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound } from "../k8s/status.ts";
+import type { RuleFinding } from "./types.ts";
 
 /** Config schema of a selector label key a rule maps (apimachinery label-key syntax). */
 export const labelKeySchema = z.string().check(
@@ -44,6 +45,47 @@ export const onEmptySchema = z._default(
   ]),
   "unavailable",
 );
+
+/**
+ * The advice (`ProviderModule.lintRule`) about a rule's `onEmpty: { value }`
+ * on a backend that answers "no datapoint" alike for a series that exists
+ * and is idle and for one that does not exist (CloudWatch, Cloud
+ * Monitoring): the value is then also served for a misspelt or deleted
+ * queue, topic or dimension, so the HPA scales on a made-up number. It is
+ * right only for metrics the backend publishes on activity alone (CloudWatch
+ * `AWS/SQS` metrics of an idle queue, Pub/Sub's of an idle subscription),
+ * and only for series known to exist: an allow-list (`values`) on every
+ * mapped label makes any other label value a 404 before the backend is
+ * read. No finding when `onEmpty` is not a value, or when the rule maps at
+ * least one label and every mapped label has an allow-list.
+ *
+ * @param onEmpty the rule's `query.onEmpty`
+ * @param mappings the rule's label mappings (`dimensionLabels`, `selectorLabels`)
+ * @param words how the provider names things: `backend` (e.g. `CloudWatch`),
+ *   `field` (the mappings' field, e.g. `dimensionLabels`), `allowList` (one
+ *   mapping with an allow-list, as written in YAML)
+ * @returns at most one finding, at `query.onEmpty`
+ */
+export function onEmptyValueFindings(
+  onEmpty: "notFound" | "unavailable" | { value: string },
+  mappings: Readonly<Record<string, LabelMapping>>,
+  words: { backend: string; field: string; allowList: string },
+): RuleFinding[] {
+  if (typeof onEmpty !== "object") return [];
+  const labels = mappedLabels(mappings);
+  const open = labels.filter((l) => l.values === undefined).map((l) => l.label);
+  if (labels.length > 0 && open.length === 0) return [];
+  const which = open.length > 0 ? `the label${open.length > 1 ? "s" : ""} ${open.join(", ")} without an allow-list` : "a rule that maps no label";
+  return [
+    {
+      path: ["query", "onEmpty"],
+      message:
+        `onEmpty.value ${JSON.stringify(onEmpty.value)} is served for every series ${words.backend} has no datapoint for: with ${which}, also for a name that is misspelt ` +
+        `or does not exist, so the HPA scales on a made-up value. It is right only for metrics ${words.backend} publishes on activity alone (e.g. an idle queue's), ` +
+        `and only for series that exist: give each label in ${words.field} an allow-list (${words.allowList}) so any other value is a 404; else keep unavailable (the default, 503)`,
+    },
+  ];
+}
 
 /** One selector label a rule understands. */
 export interface MappedLabel {

@@ -6,7 +6,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../helpers/ports.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -87,7 +89,8 @@ describe("npm start (the embedded demo)", () => {
     }
   });
 
-  it("prints ready-to-paste curl lines for its own address", () => {
+  it("prints ready-to-paste curl lines for its own address, none ending in a blank", () => {
+    for (const line of banner.split("\n").filter((l) => l.includes("curl "))) expect(line, JSON.stringify(line)).toBe(line.trimEnd());
     expect(banner).toContain(`curl -s '${bridge}/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_messages_ready?labelSelector=queue%3Dworker_tasks'`);
   });
 
@@ -117,5 +120,25 @@ describe("npm start (the embedded demo)", () => {
     await fetch(`${bridge}/apis/external.metrics.k8s.io/v1beta1`);
     const line = await logged;
     expect(line).toMatch(/"code":200/);
+  });
+});
+
+describe("npm start when a port is taken", () => {
+  it("names the port and a command that keeps the other port the user set (SQS_PORT stays when PORT is taken)", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const port = (taken.address() as AddressInfo).port;
+    const sqsPort = await freePort();
+    try {
+      const child = runNpm(["start"], { PORT: String(port), SQS_PORT: String(sqsPort), BRIDGE_SIGNING_KEYS: "" });
+      let out = "";
+      child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+      child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code, out).toBe(1);
+      expect(out).toContain(`npm start: port ${port} is already in use, so the bridge cannot listen on it: pick another port, e.g. SQS_PORT=${sqsPort} PORT=${port + 1} npm start`);
+    } finally {
+      taken.close();
+    }
   });
 });

@@ -64,7 +64,7 @@ describe("taken ports: one line naming the port and the setting, exit 1", () => 
     const r = await runToEnd(npm(["start"], { env: cleanEnv({ SQS_PORT: String(held.port), PORT: "0" }) }));
     expect(r.code).toBe(1);
     expect(ownLines(r.stderr)).toEqual([
-      `npm start: port ${held.port} is already in use, so the SQS emulator cannot listen on it: pick another port, e.g. SQS_PORT=${held.port + 1} npm start (LocalStack uses 4566 too)`,
+      `npm start: port ${held.port} is already in use, so the SQS emulator cannot listen on it: pick another port, e.g. SQS_PORT=${held.port + 1} PORT=0 npm start (LocalStack uses 4566 too)`, // the PORT the user set is kept
     ]);
     expect(r.stderr).not.toMatch(/EADDRINUSE|\n\s+at /);
   });
@@ -72,7 +72,7 @@ describe("taken ports: one line naming the port and the setting, exit 1", () => 
   it("npm start with the bridge's port taken names PORT (and stops the emulator it started)", async () => {
     const r = await runToEnd(npm(["start"], { env: cleanEnv({ SQS_PORT: "0", PORT: String(held.port) }) }));
     expect(r.code).toBe(1);
-    expect(ownLines(r.stderr)).toEqual([`npm start: port ${held.port} is already in use, so the bridge cannot listen on it: pick another port, e.g. PORT=${held.port + 1} npm start`]);
+    expect(ownLines(r.stderr)).toEqual([`npm start: port ${held.port} is already in use, so the bridge cannot listen on it: pick another port, e.g. SQS_PORT=0 PORT=${held.port + 1} npm start`]); // the SQS_PORT the user set is kept
   });
 
   it("npm run serve -- --config FILE reads FILE relative to where npm was typed, and a taken --port names --port and PORT", async () => {

@@ -40,7 +40,7 @@ import { callSignal } from "../../deadline.ts";
 import { decimalFromNumber } from "../../k8s/quantity.ts";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
-import { mappedLabels, mappedValue } from "../label-mapping.ts";
+import { mappedLabels, mappedValue, onEmptyValueFindings } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 import { providerRefreshAhead } from "../refresh-ahead.ts";
@@ -330,6 +330,13 @@ export const cloudWatchModule: ProviderModule<CloudWatchProviderConfig, CloudWat
   providerSchema: cloudWatchProviderSchema,
   querySchema: cloudWatchQuerySchema,
   create: (name, config, runtime) => new CloudWatchProvider(name, config, runtime),
+  // an onEmpty value is also served for a dimension value that does not exist (CloudWatch has no datapoint for it either)
+  lintRule: (rule) =>
+    onEmptyValueFindings(rule.query.onEmpty, rule.query.dimensionLabels, {
+      backend: "CloudWatch",
+      field: "dimensionLabels",
+      allowList: "queue: { dimension: QueueName, values: { orders: orders } }",
+    }),
 };
 
 /** This module under the name every provider folder's `index.ts` exports it (the provider tables import it by this name: `../provider-list.ts`). */

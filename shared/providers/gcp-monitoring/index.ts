@@ -36,7 +36,7 @@ import { BACKEND_LOAD_TIMEOUT_MS, callSignal } from "../../deadline.ts";
 import { badRequest, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { GoogleApiError, googleErrorToStatus } from "../gcp/errors.ts";
 import { FilterError, timeSeriesFilter } from "../gcp/filter.ts";
-import { mappedLabels, mappedValue } from "../label-mapping.ts";
+import { mappedLabels, mappedValue, onEmptyValueFindings } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
 import { restTransportFactory } from "./rest.ts";
@@ -320,6 +320,13 @@ export const monitoringModule: ProviderModule<MonitoringProviderConfig, Monitori
   providerSchema: monitoringProviderSchema,
   querySchema: monitoringQuerySchema,
   create: (name, config, runtime) => new MonitoringProvider(name, config, runtime, transportFactoryOf(runtime)),
+  // an onEmpty value is also served for a label value no time series has (Cloud Monitoring returns none for it either)
+  lintRule: (rule) =>
+    onEmptyValueFindings(rule.query.onEmpty, rule.query.selectorLabels, {
+      backend: "Cloud Monitoring",
+      field: "selectorLabels",
+      allowList: "subscription: { field: resource.labels.subscription_id, values: { orders: orders } }",
+    }),
 };
 
 /** This module under the name every provider folder's `index.ts` exports it (the provider tables import it by this name: `../provider-list.ts`). */
