@@ -1,0 +1,151 @@
+/**
+ * The AWS SDK clients (or credentials) of one provider instance, one per
+ * identity its reads run under: the source's own credentials, or with
+ * `credentials.assumeRole` (`./identity.ts`) the role of each namespace,
+ * assumed with `@aws-sdk/credential-providers` `fromTemporaryCredentials`
+ * (STS `AssumeRole`, signed with the source's credentials).
+ *
+ * An identity is named by a key, {@link AwsClients.identity}: `undefined`
+ * for the source's own credentials, else the JSON of the `AssumeRole`
+ * parameters. The series skeleton puts that key into every cache key and
+ * batch group (`../series.ts` `SeriesItem.identity`), so two namespaces
+ * never share an answer read under the other's identity.
+ */
+import { fromTemporaryCredentials } from "@aws-sdk/credential-providers";
+import type { RuntimeEnv } from "../types.ts";
+import { awsClientOptions, type AwsProviderConfig } from "./common.ts";
+import { defaultChain, type AwsIdentity } from "./default-chain.ts";
+import { assumeRoleParams, MAX_AWS_IDENTITIES, type AssumeRoleParams } from "./identity.ts";
+
+/** Assumed credentials are renewed this long before they expire, ms (the SDK's own margin for temporary credentials: 5 min). */
+export const REFRESH_BEFORE_EXPIRY_MS = 5 * 60_000;
+
+/** What {@link awsClientOptions} builds: the options of an SDK client. */
+export type AwsClientOptions = ReturnType<typeof awsClientOptions>;
+
+/** A credentials function: resolves the credentials to sign with (memoized where temporary). */
+export type AwsCredentialsFunction = () => Promise<AwsIdentity>;
+
+/**
+ * One provider instance's clients by identity.
+ *
+ * @typeParam C what `make` builds from client options: an SDK client (its
+ *   `destroy()` is called when it is dropped), or anything else
+ */
+export class AwsClients<C> {
+  readonly #name: string;
+  readonly #config: AwsProviderConfig;
+  readonly #base: AwsClientOptions;
+  readonly #make: (options: AwsClientOptions) => C;
+  /** the client of the source's own credentials, built on first use */
+  #own: C | undefined;
+  /** clients of assumed roles by identity key, least recently used first, at most {@link MAX_AWS_IDENTITIES} */
+  readonly #assumed = new Map<string, C>();
+  /** identity keys by namespace (as many as {@link #assumed} at most) */
+  readonly #keys = new Map<string, string>();
+
+  /**
+   * @param name the provider instance name (error messages)
+   * @param make builds the client of one identity from its options; no I/O
+   */
+  constructor(name: string, config: AwsProviderConfig, runtime: RuntimeEnv, make: (options: AwsClientOptions) => C) {
+    this.#name = name;
+    this.#config = config;
+    this.#base = awsClientOptions(name, config, runtime);
+    this.#make = make;
+  }
+
+  /** Whether reads run under a role per namespace (`credentials.assumeRole` is set). */
+  get perNamespace(): boolean {
+    return this.#config.credentials.assumeRole !== undefined;
+  }
+
+  /**
+   * The identity key of reads for `namespace`: undefined without
+   * `assumeRole`, else the JSON of its `AssumeRole` parameters. No I/O.
+   *
+   * @throws StatusError 403/500 as `assumeRoleParams` (`./identity.ts`)
+   */
+  identity(namespace: string): string | undefined {
+    const assumeRole = this.#config.credentials.assumeRole;
+    if (assumeRole === undefined) return undefined;
+    let key = this.#keys.get(namespace);
+    if (key === undefined) {
+      key = JSON.stringify(assumeRoleParams(this.#name, assumeRole, namespace));
+      if (this.#keys.size >= MAX_AWS_IDENTITIES) this.#keys.delete(this.#keys.keys().next().value!);
+      this.#keys.set(namespace, key);
+    }
+    return key;
+  }
+
+  /**
+   * The client of identity `key` ({@link identity}): built on first use,
+   * kept while among the {@link MAX_AWS_IDENTITIES} last used. Its
+   * credentials: the role's, assumed through STS when first needed and
+   * again five minutes before they expire.
+   */
+  get(key: string | undefined): C {
+    if (key === undefined) return (this.#own ??= this.#make(this.#base));
+    let client = this.#assumed.get(key);
+    if (client !== undefined) {
+      this.#assumed.delete(key); // most recently used last
+      this.#assumed.set(key, client);
+      return client;
+    }
+    client = this.#make({ ...this.#base, credentials: this.#assumedCredentials(JSON.parse(key) as AssumeRoleParams) });
+    if (this.#assumed.size >= MAX_AWS_IDENTITIES) {
+      const [oldest, dropped] = this.#assumed.entries().next().value!;
+      this.#assumed.delete(oldest);
+      (dropped as { destroy?: () => void }).destroy?.();
+    }
+    this.#assumed.set(key, client);
+    return client;
+  }
+
+  /** Credentials of one role: STS `AssumeRole` signed with the source's credentials, kept until {@link REFRESH_BEFORE_EXPIRY_MS} before they expire. */
+  #assumedCredentials(params: AssumeRoleParams): AwsCredentialsFunction {
+    const config = this.#config;
+    const source = this.#base.credentials;
+    const masterCredentials: AwsCredentialsFunction = source === undefined ? defaultChain() : typeof source === "function" ? source : () => Promise.resolve(source);
+    const assume = fromTemporaryCredentials({
+      params,
+      masterCredentials,
+      clientConfig: {
+        region: config.region,
+        maxAttempts: config.maxAttempts,
+        requestHandler: { requestTimeout: config.timeoutSeconds * 1000 },
+        ...(config.credentials.assumeRole?.stsEndpoint !== undefined ? { endpoint: config.credentials.assumeRole.stsEndpoint } : {}),
+      },
+    });
+    const named = async (): Promise<AwsIdentity> => {
+      try {
+        return await assume();
+      } catch (err) {
+        // keep the SDK's name, code and $metadata (the Status mapping reads them); say which role
+        if (err instanceof Error) err.message = `STS AssumeRole of ${params.RoleArn} (ExternalId ${params.ExternalId}) failed: ${err.message}`;
+        throw err;
+      }
+    };
+    // one AssumeRole in flight per role; a failure is not kept (the series cache keeps the failed read for its back-off)
+    let current: Promise<AwsIdentity> | undefined;
+    let renewAt = 0;
+    return () => {
+      if (current === undefined || Date.now() >= renewAt) {
+        const pending: Promise<AwsIdentity> = named().then(
+          (credentials) => {
+            const expiration = (credentials as { expiration?: Date }).expiration;
+            renewAt = expiration === undefined ? Infinity : expiration.getTime() - REFRESH_BEFORE_EXPIRY_MS;
+            return credentials;
+          },
+          (err: unknown) => {
+            if (current === pending) current = undefined;
+            throw err;
+          },
+        );
+        current = pending;
+        renewAt = Infinity; // until it settles, later calls join it
+      }
+      return current;
+    };
+  }
+}
