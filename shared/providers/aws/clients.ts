@@ -11,10 +11,11 @@
  * batch group (`../series.ts` `SeriesItem.identity`), so two namespaces
  * never share an answer read under the other's identity.
  */
-import { fromTemporaryCredentials } from "@aws-sdk/credential-providers";
 import type { RuntimeEnv } from "../types.ts";
+// these two by the specifiers the Worker build replaces (wrangler.toml [alias])
+import { assumeRoleAvailable, assumeRoleCredentials } from "../aws/assume-role.ts";
+import { defaultChain, type AwsIdentity } from "../aws/default-chain.ts";
 import { awsClientOptions, type AwsProviderConfig } from "./common.ts";
-import { defaultChain, type AwsIdentity } from "./default-chain.ts";
 import { assumeRoleParams, MAX_AWS_IDENTITIES, type AssumeRoleParams } from "./identity.ts";
 
 /** Assumed credentials are renewed this long before they expire, ms (the SDK's own margin for temporary credentials: 5 min). */
@@ -47,12 +48,14 @@ export class AwsClients<C> {
   /**
    * @param name the provider instance name (error messages)
    * @param make builds the client of one identity from its options; no I/O
+   * @throws Error on the Worker when `credentials.assumeRole` is set (`infra/worker/no-aws-assume-role.ts`)
    */
   constructor(name: string, config: AwsProviderConfig, runtime: RuntimeEnv, make: (options: AwsClientOptions) => C) {
     this.#name = name;
     this.#config = config;
     this.#base = awsClientOptions(name, config, runtime);
     this.#make = make;
+    if (config.credentials.assumeRole !== undefined) assumeRoleAvailable(name); // the Worker refuses here, at load
   }
 
   /** Whether reads run under a role per namespace (`credentials.assumeRole` is set). */
@@ -107,15 +110,14 @@ export class AwsClients<C> {
     const config = this.#config;
     const source = this.#base.credentials;
     const masterCredentials: AwsCredentialsFunction = source === undefined ? defaultChain() : typeof source === "function" ? source : () => Promise.resolve(source);
-    const assume = fromTemporaryCredentials({
+    const endpoint = config.credentials.assumeRole?.stsEndpoint;
+    const assume = assumeRoleCredentials({
       params,
       masterCredentials,
-      clientConfig: {
-        region: config.region,
-        maxAttempts: config.maxAttempts,
-        requestHandler: { requestTimeout: config.timeoutSeconds * 1000 },
-        ...(config.credentials.assumeRole?.stsEndpoint !== undefined ? { endpoint: config.credentials.assumeRole.stsEndpoint } : {}),
-      },
+      region: config.region,
+      maxAttempts: config.maxAttempts,
+      requestTimeoutMs: config.timeoutSeconds * 1000,
+      ...(endpoint !== undefined ? { endpoint } : {}),
     });
     const named = async (): Promise<AwsIdentity> => {
       try {
