@@ -15,6 +15,7 @@ import type { RuntimeEnv } from "../types.ts";
 // these two by the specifiers the Worker build replaces (wrangler.toml [alias])
 import { assumeRoleAvailable, assumeRoleCredentials } from "../aws/assume-role.ts";
 import { defaultChain, type AwsIdentity } from "../aws/default-chain.ts";
+import { RecentlyUsed } from "../identity-template.ts";
 import { awsClientOptions, type AwsProviderConfig } from "./common.ts";
 import { assumeRoleParams, MAX_AWS_IDENTITIES, type AssumeRoleParams } from "./identity.ts";
 
@@ -40,10 +41,10 @@ export class AwsClients<C> {
   readonly #make: (options: AwsClientOptions) => C;
   /** the client of the source's own credentials, built on first use */
   #own: C | undefined;
-  /** clients of assumed roles by identity key, least recently used first, at most {@link MAX_AWS_IDENTITIES} */
-  readonly #assumed = new Map<string, C>();
+  /** clients of assumed roles by identity key, at most {@link MAX_AWS_IDENTITIES} (an SDK client pushed out is destroyed) */
+  readonly #assumed = new RecentlyUsed<C>(MAX_AWS_IDENTITIES, (client) => (client as { destroy?: () => void }).destroy?.());
   /** identity keys by namespace (as many as {@link #assumed} at most) */
-  readonly #keys = new Map<string, string>();
+  readonly #keys = new RecentlyUsed<string>(MAX_AWS_IDENTITIES);
 
   /**
    * @param name the provider instance name (error messages)
@@ -72,13 +73,7 @@ export class AwsClients<C> {
   identity(namespace: string): string | undefined {
     const assumeRole = this.#config.credentials.assumeRole;
     if (assumeRole === undefined) return undefined;
-    let key = this.#keys.get(namespace);
-    if (key === undefined) {
-      key = JSON.stringify(assumeRoleParams(this.#name, assumeRole, namespace));
-      if (this.#keys.size >= MAX_AWS_IDENTITIES) this.#keys.delete(this.#keys.keys().next().value!);
-      this.#keys.set(namespace, key);
-    }
-    return key;
+    return this.#keys.get(namespace, () => JSON.stringify(assumeRoleParams(this.#name, assumeRole, namespace)));
   }
 
   /**
@@ -89,20 +84,7 @@ export class AwsClients<C> {
    */
   get(key: string | undefined): C {
     if (key === undefined) return (this.#own ??= this.#make(this.#base));
-    let client = this.#assumed.get(key);
-    if (client !== undefined) {
-      this.#assumed.delete(key); // most recently used last
-      this.#assumed.set(key, client);
-      return client;
-    }
-    client = this.#make({ ...this.#base, credentials: this.#assumedCredentials(JSON.parse(key) as AssumeRoleParams) });
-    if (this.#assumed.size >= MAX_AWS_IDENTITIES) {
-      const [oldest, dropped] = this.#assumed.entries().next().value!;
-      this.#assumed.delete(oldest);
-      (dropped as { destroy?: () => void }).destroy?.();
-    }
-    this.#assumed.set(key, client);
-    return client;
+    return this.#assumed.get(key, () => this.#make({ ...this.#base, credentials: this.#assumedCredentials(JSON.parse(key) as AssumeRoleParams) }));
   }
 
   /** Credentials of one role: STS `AssumeRole` signed with the source's credentials, kept until {@link REFRESH_BEFORE_EXPIRY_MS} before they expire. */

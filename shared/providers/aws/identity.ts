@@ -27,9 +27,7 @@
  */
 import * as z from "../../config/zod.ts";
 import { forbidden, internalError } from "../../k8s/status.ts";
-
-/** The one placeholder of identity templates: the request namespace. */
-export const NAMESPACE_PLACEHOLDER = "{namespace}";
+import { identityOf, NAMESPACE_PLACEHOLDER, namespaceMap, namespaceTemplate, noUnknownPlaceholder } from "../identity-template.ts";
 
 /** Most identities (role, ExternalId) a provider instance keeps credentials and clients for. */
 export const MAX_AWS_IDENTITIES = 256;
@@ -37,28 +35,8 @@ export const MAX_AWS_IDENTITIES = 256;
 /** An IAM role ARN: `arn:PARTITION:iam::ACCOUNT:role/[PATH/]NAME`, name ≤ 64 characters. */
 const ROLE_ARN = /^arn:aws(?:-[a-z]+)*:iam::\d{12}:role\/(?:[\w+=,.@-]+\/)*[\w+=,.@-]{1,64}$/;
 
-/** A Kubernetes namespace name (RFC 1123 label). */
-const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/** `{…}` placeholders of a template other than {@link NAMESPACE_PLACEHOLDER}. */
-function unknownPlaceholders(template: string): string[] {
-  return [...template.matchAll(/\{[^}]*\}?/g)].map((m) => m[0]).filter((p) => p !== NAMESPACE_PLACEHOLDER);
-}
-
-const noUnknownPlaceholder = z.refine<string>(
-  (t: string) => unknownPlaceholders(t).length === 0,
-  { error: (issue) => `unknown placeholder ${unknownPlaceholders(String(issue.input))[0]}: the only placeholder is ${NAMESPACE_PLACEHOLDER}` },
-);
-
 /** A role ARN with `{namespace}` standing for the request namespace. */
-const roleArnTemplate = z.string().check(
-  noUnknownPlaceholder,
-  z.refine((t) => t.includes(NAMESPACE_PLACEHOLDER), `must contain ${NAMESPACE_PLACEHOLDER}: one role per namespace (use roleArns to list them instead)`),
-  z.refine(
-    (t) => unknownPlaceholders(t).length > 0 || ROLE_ARN.test(t.replaceAll(NAMESPACE_PLACEHOLDER, "ns")),
-    "must be an IAM role ARN such as arn:aws:iam::123456789012:role/emb-{namespace}",
-  ),
-);
+const roleArnTemplate = namespaceTemplate(ROLE_ARN, "an IAM role ARN such as arn:aws:iam::123456789012:role/emb-{namespace}", "roleArns");
 
 /** A role ARN written out. */
 const roleArn = z.string().check(z.regex(ROLE_ARN, "must be an IAM role ARN such as arn:aws:iam::123456789012:role/emb-team-a"));
@@ -80,13 +58,7 @@ const roleArn = z.string().check(z.regex(ROLE_ARN, "must be an IAM role ARN such
 export const awsAssumeRoleSchema = z
   .strictObject({
     roleArn: z.optional(roleArnTemplate),
-    roleArns: z.optional(
-      z.record(z.string(), roleArn).check(
-        z.refine((m) => Object.keys(m).every((k) => NAMESPACE.test(k)), {
-          error: (issue) => `keys must be namespace names (RFC 1123 labels); "${Object.keys(issue.input as object).find((k) => !NAMESPACE.test(k))}" is not`,
-        }),
-      ),
-    ),
+    roleArns: z.optional(namespaceMap(roleArn)),
     clusterId: z.string().check(
       z.regex(/^[\w+=,.@/-]{16,256}$/, "must be 16–256 of A-Z a-z 0-9 _+=,.@/- and unique to this cluster, e.g. the UID of its kube-system namespace"),
     ),
@@ -125,18 +97,12 @@ export function externalIdOf(assumeRole: Pick<AwsAssumeRole, "clusterId">, names
  *   500 when the template gives no valid role ARN for it (a role name over 64 characters)
  */
 export function assumeRoleParams(providerName: string, assumeRole: AwsAssumeRole, namespace: string): AssumeRoleParams {
-  let arn: string;
-  if (assumeRole.roleArns !== undefined) {
-    const listed = Object.hasOwn(assumeRole.roleArns, namespace) ? assumeRole.roleArns[namespace] : undefined;
-    if (listed === undefined) {
-      throw forbidden(`provider ${providerName}: credentials.assumeRole.roleArns names no AWS role for namespace "${namespace}", so nothing is read for it`);
-    }
-    arn = listed;
-  } else {
-    arn = assumeRole.roleArn!.replaceAll(NAMESPACE_PLACEHOLDER, namespace);
-    if (!ROLE_ARN.test(arn)) {
-      throw internalError(`provider ${providerName}: credentials.assumeRole.roleArn gives "${arn}" for namespace "${namespace}", not a valid IAM role ARN (role names are at most 64 characters)`);
-    }
+  const arn = identityOf(assumeRole.roleArn, assumeRole.roleArns, namespace);
+  if (arn === undefined) {
+    throw forbidden(`provider ${providerName}: credentials.assumeRole.roleArns names no AWS role for namespace "${namespace}", so nothing is read for it`);
+  }
+  if (!ROLE_ARN.test(arn)) {
+    throw internalError(`provider ${providerName}: credentials.assumeRole.roleArn gives "${arn}" for namespace "${namespace}", not a valid IAM role ARN (role names are at most 64 characters)`);
   }
   return {
     RoleArn: arn,
