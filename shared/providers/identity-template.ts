@@ -35,7 +35,7 @@ export function namespaceTemplate(shape: RegExp, what: string, alternative: stri
   return z.string().check(
     noUnknownPlaceholder,
     z.refine((t: string) => t.includes(NAMESPACE_PLACEHOLDER), `must contain ${NAMESPACE_PLACEHOLDER}: one identity per namespace (use ${alternative} to list them instead)`),
-    z.refine((t: string) => unknownPlaceholders(t).length > 0 || shape.test(t.replaceAll(NAMESPACE_PLACEHOLDER, "ns")), `must be ${what}`),
+    z.refine((t: string) => unknownPlaceholders(t).length > 0 || shape.test(t.replaceAll(NAMESPACE_PLACEHOLDER, "team-a")), `must be ${what}`),
   );
 }
 

@@ -1,7 +1,8 @@
 /**
- * Per-namespace AWS roles on the Worker: not offered there, and said so.
+ * Per-namespace identities on the Worker (AWS roles, Google service
+ * accounts): not offered there, and said so.
  * The real Worker (built by wrangler as a deploy builds it, run in workerd)
- * given a config with `credentials.assumeRole` refuses it when it loads it
+ * given a config with `credentials.assumeRole` (or `credentials.impersonate`) refuses it when it loads it
  * (every request a 500 naming the provider and the reason), and never reads
  * anything under the source's own identity instead.
  */
@@ -51,5 +52,36 @@ metrics:
     expect(body.message).toContain("provider cw: credentials.assumeRole (a role per namespace) is not available on the Worker");
     expect(body.items).toBeUndefined();
     expect(cw.calls).toHaveLength(0);
+  });
+});
+
+describe("credentials.impersonate inside the Worker (workerd)", () => {
+  let worker: RunningWorker;
+  beforeAll(async () => {
+    worker = await startWorker(`
+apiVersion: external-metrics-bridge.io/v1alpha1
+kind: BridgeConfig
+policy: { defaultAction: Allow }   # not a policy test: every read allowed, explicitly
+providers:
+  gmp:
+    type: prometheus
+    flavour: gmp
+    project: test-project
+    endpoint: http://127.0.0.1:9
+    credentials: { source: environment, impersonate: { serviceAccount: "emb-{namespace}@test-project.iam.gserviceaccount.com" } }
+metrics:
+  - name: queue_ready
+    provider: gmp
+    query: { series: emb_queue_ready, selectorLabels: { queue: queue } }
+`);
+  });
+  afterAll(async () => worker?.close());
+
+  it("refuses the config at load with a message saying the Worker does not impersonate", async () => {
+    const res = await worker.request(`${NS}/queue_ready?labelSelector=queue%3Djobs`);
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as any;
+    expect(body.message).toContain("provider gmp: credentials.impersonate (a service account per namespace) is not available on the Worker");
+    expect(body.items).toBeUndefined();
   });
 });

@@ -1,0 +1,171 @@
+/**
+ * Per-namespace Google service accounts (`credentials.impersonate`) through
+ * the real thing: the bridge app, the `prometheus` provider's `gmp` flavour,
+ * the bridge's own service-account key exchanged at the OAuth token fake
+ * (`test/fakes/google-oauth.ts`, JWT verified), google-auth-library's
+ * `Impersonated` calling the IAM Credentials fake
+ * (`test/fakes/iamcredentials.ts`) for each namespace's account, and a
+ * Managed Prometheus stand-in that accepts only tokens that fake issued and
+ * answers each account with its own data.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../shared/config/config.ts";
+import { buildBridge, OPEN_CONFIG_HEAD, type Bridge } from "../helpers/bridge.ts";
+import { closeServer } from "../helpers/http.ts";
+import { makeServiceAccount, type TestServiceAccount } from "../fakes/google-key.ts";
+import { startOAuthFake, type OAuthFake } from "../fakes/google-oauth.ts";
+import { startIamCredentialsFake, type IamCredentialsFake } from "../fakes/iamcredentials.ts";
+
+const PROJECT = "test-project";
+const SA = (ns: string) => `emb-${ns}@${PROJECT}.iam.gserviceaccount.com`;
+const BRIDGE_SA = `bridge@${PROJECT}.iam.gserviceaccount.com`;
+const CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform";
+const MONITORING_READ = "https://www.googleapis.com/auth/monitoring.read";
+
+function config(endpoint: string, iam: string, impersonate = `serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com"`) {
+  return `${OPEN_CONFIG_HEAD}providers:
+  gmp:
+    type: prometheus
+    flavour: gmp
+    project: ${PROJECT}
+    endpoint: ${endpoint}
+    credentials:
+      source: environment
+      impersonate: { ${impersonate}, endpoint: "${iam}" }
+metrics:
+  - name: queue_ready
+    provider: gmp
+    query: { series: emb_queue_ready, selectorLabels: { queue: queue } }
+`;
+}
+
+async function read(bridge: Bridge, ns: string) {
+  const res = await bridge.app.request(`/apis/external.metrics.k8s.io/v1beta1/namespaces/${ns}/queue_ready?labelSelector=queue%3Djobs`);
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe("gmp with a service account per namespace (IAM Credentials generateAccessToken)", () => {
+  let oauth: OAuthFake;
+  let iam: IamCredentialsFake;
+  let key: TestServiceAccount;
+  let server: Server;
+  let endpoint = "";
+  /** the account whose token each query carried (undefined: a token the IAM fake did not issue) */
+  const readers: (string | undefined)[] = [];
+  beforeAll(async () => {
+    oauth = await startOAuthFake();
+    key = makeServiceAccount(oauth.tokenUri, BRIDGE_SA);
+    oauth.allow(BRIDGE_SA, key.publicKey);
+    iam = await startIamCredentialsFake(oauth.issued);
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const query = new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("query") ?? "";
+        const token = /^Bearer (.+)$/.exec(String(req.headers["authorization"] ?? ""))?.[1] ?? "";
+        const account = iam.issued.get(token);
+        readers.push(account);
+        if (account === undefined || req.url !== `/v1/projects/${PROJECT}/location/global/prometheus/api/v1/query`) {
+          res.writeHead(401, { "content-type": "application/json" });
+          return res.end(JSON.stringify({ error: { code: 401, message: "not a token of an impersonated account", status: "UNAUTHENTICATED" } }));
+        }
+        const now = Date.now() / 1000;
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ status: "success", data: { resultType: "vector", result: [{ metric: { queue: "jobs" }, value: [now, query.includes("timestamp(") ? String(now - 5) : account === SA("team-a") ? "3" : "8"] }] } }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    if (server !== undefined) await closeServer(server);
+    await iam?.close();
+    await oauth?.close();
+  });
+  beforeEach(() => {
+    readers.length = 0;
+    iam.calls.length = 0;
+    iam.failWith = undefined;
+    iam.creators.clear();
+    for (const ns of ["team-a", "team-b"]) iam.creators.set(SA(ns), new Set([BRIDGE_SA]));
+  });
+
+  const bridge = (text = config(endpoint, iam.endpoint)) => buildBridge(text, "test.yaml", { env: { GOOGLE_SERVICE_ACCOUNT_JSON: key.text }, now: Date.now }, { log: () => {} });
+
+  it("reads each namespace with its own service account's token, never another's", async () => {
+    const b = bridge();
+    const [a, bb] = await Promise.all([read(b, "team-a"), read(b, "team-b")]);
+    if (a.status !== 200 || bb.status !== 200) throw new Error(JSON.stringify([a.body, bb.body]));
+    expect([a.body.items[0].value, bb.body.items[0].value]).toEqual(["3", "8"]);
+    expect(iam.calls.map((c) => c.target).sort()).toEqual([SA("team-a"), SA("team-b")]);
+    for (const call of iam.calls) expect(call).toMatchObject({ caller: BRIDGE_SA, scope: [MONITORING_READ], lifetime: "3600s" });
+    // the bridge's own token carries cloud-platform, which generateAccessToken requires
+    expect(oauth.requests.at(-1)?.claims?.["scope"]).toBe(CLOUD_PLATFORM);
+    expect(readers.filter((r) => r === SA("team-a"))).toHaveLength(2); // value and age queries
+    expect(readers.filter((r) => r === SA("team-b"))).toHaveLength(2);
+    expect(readers).toHaveLength(4);
+    // the impersonated tokens are re-used
+    await read(b, "team-a");
+    expect(iam.calls).toHaveLength(2);
+  });
+
+  it("an impersonation refused (no Token Creator role) is a 500 naming the account, never a value; nothing is queried", async () => {
+    const b = bridge();
+    iam.creators.delete(SA("team-b"));
+    const r = await read(b, "team-b");
+    expect(r.status).toBe(500);
+    expect(r.body.message).toContain(`service account ${SA("team-b")} (impersonated)`);
+    expect(r.body.message).toContain("PERMISSION_DENIED");
+    expect(r.body.items).toBeUndefined();
+    expect(readers).toHaveLength(0);
+  });
+
+  it("IAM Credentials unavailable is a 503, never a value", async () => {
+    const b = bridge();
+    iam.failWith = 503;
+    const r = await read(b, "team-a");
+    expect(r.status).toBe(503);
+    expect(r.body.items).toBeUndefined();
+    expect(readers).toHaveLength(0);
+  });
+
+  it("with serviceAccounts, a namespace not listed is refused (403) before anything is sent", async () => {
+    const b = bridge(config(endpoint, iam.endpoint, `serviceAccounts: { team-a: "${SA("team-a")}" }`));
+    expect((await read(b, "team-a")).body.items[0].value).toBe("3");
+    const c = await read(b, "team-c");
+    expect(c.status).toBe(403);
+    expect(c.body.message).toContain(`names no service account for namespace "team-c"`);
+    expect(iam.calls.map((x) => x.target)).toEqual([SA("team-a")]);
+  });
+});
+
+describe("credentials.impersonate config validation", () => {
+  const refusal = (provider: string) => {
+    try {
+      loadConfig(`${OPEN_CONFIG_HEAD}providers:\n  p:\n${provider}\nmetrics:\n  - { name: m, provider: p, query: ${provider.includes("gmp") ? "{ series: m }" : "{ metricType: custom.googleapis.com/m }"} }\n`, "bridge.yaml");
+    } catch (err) {
+      return String((err as Error).message);
+    }
+    return "accepted";
+  };
+  const gmp = (impersonate: string) => `    type: prometheus\n    flavour: gmp\n    project: ${PROJECT}\n    credentials: { source: default, impersonate: ${impersonate} }`;
+
+  it.each([
+    [`{ serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com" }`, "accepted"],
+    [`{ serviceAccount: "metrics@${PROJECT}.iam.gserviceaccount.com" }`, "must contain {namespace}"],
+    [`{ serviceAccount: "emb-{ns}@${PROJECT}.iam.gserviceaccount.com" }`, "unknown placeholder {ns}: the only placeholder is {namespace}"],
+    [`{ serviceAccount: "emb-{namespace}@example.com" }`, "must be a service account email"],
+    [`{ serviceAccounts: { team-a: "not-an-email" } }`, "must be a service account email"],
+    [`{ serviceAccounts: { Team: "${SA("team-a")}" } }`, `"Team" is not`],
+    [`{ lifetimeSeconds: 600 }`, "set exactly one of serviceAccount"],
+  ])("gmp: %s", (impersonate, message) => {
+    expect(refusal(gmp(impersonate))).toContain(message);
+  });
+
+  it("gcp-monitoring refuses impersonate with a message saying where it is supported", () => {
+    const text = refusal(`    type: gcp-monitoring\n    project: ${PROJECT}\n    credentials: { source: default, impersonate: { serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com" } }`);
+    expect(text).toContain("providers.p.credentials.impersonate: impersonate (a service account per namespace) is not supported by gcp-monitoring yet");
+  });
+});
