@@ -17,6 +17,10 @@ import { closeServer } from "../helpers/http.ts";
 import { makeServiceAccount, type TestServiceAccount } from "../fakes/google-key.ts";
 import { startOAuthFake, type OAuthFake } from "../fakes/google-oauth.ts";
 import { startIamCredentialsFake, type IamCredentialsFake } from "../fakes/iamcredentials.ts";
+import { MonitoringStore } from "../fakes/monitoring-store.ts";
+import { startMonitoringGrpcFake, type MonitoringGrpcFake } from "../fakes/monitoring-grpc.ts";
+import { startMonitoringRestFake, type MonitoringRestFake } from "../fakes/monitoring-rest.ts";
+import { createGrpcTransportFactory } from "../../shared/providers/gcp-monitoring/grpc.ts";
 
 const PROJECT = "test-project";
 const SA = (ns: string) => `emb-${ns}@${PROJECT}.iam.gserviceaccount.com`;
@@ -141,6 +145,71 @@ describe("gmp with a service account per namespace (IAM Credentials generateAcce
   });
 });
 
+describe("gcp-monitoring with a service account per namespace, over gRPC and REST", () => {
+  const BACKLOG = "pubsub.googleapis.com/subscription/num_undelivered_messages";
+  let oauth: OAuthFake;
+  let iam: IamCredentialsFake;
+  let key: TestServiceAccount;
+  let grpc: MonitoringGrpcFake;
+  let rest: MonitoringRestFake;
+  beforeAll(async () => {
+    oauth = await startOAuthFake();
+    key = makeServiceAccount(oauth.tokenUri, BRIDGE_SA);
+    oauth.allow(BRIDGE_SA, key.publicKey);
+    iam = await startIamCredentialsFake(oauth.issued);
+    for (const ns of ["team-a", "team-b"]) iam.creators.set(SA(ns), new Set([BRIDGE_SA]));
+    const store = new MonitoringStore();
+    const now = Date.now();
+    for (const sub of ["team-a-jobs", "team-b-jobs"]) {
+      store.series.push({ metricType: BACKLOG, resourceType: "pubsub_subscription", resourceLabels: { project_id: PROJECT, subscription_id: sub }, points: [{ end: now - 30_000, value: { int64Value: sub === "team-a-jobs" ? "5" : "7" } }] });
+    }
+    // both API fakes accept only the tokens IAM Credentials issued: the bridge's own key opens nothing
+    grpc = await startMonitoringGrpcFake(store, new Map(), iam.issued);
+    rest = await startMonitoringRestFake(store, { issued: iam.issued } as unknown as OAuthFake);
+  });
+  afterAll(async () => {
+    await grpc?.close();
+    await rest?.close();
+    await iam?.close();
+    await oauth?.close();
+  });
+
+  const text = (endpoint: string) => `${OPEN_CONFIG_HEAD}providers:
+  gcp:
+    type: gcp-monitoring
+    project: ${PROJECT}
+    endpoint: ${endpoint}
+    credentials: { source: environment, impersonate: { serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com", endpoint: "${iam.endpoint}" } }
+metrics:
+  - name: backlog
+    provider: gcp
+    query: { metricType: ${BACKLOG}, resourceType: pubsub_subscription, selectorLabels: { subscription: resource.labels.subscription_id } }
+`;
+  const get = async (b: Bridge, ns: string) => {
+    const res = await b.app.request(`/apis/external.metrics.k8s.io/v1beta1/namespaces/${ns}/backlog?labelSelector=subscription%3D${ns}-jobs`);
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  it("over gRPC (the official client): each namespace's call carries its own service account's token", async () => {
+    const env = { GOOGLE_SERVICE_ACCOUNT_JSON: key.text };
+    const b = buildBridge(text(grpc.endpoint), "grpc.yaml", { env, now: Date.now, transports: { "gcp-monitoring": createGrpcTransportFactory({ rootCertificates: grpc.caCert }) } }, { log: () => {} });
+    const before = grpc.callers.length;
+    const [a, bb] = await Promise.all([get(b, "team-a"), get(b, "team-b")]);
+    if (a.status !== 200 || bb.status !== 200) throw new Error(JSON.stringify([a.body, bb.body]));
+    expect([a.body.items[0].value, bb.body.items[0].value]).toEqual(["5", "7"]);
+    expect(grpc.callers.slice(before).map((c) => c["iss"]).sort()).toEqual([SA("team-a"), SA("team-b")]);
+  });
+
+  it("over REST: each namespace's call carries its own service account's token", async () => {
+    const b = buildBridge(text(rest.endpoint), "rest.yaml", { env: { GOOGLE_SERVICE_ACCOUNT_JSON: key.text }, now: Date.now }, { log: () => {} });
+    const before = iam.calls.length;
+    const [a, bb] = await Promise.all([get(b, "team-a"), get(b, "team-b")]);
+    if (a.status !== 200 || bb.status !== 200) throw new Error(JSON.stringify([a.body, bb.body]));
+    expect([a.body.items[0].value, bb.body.items[0].value]).toEqual(["5", "7"]);
+    expect(iam.calls.slice(before).map((c) => c.target).sort()).toEqual([SA("team-a"), SA("team-b")]);
+  });
+});
+
 describe("credentials.impersonate config validation", () => {
   const refusal = (provider: string) => {
     try {
@@ -164,8 +233,7 @@ describe("credentials.impersonate config validation", () => {
     expect(refusal(gmp(impersonate))).toContain(message);
   });
 
-  it("gcp-monitoring refuses impersonate with a message saying where it is supported", () => {
-    const text = refusal(`    type: gcp-monitoring\n    project: ${PROJECT}\n    credentials: { source: default, impersonate: { serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com" } }`);
-    expect(text).toContain("providers.p.credentials.impersonate: impersonate (a service account per namespace) is not supported by gcp-monitoring yet");
+  it("gcp-monitoring takes the same impersonate", () => {
+    expect(refusal(`    type: gcp-monitoring\n    project: ${PROJECT}\n    credentials: { source: default, impersonate: { serviceAccount: "emb-{namespace}@${PROJECT}.iam.gserviceaccount.com" } }`)).toBe("accepted");
   });
 });

@@ -121,16 +121,7 @@ export type MonitoringQuery = z.infer<typeof monitoringQuerySchema>;
 export const monitoringProviderSchema = z.strictObject({
   /** default project of the rules */
   project: projectId,
-  credentials: z._default(
-    gcpCredentialsSchema.check(
-      // per-namespace service accounts are read by the prometheus provider's gmp flavour only, so far
-      z.refine((c) => c.impersonate === undefined, {
-        message: "impersonate (a service account per namespace) is not supported by gcp-monitoring yet; the prometheus provider's gmp flavour supports it",
-        path: ["impersonate"],
-      }),
-    ),
-    { source: "default" },
-  ),
+  credentials: z._default(gcpCredentialsSchema, { source: "default" }),
   /** API endpoint override, e.g. `http://127.0.0.1:8085` (REST) or `https://127.0.0.1:8443` (gRPC) */
   endpoint: z.optional(z.url({ protocol: /^https?$/ })),
   /** per-call timeout, seconds (default 2, at most 4) */

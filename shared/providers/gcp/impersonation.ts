@@ -26,6 +26,31 @@ import type { AccessTokenSource } from "./external-account.ts";
 export function impersonationAvailable(_providerName: string): void {}
 
 /**
+ * A google-auth-library client whose tokens are those of `source`: what
+ * authorizes the library's own calls (`Impersonated`'s generateAccessToken;
+ * the official Cloud Monitoring client's gRPC calls) with tokens obtained by
+ * the bridge's token sources.
+ *
+ * @param library the loaded `google-auth-library` module
+ */
+export function tokenSourceClient(library: typeof import("google-auth-library"), source: AccessTokenSource): import("google-auth-library").AuthClient {
+  class SourceClient extends library.AuthClient {
+    override async getAccessToken() {
+      return { token: await source.token() };
+    }
+    override async getRequestHeaders() {
+      return new Headers({ authorization: `Bearer ${await source.token()}` });
+    }
+    override async request<T>(opts: gaxios.GaxiosOptions) {
+      const headers = new Headers(opts.headers);
+      headers.set("authorization", `Bearer ${await source.token()}`);
+      return this.transporter.request<T>({ ...opts, headers });
+    }
+  }
+  return new SourceClient();
+}
+
+/**
  * The access tokens of `target` for `scope`, impersonated with the tokens
  * of `source` (which must carry `cloud-platform`). Builds nothing until the
  * first `token()`. Failures: IAM Credentials refusing (403
@@ -42,23 +67,9 @@ export function impersonatedTokenSource(options: {
 }): AccessTokenSource {
   const { source, target, scope, impersonate } = options;
   const load = async () => {
-    const { AuthClient, Impersonated } = await import("google-auth-library");
-    /** The source's tokens as the library's client that authorizes the generateAccessToken call. */
-    class SourceClient extends AuthClient {
-      override async getAccessToken() {
-        return { token: await source.token() };
-      }
-      override async getRequestHeaders() {
-        return new Headers({ authorization: `Bearer ${await source.token()}` });
-      }
-      override async request<T>(opts: gaxios.GaxiosOptions) {
-        const headers = new Headers(opts.headers);
-        headers.set("authorization", `Bearer ${await source.token()}`);
-        return this.transporter.request<T>({ ...opts, headers });
-      }
-    }
-    const client = new Impersonated({
-      sourceClient: new SourceClient(),
+    const library = await import("google-auth-library");
+    const client = new library.Impersonated({
+      sourceClient: tokenSourceClient(library, source),
       targetPrincipal: target,
       targetScopes: [scope],
       delegates: [],
