@@ -16,6 +16,7 @@ import { closeServer } from "../helpers/http.ts";
 import { startCloudWatchFake, type CloudWatchFake } from "../fakes/cloudwatch.ts";
 import { startStsFake, type StsFake } from "../fakes/sts.ts";
 import { ampConfig } from "../helpers/amp.ts";
+import { startPrometheusIdentityStandIn, type PrometheusIdentityStandIn } from "../fakes/prometheus-identity.ts";
 
 const CLUSTER = "3f1c9a0e-5b7d-4c2e-9f80-1a2b3c4d5e6f";
 const ROLE = (ns: string) => `arn:aws:iam::123456789012:role/emb-${ns}`;
@@ -231,44 +232,28 @@ describe("aws-cloudwatch with a role per namespace", () => {
 describe("prometheus amp flavour with a role per namespace", () => {
   const WS = "ws-6b1f3c2e-0a4d-4e8f-9c1b-2d3e4f5a6b7c";
   let sts: StsFake;
-  let server: Server;
-  let endpoint = "";
-  /** the role whose issued keys signed each query (undefined: a signature that does not verify) */
-  const signers: (string | undefined)[] = [];
+  let amp: PrometheusIdentityStandIn;
   beforeAll(async () => {
     sts = await startStsFake();
     sts.callers.set("AKIABRIDGE", "bridge-secret");
     for (const ns of ["team-a", "team-b"]) sts.roles.set(ROLE(ns), `emb:${CLUSTER}:${ns}`);
     // an AMP stand-in: the Prometheus query API under /workspaces/WS, each role seeing only its own namespace's series
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", async () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        const keys = await sts.verify(req, body);
-        signers.push(keys?.roleArn);
-        if (keys === undefined || req.url !== `/workspaces/${WS}/api/v1/query`) {
-          res.writeHead(403, { "content-type": "application/json", "x-amzn-errortype": "AccessDeniedException" });
-          return res.end(JSON.stringify({ message: "signature does not verify" }));
-        }
-        const query = new URLSearchParams(body).get("query") ?? "";
-        const now = Date.now() / 1000;
-        const value = query.includes("timestamp(") ? String(now - 5) : keys.roleArn === ROLE("team-a") ? "3" : "8";
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ status: "success", data: { resultType: "vector", result: [{ metric: { queue: "jobs" }, value: [now, value] }] } }));
-      });
+    amp = await startPrometheusIdentityStandIn({
+      path: `/workspaces/${WS}/api/v1/query`,
+      whoIs: async (req, body) => (await sts.verify(req, body))?.roleArn,
+      valueOf: (role) => (role === ROLE("team-a") ? "3" : "8"),
+      refusal: { status: 403, headers: { "x-amzn-errortype": "AccessDeniedException" }, body: { message: "signature does not verify" } },
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
   afterAll(async () => {
-    if (server !== undefined) await closeServer(server);
+    await amp?.close();
     await sts?.close();
   });
 
   it("signs each namespace's queries with its own role's temporary keys and never shares their answers", async () => {
     const credentials = `{ source: static, accessKeyId: AKIABRIDGE, secretAccessKey: bridge-secret, assumeRole: { roleArn: "arn:aws:iam::123456789012:role/emb-{namespace}", clusterId: ${CLUSTER}, stsEndpoint: "${sts.endpoint}" } }`;
-    const b = buildBridge(ampConfig({ region: "eu-west-1", workspaceId: WS, endpoint }, credentials), "test.yaml", { env: {}, now: Date.now }, { log: () => {} });
+    const signers = amp.callers;
+    const b = buildBridge(ampConfig({ region: "eu-west-1", workspaceId: WS, endpoint: amp.endpoint }, credentials), "test.yaml", { env: {}, now: Date.now }, { log: () => {} });
     const [a, bb] = await Promise.all([read(b, "team-a", "queue=jobs", "queue_ready"), read(b, "team-b", "queue=jobs", "queue_ready")]);
     expect([a.status, bb.status]).toEqual([200, 200]);
     expect([a.body.items[0].value, bb.body.items[0].value]).toEqual(["3", "8"]);

@@ -8,15 +8,13 @@
  * Managed Prometheus stand-in that accepts only tokens that fake issued and
  * answers each account with its own data.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../shared/config/config.ts";
 import { buildBridge, OPEN_CONFIG_HEAD, type Bridge } from "../helpers/bridge.ts";
-import { closeServer } from "../helpers/http.ts";
 import { makeServiceAccount, type TestServiceAccount } from "../fakes/google-key.ts";
 import { startOAuthFake, type OAuthFake } from "../fakes/google-oauth.ts";
 import { startIamCredentialsFake, type IamCredentialsFake } from "../fakes/iamcredentials.ts";
+import { startPrometheusIdentityStandIn, type PrometheusIdentityStandIn } from "../fakes/prometheus-identity.ts";
 import { MonitoringStore } from "../fakes/monitoring-store.ts";
 import { startMonitoringGrpcFake, type MonitoringGrpcFake } from "../fakes/monitoring-grpc.ts";
 import { startMonitoringRestFake, type MonitoringRestFake } from "../fakes/monitoring-rest.ts";
@@ -54,37 +52,25 @@ describe("gmp with a service account per namespace (IAM Credentials generateAcce
   let oauth: OAuthFake;
   let iam: IamCredentialsFake;
   let key: TestServiceAccount;
-  let server: Server;
-  let endpoint = "";
+  let gmp: PrometheusIdentityStandIn;
   /** the account whose token each query carried (undefined: a token the IAM fake did not issue) */
-  const readers: (string | undefined)[] = [];
+  let readers: (string | undefined)[] = [];
   beforeAll(async () => {
     oauth = await startOAuthFake();
     key = makeServiceAccount(oauth.tokenUri, BRIDGE_SA);
     oauth.allow(BRIDGE_SA, key.publicKey);
     iam = await startIamCredentialsFake(oauth.issued);
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        const query = new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("query") ?? "";
-        const token = /^Bearer (.+)$/.exec(String(req.headers["authorization"] ?? ""))?.[1] ?? "";
-        const account = iam.issued.get(token);
-        readers.push(account);
-        if (account === undefined || req.url !== `/v1/projects/${PROJECT}/location/global/prometheus/api/v1/query`) {
-          res.writeHead(401, { "content-type": "application/json" });
-          return res.end(JSON.stringify({ error: { code: 401, message: "not a token of an impersonated account", status: "UNAUTHENTICATED" } }));
-        }
-        const now = Date.now() / 1000;
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ status: "success", data: { resultType: "vector", result: [{ metric: { queue: "jobs" }, value: [now, query.includes("timestamp(") ? String(now - 5) : account === SA("team-a") ? "3" : "8"] }] } }));
-      });
+    // a Managed Prometheus stand-in: only tokens IAM Credentials issued, each account answered with its own data
+    gmp = await startPrometheusIdentityStandIn({
+      path: `/v1/projects/${PROJECT}/location/global/prometheus/api/v1/query`,
+      whoIs: (req) => iam.issued.get(/^Bearer (.+)$/.exec(String(req.headers["authorization"] ?? ""))?.[1] ?? ""),
+      valueOf: (account) => (account === SA("team-a") ? "3" : "8"),
+      refusal: { status: 401, body: { error: { code: 401, message: "not a token of an impersonated account", status: "UNAUTHENTICATED" } } },
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    readers = gmp.callers;
   });
   afterAll(async () => {
-    if (server !== undefined) await closeServer(server);
+    await gmp?.close();
     await iam?.close();
     await oauth?.close();
   });
@@ -96,7 +82,7 @@ describe("gmp with a service account per namespace (IAM Credentials generateAcce
     for (const ns of ["team-a", "team-b"]) iam.creators.set(SA(ns), new Set([BRIDGE_SA]));
   });
 
-  const bridge = (text = config(endpoint, iam.endpoint)) => buildBridge(text, "test.yaml", { env: { GOOGLE_SERVICE_ACCOUNT_JSON: key.text }, now: Date.now }, { log: () => {} });
+  const bridge = (text = config(gmp.endpoint, iam.endpoint)) => buildBridge(text, "test.yaml", { env: { GOOGLE_SERVICE_ACCOUNT_JSON: key.text }, now: Date.now }, { log: () => {} });
 
   it("reads each namespace with its own service account's token, never another's", async () => {
     const b = bridge();
@@ -136,7 +122,7 @@ describe("gmp with a service account per namespace (IAM Credentials generateAcce
   });
 
   it("with serviceAccounts, a namespace not listed is refused (403) before anything is sent", async () => {
-    const b = bridge(config(endpoint, iam.endpoint, `serviceAccounts: { team-a: "${SA("team-a")}" }`));
+    const b = bridge(config(gmp.endpoint, iam.endpoint, `serviceAccounts: { team-a: "${SA("team-a")}" }`));
     expect((await read(b, "team-a")).body.items[0].value).toBe("3");
     const c = await read(b, "team-c");
     expect(c.status).toBe(403);
