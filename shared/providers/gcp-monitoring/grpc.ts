@@ -95,7 +95,7 @@ class GrpcTransport implements MonitoringTransport {
     this.context = context;
     this.options = options;
     const { providerName, config, runtime } = context;
-    if (config.credentials.impersonate !== undefined) {
+    if (config.credentials?.impersonate !== undefined) {
       const bearer = new GoogleBearer({ providerName, credentials: config.credentials, runtime, defaultSource: (scope) => adcTokenSource(providerName, scope) });
       this.bearer = bearer;
       this.identity = (namespace) => bearer.identity(namespace)!;

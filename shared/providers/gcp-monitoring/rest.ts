@@ -100,7 +100,7 @@ class RestTransport implements MonitoringTransport {
         `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON } or a Workload Identity Federation ` +
         `configuration with credentials: { source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON }`,
     });
-    if (config.credentials.impersonate !== undefined) this.identity = (namespace) => this.bearer.identity(namespace)!;
+    if (config.credentials?.impersonate !== undefined) this.identity = (namespace) => this.bearer.identity(namespace)!;
   }
 
   /** With `credentials.impersonate`: the service account of `namespace` (`GoogleBearer.identity`). */

@@ -77,8 +77,10 @@ export class GoogleBearer {
   constructor(options: GoogleBearerOptions) {
     this.options = options;
     this.baseFetch = options.fetch ?? ((input, init) => fetch(input, init));
-    if (options.credentials.impersonate !== undefined) impersonationAvailable(options.providerName); // the Worker refuses here, at load
-    this.sourceScope = options.credentials.impersonate !== undefined ? CLOUD_PLATFORM_SCOPE : undefined;
+    // builds nothing and reads no credential (`credentials` is read at the first call; tests build transports over `{}`)
+    const impersonate = options.credentials?.impersonate;
+    if (impersonate !== undefined) impersonationAvailable(options.providerName); // the Worker refuses here, at load
+    this.sourceScope = impersonate !== undefined ? CLOUD_PLATFORM_SCOPE : undefined;
   }
 
   /**
