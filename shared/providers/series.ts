@@ -51,6 +51,13 @@ export interface SeriesItem {
   group?: string;
   /** units this read takes in a call, ≥ 1 (default 1; a CloudWatch metric-math read counts its queries) */
   size?: number;
+  /**
+   * the identity the read runs under (`SeriesBackend.identity` of the request
+   * namespace), set by {@link SeriesProvider}, which also puts it in `key` and
+   * `group`: reads under two identities never share a load, a cached answer
+   * or a backend call. Absent: the provider's one identity.
+   */
+  identity?: string;
 }
 
 /**
@@ -79,6 +86,12 @@ export interface SeriesBatching {
  * section; `I`: one series' read.
  */
 export interface SeriesBackend<Q, I extends SeriesItem> {
+  /**
+   * The identity reads for `namespace` run under, as a key (e.g. AWS role
+   * ARN and ExternalId: `./aws/identity.ts`); no I/O. Absent: one identity
+   * for every namespace. @throws StatusError when the namespace has none
+   */
+  identity?(namespace: string): string;
   /** the selector labels a rule maps, in the rule's order (`mappedLabels` of its config) */
   labels(rule: MetricRule<Q>): readonly MappedLabel[];
   /** how label-resolution messages name a series (default "series"; SQS: "queue") */
@@ -173,30 +186,38 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
    * builds neither again: issue 11 P1); frozen. Bounded: an entry lives as
    * long as its selector, and holds one list per rule.
    */
-  readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, Resolved<I>>>();
+  readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, Map<string | undefined, Resolved<I>>>>();
 
-  /** {@link labelSets} with their items and loaders, remembered in {@link #resolved} (failures are not remembered). */
-  #sets(rule: MetricRule<Q>, selector: Selector): Resolved<I> {
+  /** {@link labelSets} with their items and loaders, remembered in {@link #resolved} by the identity of `namespace` (failures are not remembered). */
+  #sets(rule: MetricRule<Q>, selector: Selector, namespace: string): Resolved<I> {
+    const identity = this.#backend.identity?.(namespace);
     let byRule = this.#resolved.get(selector);
-    const known = byRule?.get(rule);
+    if (byRule === undefined) this.#resolved.set(selector, (byRule = new Map()));
+    let byIdentity = byRule.get(rule);
+    if (byIdentity === undefined) byRule.set(rule, (byIdentity = new Map()));
+    const known = byIdentity.get(identity);
     if (known !== undefined) return known;
     const sets = Object.freeze(this.labelSets(rule, selector).map((set) => Object.freeze(set)));
-    const items = sets.map((labels) => this.#backend.item(rule, labels));
+    const items = sets.map((labels) => this.#item(rule, labels, identity));
     const resolved: Resolved<I> = {
       sets,
       items,
       loads: items.map((item) => (signal: AbortSignal) => this.#load(item, signal)),
     };
-    if (byRule === undefined) {
-      byRule = new Map();
-      this.#resolved.set(selector, byRule);
-    }
-    byRule.set(rule, resolved);
+    byIdentity.set(identity, resolved);
     return resolved;
   }
 
+  /** The backend's item for `labels`, read under `identity` (then in its key and group). */
+  #item(rule: MetricRule<Q>, labels: Readonly<Record<string, string>>, identity: string | undefined): I {
+    const item = this.#backend.item(rule, labels);
+    if (identity === undefined) return item;
+    return { ...item, identity, key: `${identity}\u0000${item.key}`, group: `${identity}\u0000${item.group ?? ""}` };
+  }
+
   plan(request: PlanRequest<Q>): string {
-    const items = this.labelSets(request.rule, request.selector).map((labels) => this.#backend.item(request.rule, labels));
+    const identity = this.#backend.identity?.(request.namespace);
+    const items = this.labelSets(request.rule, request.selector).map((labels) => this.#item(request.rule, labels, identity));
     return this.#backend.describe(request.rule, items);
   }
 
@@ -212,7 +233,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
    */
   peek(request: PlanRequest<Q>): Series[] | undefined {
     const rule = request.rule;
-    const { sets, items, loads } = this.#sets(rule, request.selector);
+    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace);
     const ttlMs = ruleCacheTtlMs(rule);
     const series: Series[] = [];
     for (let i = 0; i < sets.length; i++) {
@@ -226,7 +247,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
 
   async query(request: QueryRequest<Q>): Promise<Series[]> {
     const rule = request.rule;
-    const { sets, items, loads } = this.#sets(rule, request.selector);
+    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace);
     const ttlMs = ruleCacheTtlMs(rule);
     const omit = request.noData === "omit";
     // Every series must be read; the HPA sums them, so one failure fails the request

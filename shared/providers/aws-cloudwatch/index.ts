@@ -39,7 +39,8 @@ import {
 import { callSignal } from "../../deadline.ts";
 import { decimalFromNumber } from "../../k8s/quantity.ts";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
-import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
+import { AwsClients } from "../aws/clients.ts";
+import { awsErrorToStatus } from "../aws/common.ts";
 import { mappedLabels, mappedValue, onEmptyValueFindings } from "../label-mapping.ts";
 import { emptyOutcome, SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesBatching, type SeriesItem } from "../series.ts";
 import type { MetricRule, ProviderModule, RuntimeEnv } from "../types.ts";
@@ -172,7 +173,9 @@ function readItem(rule: MetricRule<CloudWatchQuery>, labels: Readonly<Record<str
  * `GetMetricData` query (or a metric-math group of them), a batch one call.
  */
 class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
-  readonly client: CloudWatchClient;
+  /** the clients by identity (`../aws/clients.ts`): one per namespace role with `credentials.assumeRole` */
+  readonly clients: AwsClients<CloudWatchClient>;
+  readonly identity?: (namespace: string) => string;
   readonly batching: SeriesBatching;
   readonly refreshAhead;
   private readonly name: string;
@@ -183,7 +186,8 @@ class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
     this.name = name;
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
-    this.client = new CloudWatchClient(awsClientOptions(name, config, runtime));
+    this.clients = new AwsClients(name, config, runtime, (options) => new CloudWatchClient(options));
+    if (this.clients.perNamespace) this.identity = (namespace) => this.clients.identity(namespace)!;
     this.batching = {
       maxBatchSize: config.maxQueriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
@@ -232,9 +236,10 @@ class CloudWatchBackend implements SeriesBackend<CloudWatchQuery, ReadItem> {
     const signal = call.signal;
     let nextToken: string | undefined;
     let pages = 0;
+    const client = this.clients.get(items[0]!.identity); // a batch is one identity's (its group)
     try {
       do {
-        const out = await this.client.send(
+        const out = await client.send(
           new GetMetricDataCommand({
             MetricDataQueries: queries,
             StartTime: new Date(now - lookbackMs),
@@ -320,7 +325,7 @@ export class CloudWatchProvider extends SeriesProvider<CloudWatchQuery, ReadItem
   constructor(name: string, config: CloudWatchProviderConfig, runtime: RuntimeEnv) {
     const backend = new CloudWatchBackend(name, config, runtime);
     super("aws-cloudwatch", name, runtime, backend);
-    this.client = backend.client;
+    this.client = backend.clients.get(undefined);
   }
 }
 

@@ -16,7 +16,8 @@ import { CoalescingCache } from "../../cache/coalescing.ts";
 import { BACKEND_LOAD_TIMEOUT_MS, withCallSignal } from "../../deadline.ts";
 import { addDecimals, parseDecimal, type Decimal } from "../../k8s/quantity.ts";
 import { badRequest, notFound, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
-import { awsClientOptions, awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
+import { AwsClients } from "../aws/clients.ts";
+import { awsErrorToStatus, awsProviderSchema, type AwsProviderConfig } from "../aws/common.ts";
 import { backendFailureTtlMs } from "../backoff.ts";
 import type { SeriesNoun } from "../label-mapping.ts";
 import { SeriesProvider, type Outcome, type Reading, type SeriesBackend, type SeriesItem } from "../series.ts";
@@ -68,8 +69,10 @@ interface QueueRead extends SeriesItem {
 class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
   readonly noun = QUEUE_NOUN;
   readonly batching = { maxBatchSize: 1 };
-  readonly client: SQSClient;
-  /** queue URLs by `name|owner`, re-used for 10 minutes, forgotten when SQS says the queue is gone */
+  /** the clients by identity (`../aws/clients.ts`): one per namespace role with `credentials.assumeRole` */
+  readonly clients: AwsClients<SQSClient>;
+  readonly identity?: (namespace: string) => string;
+  /** queue URLs by `identity|name|owner`, re-used for 10 minutes, forgotten when SQS says the queue is gone */
   readonly urls: CoalescingCache<string>;
   private readonly name: string;
   private readonly timeoutMs: number;
@@ -79,7 +82,8 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
     this.name = name;
     this.runtime = runtime;
     this.timeoutMs = config.timeoutSeconds * 1000;
-    this.client = new SQSClient(awsClientOptions(name, config, runtime));
+    this.clients = new AwsClients(name, config, runtime, (options) => new SQSClient(options));
+    if (this.clients.perNamespace) this.identity = (namespace) => this.clients.identity(namespace)!;
     this.urls = new CoalescingCache({ now: runtime.now, loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS, failureTtlMs: backendFailureTtlMs });
   }
 
@@ -112,10 +116,11 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
   /** Resolve a queue URL (cached, coalesced). 404 when the queue does not exist. */
   private async queueUrl(item: QueueRead, signal: AbortSignal): Promise<string> {
     const { name, owner } = item;
-    return this.urls.get(`${name}|${owner ?? ""}`, QUEUE_URL_TTL_MS, async (loadSignal) => {
+    return this.urls.get(urlKey(item), QUEUE_URL_TTL_MS, async (loadSignal) => {
       try {
         const command = new GetQueueUrlCommand({ QueueName: name, ...(owner !== undefined ? { QueueOwnerAWSAccountId: owner } : {}) });
-        const out = await withCallSignal(loadSignal, this.timeoutMs, (abortSignal) => this.client.send(command, { abortSignal }));
+        const client = this.clients.get(item.identity);
+        const out = await withCallSignal(loadSignal, this.timeoutMs, (abortSignal) => client.send(command, { abortSignal }));
         if (!out.QueueUrl) throw serviceUnavailable(`provider ${this.name}: GetQueueUrl returned no QueueUrl for "${name}"`);
         return out.QueueUrl;
       } catch (err) {
@@ -132,10 +137,11 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
     let out;
     try {
       const command = new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes });
-      out = await withCallSignal(signal, this.timeoutMs, (abortSignal) => this.client.send(command, { abortSignal }));
+      const client = this.clients.get(item.identity);
+      out = await withCallSignal(signal, this.timeoutMs, (abortSignal) => client.send(command, { abortSignal }));
     } catch (err) {
       if (isQueueMissing(err)) {
-        this.urls.delete(`${name}|${item.owner ?? ""}`);
+        this.urls.delete(urlKey(item));
         throw queueNotFound(name);
       }
       throw awsErrorToStatus(this.name, `GetQueueAttributes for queue "${name}"`, err);
@@ -191,9 +197,14 @@ export class SqsProvider extends SeriesProvider<SqsQuery, QueueRead> {
   constructor(name: string, config: AwsProviderConfig, runtime: RuntimeEnv) {
     const backend = new SqsBackend(name, config, runtime);
     super("aws-sqs", name, runtime, backend);
-    this.client = backend.client;
+    this.client = backend.clients.get(undefined);
     this.urls = backend.urls;
   }
+}
+
+/** The queue-URL cache key of a read: its identity's, so a URL one identity resolved never serves another. */
+function urlKey(item: QueueRead): string {
+  return `${item.identity ?? ""}|${item.name}|${item.owner ?? ""}`;
 }
 
 function isQueueMissing(err: unknown): boolean {

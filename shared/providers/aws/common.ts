@@ -11,6 +11,10 @@ import * as z from "../../config/zod.ts";
 import { internalError, serviceUnavailable, type StatusError } from "../../k8s/status.ts";
 import { awsRetryAfterSeconds, THROTTLED_RETRY_AFTER_SECONDS } from "../backoff.ts";
 import type { RuntimeEnv } from "../types.ts";
+import { awsAssumeRoleSchema } from "./identity.ts";
+
+/** `credentials.assumeRole`: per-namespace roles (`./identity.ts`); absent: every read under the source's credentials. */
+const assumeRole = z.optional(awsAssumeRoleSchema);
 
 /**
  * Longest per-call limit a config may set, seconds. Every call is also
@@ -27,15 +31,19 @@ export const MAX_BACKEND_TIMEOUT_SECONDS = 4;
  *   `AWS_SESSION_TOKEN` from the runtime's environment bag (process.env, or
  *   Worker secrets on Cloudflare), read at request time.
  * - `static`: keys written in the config. Meant for local emulators only.
+ *
+ * With `assumeRole` (`./identity.ts`), the source's credentials only sign
+ * STS `AssumeRole`: each namespace's reads run under its own role.
  */
 export const awsCredentialsSchema = z.discriminatedUnion("source", [
-  z.strictObject({ source: z.literal("default") }),
-  z.strictObject({ source: z.literal("environment") }),
+  z.strictObject({ source: z.literal("default"), assumeRole }),
+  z.strictObject({ source: z.literal("environment"), assumeRole }),
   z.strictObject({
     source: z.literal("static"),
     accessKeyId: z.string().check(z.minLength(1)),
     secretAccessKey: z.string().check(z.minLength(1)),
     sessionToken: z.optional(z.string().check(z.minLength(1))),
+    assumeRole,
   }),
 ]);
 

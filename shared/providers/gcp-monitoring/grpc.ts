@@ -15,7 +15,12 @@
  */
 import { MetricServiceClient, type protos } from "@google-cloud/monitoring";
 import { GoogleAuth, googleAuthLibrary, grpc, routingHeader } from "google-gax";
+import { GoogleBearer, MAX_GOOGLE_IDENTITIES } from "../gcp/bearer.ts";
 import { readExternalAccount, readServiceAccountKey } from "../gcp/credentials.ts";
+import { adcTokenSource } from "../gcp/default-credentials.ts";
+import type { AccessTokenSource } from "../gcp/external-account.ts";
+import { tokenSourceClient } from "../gcp/impersonation.ts";
+import { RecentlyUsed } from "../identity-template.ts";
 import { GoogleApiError, retryDelayOf, RPC_CODES } from "../gcp/errors.ts";
 import {
   typedValue,
@@ -76,24 +81,50 @@ class GrpcTransport implements MonitoringTransport {
   private readonly context: TransportContext;
   private readonly options: GrpcTransportOptions;
   private client: { keyText: string; client: MetricServiceClient } | undefined;
+  /**
+   * With `credentials.impersonate`: the source's tokens (`cloud-platform`)
+   * and each service account's impersonated ones (`../gcp/bearer.ts`), and
+   * a client per service account (at most `MAX_GOOGLE_IDENTITIES`, closed when dropped)
+   */
+  private readonly bearer: GoogleBearer | undefined;
+  private readonly impersonated = new RecentlyUsed<{ source: AccessTokenSource; client: MetricServiceClient }>(MAX_GOOGLE_IDENTITIES, (dropped) => void dropped.client.close());
+  /** With `credentials.impersonate`: the service account of `namespace` (`GoogleBearer.identity`). */
+  readonly identity?: (namespace: string) => string;
 
   constructor(context: TransportContext, options: GrpcTransportOptions) {
     this.context = context;
     this.options = options;
+    const { providerName, config, runtime } = context;
+    if (config.credentials?.impersonate !== undefined) {
+      const bearer = new GoogleBearer({ providerName, credentials: config.credentials, runtime, defaultSource: (scope) => adcTokenSource(providerName, scope) });
+      this.bearer = bearer;
+      this.identity = (namespace) => bearer.identity(namespace)!;
+    }
+  }
+
+  /**
+   * The client of `identity`'s reads: its impersonated tokens (from the
+   * source's tokens, `../gcp/impersonation.ts`) as the client's auth; built
+   * again when the source's credentials change.
+   */
+  private impersonatedClient(identity: string): MetricServiceClient {
+    const source = this.bearer!.sourceOf(identity);
+    let entry = this.impersonated.get(identity, () => ({ source, client: this.build(new GoogleAuth({ projectId: this.context.config.project, scopes: MetricServiceClient.scopes, authClient: tokenSourceClient(googleAuthLibrary, source) })) }));
+    if (entry.source !== source) {
+      void entry.client.close(); // the source's credentials changed: so did the impersonated token source
+      entry.source = source;
+      entry.client = this.build(new GoogleAuth({ projectId: this.context.config.project, scopes: MetricServiceClient.scopes, authClient: tokenSourceClient(googleAuthLibrary, source) }));
+    }
+    return entry.client;
   }
 
   /** The client for the credentials currently configured (built on first use: no I/O at build time). */
-  private clientFor(): MetricServiceClient {
+  private clientFor(identity?: string): MetricServiceClient {
+    if (identity !== undefined && this.bearer !== undefined) return this.impersonatedClient(identity);
     const { providerName, config, runtime } = this.context;
     const creds = config.credentials;
     const keyText = creds.source !== "default" ? (runtime.env[creds.variable] ?? "") : "";
     if (this.client?.keyText === keyText) return this.client.client;
-    const options: Record<string, unknown> = { projectId: config.project };
-    if (config.endpoint !== undefined) {
-      const url = new URL(config.endpoint);
-      options["apiEndpoint"] = url.hostname.replace(/^\[|\]$/g, "");
-      options["port"] = Number(url.port || (url.protocol === "http:" ? 80 : 443));
-    }
     // The client's GoogleAuth, built here so that it carries the key as a JWT client (the
     // `credentials` option is deprecated) and so that custom TLS can reuse it. Without a key
     // it resolves Application Default Credentials.
@@ -120,6 +151,21 @@ class GrpcTransport implements MonitoringTransport {
     } else {
       auth = new GoogleAuth({ projectId: config.project, scopes });
     }
+    const client = this.build(auth);
+    if (this.client !== undefined) void this.client.client.close(); // the key was rotated
+    this.client = { keyText, client };
+    return client;
+  }
+
+  /** A client reading with `auth` (the endpoint and TLS of the config). */
+  private build(auth: GoogleAuth): MetricServiceClient {
+    const { config } = this.context;
+    const options: Record<string, unknown> = { projectId: config.project };
+    if (config.endpoint !== undefined) {
+      const url = new URL(config.endpoint);
+      options["apiEndpoint"] = url.hostname.replace(/^\[|\]$/g, "");
+      options["port"] = Number(url.port || (url.protocol === "http:" ? 80 : 443));
+    }
     options["auth"] = auth;
     if (this.options.rootCertificates !== undefined) {
       // What google-gax does for default TLS (GrpcClient._getCredentials), with our CA.
@@ -136,10 +182,7 @@ class GrpcTransport implements MonitoringTransport {
         }),
       );
     }
-    const client = new MetricServiceClient(options as ConstructorParameters<typeof MetricServiceClient>[0]);
-    if (this.client !== undefined) void this.client.client.close(); // the key was rotated
-    this.client = { keyText, client };
-    return client;
+    return new MetricServiceClient(options as ConstructorParameters<typeof MetricServiceClient>[0]);
   }
 
   /**
@@ -154,9 +197,9 @@ class GrpcTransport implements MonitoringTransport {
    * own `innerApiCalls.listTimeSeries` after `initialize()`, with the
    * routing header the generated method would add (`x-goog-request-params`).
    */
-  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number): Promise<ListTimeSeriesPage> {
+  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number, identity?: string): Promise<ListTimeSeriesPage> {
     if (signal.aborted) throw signal.reason;
-    const client = this.clientFor();
+    const client = this.clientFor(identity);
     await client.initialize();
     if (signal.aborted) throw signal.reason;
     const a = request.aggregation;

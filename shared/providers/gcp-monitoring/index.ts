@@ -156,6 +156,7 @@ function readItem(rule: MetricRule<MonitoringQuery>, labels: Readonly<Record<str
  */
 class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
   readonly transport: MonitoringTransport;
+  readonly identity?: (namespace: string) => string;
   readonly batching: SeriesBatching;
   private readonly name: string;
   private readonly config: MonitoringProviderConfig;
@@ -166,6 +167,7 @@ class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
     this.config = config;
     this.runtime = runtime;
     this.transport = factory({ providerName: name, config, runtime });
+    if (this.transport.identity !== undefined) this.identity = this.transport.identity.bind(this.transport);
     this.batching = {
       maxBatchSize: config.maxSeriesPerCall,
       windowMs: config.batchWindowSeconds * 1000,
@@ -226,6 +228,7 @@ class MonitoringBackend implements SeriesBackend<MonitoringQuery, ReadItem> {
           },
           signal,
           Math.max(1, startedAt + limitMs - Date.now()),
+          items[0]!.identity, // a batch is one identity's (its group)
         );
         for (const series of page.timeSeries) {
           byKey.get(keyOf(shape.fields.map((f) => fieldValue(series, f))))?.push(series);

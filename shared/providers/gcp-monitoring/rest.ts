@@ -100,12 +100,16 @@ class RestTransport implements MonitoringTransport {
         `credentials: { source: environment, variable: GOOGLE_SERVICE_ACCOUNT_JSON } or a Workload Identity Federation ` +
         `configuration with credentials: { source: externalAccount, variable: GOOGLE_EXTERNAL_ACCOUNT_JSON }`,
     });
+    if (config.credentials?.impersonate !== undefined) this.identity = (namespace) => this.bearer.identity(namespace)!;
   }
 
-  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal): Promise<ListTimeSeriesPage> {
+  /** With `credentials.impersonate`: the service account of `namespace` (`GoogleBearer.identity`). */
+  identity?: (namespace: string) => string;
+
+  async listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, _timeoutMs?: number, identity?: string): Promise<ListTimeSeriesPage> {
     const base = (this.context.config.endpoint ?? MONITORING_REST_ENDPOINT).replace(/\/+$/, "");
     const url = `${base}/v3/projects/${encodeURIComponent(request.project)}/timeSeries?${restQuery(request).toString()}`;
-    const response = await this.bearer.fetch(url, { headers: { accept: "application/json" }, signal });
+    const response = await this.bearer.fetch(url, { headers: { accept: "application/json" }, signal }, identity);
     const text = await response.text();
     const body = jsonOrUndefined(text);
     if (!response.ok) {

@@ -85,7 +85,13 @@ export interface MonitoringTransport {
    * `timeoutMs` is the budget left for this page, ms, for transports that
    * take a timeout rather than a signal (gax call options).
    */
-  listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number): Promise<ListTimeSeriesPage>;
+  listTimeSeries(request: ListTimeSeriesRequest, signal: AbortSignal, timeoutMs?: number, identity?: string): Promise<ListTimeSeriesPage>;
+  /**
+   * With `credentials.impersonate`: the identity (service account email) of
+   * reads for `namespace`, which `listTimeSeries` then gets as `identity`
+   * (`../gcp/credentials.ts` `impersonationTarget`; 403/500). Absent: one identity.
+   */
+  identity?(namespace: string): string;
 }
 
 /** What a transport is built from. Building must not do network I/O. */

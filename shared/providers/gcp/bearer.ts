@@ -13,9 +13,14 @@
  */
 import { internalError } from "../../k8s/status.ts";
 import type { RuntimeEnv } from "../types.ts";
-import { readExternalAccount, readServiceAccountKey, type GcpCredentials } from "./credentials.ts";
-import { ExternalAccountTokenSource, type AccessTokenSource } from "./external-account.ts";
-import { ServiceAccountTokenSource } from "./token.ts";
+import { impersonationTarget, readExternalAccount, readServiceAccountKey, type GcpCredentials } from "./credentials.ts";
+import { CLOUD_PLATFORM_SCOPE, ExternalAccountTokenSource, type AccessTokenSource } from "./external-account.ts";
+import { impersonatedTokenSource, impersonationAvailable } from "../gcp/impersonation.ts";
+import { RecentlyUsed } from "../identity-template.ts";
+import { MONITORING_READ_SCOPE, ServiceAccountTokenSource } from "./token.ts";
+
+/** Most impersonated service accounts a provider instance keeps tokens for. */
+export const MAX_GOOGLE_IDENTITIES = 256;
 
 /** What a {@link GoogleBearer} is built from. */
 export type GoogleBearerOptions = GoogleBearerCommon &
@@ -24,9 +29,10 @@ export type GoogleBearerOptions = GoogleBearerCommon &
         /**
          * The token source of `source: default` on this runtime
          * (`./default-credentials.ts` `adcTokenSource`; built once, on the
-         * first call).
+         * first call), for `scope` (absent: Cloud Monitoring read;
+         * `cloud-platform` when its tokens impersonate).
          */
-        defaultSource: () => AccessTokenSource;
+        defaultSource: (scope?: string) => AccessTokenSource;
         defaultRefused?: never;
       }
     | {
@@ -62,10 +68,46 @@ export class GoogleBearer {
   private readonly baseFetch: typeof fetch;
   private tokens: { keyText: string; source: AccessTokenSource } | undefined;
   private adc: AccessTokenSource | undefined;
+  /** with `credentials.impersonate`: the token sources of each service account, over the source they were built on */
+  private impersonated: { base: AccessTokenSource; sources: RecentlyUsed<AccessTokenSource> } | undefined;
+  /** the scope of the source's own tokens: `cloud-platform` when they only impersonate */
+  private readonly sourceScope: string | undefined;
 
+  /** @throws Error on the Worker when `credentials.impersonate` is set (`infra/worker/no-gcp-impersonation.ts`) */
   constructor(options: GoogleBearerOptions) {
     this.options = options;
     this.baseFetch = options.fetch ?? ((input, init) => fetch(input, init));
+    // builds nothing and reads no credential (`credentials` is read at the first call; tests build transports over `{}`)
+    const impersonate = options.credentials?.impersonate;
+    if (impersonate !== undefined) impersonationAvailable(options.providerName); // the Worker refuses here, at load
+    this.sourceScope = impersonate !== undefined ? CLOUD_PLATFORM_SCOPE : undefined;
+  }
+
+  /**
+   * The identity of reads for `namespace`: with `credentials.impersonate`
+   * its service account's email, else undefined (the source's principal). No I/O.
+   * @throws StatusError 403/500 as `./credentials.ts` `impersonationTarget`
+   */
+  identity(namespace: string): string | undefined {
+    const impersonate = this.options.credentials.impersonate;
+    return impersonate === undefined ? undefined : impersonationTarget(this.options.providerName, impersonate, namespace);
+  }
+
+  /**
+   * The token source of `identity` ({@link identity}): the source's own, or
+   * the impersonated tokens of that service account (at most
+   * {@link MAX_GOOGLE_IDENTITIES} kept, built again when the source's
+   * credentials change).
+   */
+  sourceOf(identity: string | undefined): AccessTokenSource {
+    const base = this.source();
+    const impersonate = this.options.credentials.impersonate;
+    if (identity === undefined || impersonate === undefined) return base;
+    if (this.impersonated?.base !== base) this.impersonated = { base, sources: new RecentlyUsed(MAX_GOOGLE_IDENTITIES) };
+    const { providerName } = this.options;
+    return this.impersonated.sources.get(identity, () =>
+      impersonatedTokenSource({ providerName, source: base, target: identity, scope: MONITORING_READ_SCOPE, impersonate }),
+    );
   }
 
   /**
@@ -79,22 +121,24 @@ export class GoogleBearer {
     const { providerName, credentials: creds, runtime } = this.options;
     if (creds.source === "default") {
       if (this.options.defaultSource === undefined) throw internalError(this.options.defaultRefused);
-      return (this.adc ??= this.options.defaultSource());
+      return (this.adc ??= this.options.defaultSource(this.sourceScope));
     }
     const keyText = runtime.env[creds.variable] ?? "";
     if (this.tokens?.keyText !== keyText) {
       const fetch = this.baseFetch;
+      const scope = this.sourceScope !== undefined ? { scope: this.sourceScope } : {};
       const source =
         creds.source === "environment"
-          ? new ServiceAccountTokenSource({ providerName, key: readServiceAccountKey(providerName, creds, runtime), now: runtime.now, fetch })
-          : new ExternalAccountTokenSource({ providerName, config: readExternalAccount(providerName, creds, runtime).config, env: runtime.env, now: runtime.now, fetch });
+          ? new ServiceAccountTokenSource({ providerName, key: readServiceAccountKey(providerName, creds, runtime), now: runtime.now, fetch, ...scope })
+          : new ExternalAccountTokenSource({ providerName, config: readExternalAccount(providerName, creds, runtime).config, env: runtime.env, now: runtime.now, fetch, ...scope });
       this.tokens = { keyText, source };
     }
     return this.tokens.source;
   }
 
   /**
-   * `fetch(url, init)` with `Authorization: Bearer <token>` added. When the
+   * `fetch(url, init)` with `Authorization: Bearer <token>` added: the
+   * token of `identity` ({@link sourceOf}; absent: the source's own). When the
    * API answers 401 to a token that was cached (no exchange ran while this
    * call got it), that token is forgotten and the call made once more with
    * a new one (concurrent calls refused the same token share one new
@@ -105,8 +149,8 @@ export class GoogleBearer {
    *   credentials are refused or broken; 503: the token endpoint is
    *   unreachable, times out or fails), or `fetch`'s own error
    */
-  async fetch(url: string, init: RequestInit): Promise<Response> {
-    const source = this.source();
+  async fetch(url: string, init: RequestInit, identity?: string): Promise<Response> {
+    const source = this.sourceOf(identity);
     const signal = init.signal ?? undefined;
     for (let attempt = 0; ; attempt++) {
       const exchanges = source.exchanges;

@@ -26,7 +26,8 @@
  * never a value and never the key's content.
  */
 import * as z from "../../config/zod.ts";
-import { internalError } from "../../k8s/status.ts";
+import { forbidden, internalError } from "../../k8s/status.ts";
+import { identityOf, namespaceMap, namespaceTemplate } from "../identity-template.ts";
 import type { RuntimeEnv } from "../types.ts";
 
 /** Default environment variable holding a service-account key JSON. */
@@ -45,12 +46,66 @@ export const GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token";
  */
 export const projectIdSchema = z.string().check(z.regex(/^(?:[a-z][-a-z0-9]{4,28}[a-z0-9]|\d{1,20})$/, "must be a Google Cloud project id or number"));
 
+/** A service account email: `NAME@PROJECT.iam.gserviceaccount.com` (name 6–30 characters) or another `*.gserviceaccount.com` domain. */
+export const SERVICE_ACCOUNT_EMAIL = /^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$/;
+
+/** The IAM Service Account Credentials API origin. */
+export const IAM_CREDENTIALS_ENDPOINT = "https://iamcredentials.googleapis.com";
+
+/**
+ * `credentials.impersonate`: each namespace's reads run as its own service
+ * account (IAM Service Account Credentials `generateAccessToken`, called
+ * with the source's token; `./impersonation.ts`):
+ * - `serviceAccount`: template with `{namespace}`, e.g.
+ *   `emb-{namespace}@my-project.iam.gserviceaccount.com`; or
+ *   `serviceAccounts`: namespace → email (other namespaces are refused, 403);
+ * - `lifetimeSeconds`: of each impersonated token (300–3600, default 3600);
+ * - `endpoint`: IAM Credentials API origin (default {@link IAM_CREDENTIALS_ENDPOINT}).
+ * The source's principal needs `roles/iam.serviceAccountTokenCreator` on each.
+ */
+export const gcpImpersonateSchema = z
+  .strictObject({
+    serviceAccount: z.optional(
+      namespaceTemplate(SERVICE_ACCOUNT_EMAIL, "a service account email such as emb-{namespace}@my-project.iam.gserviceaccount.com", "serviceAccounts"),
+    ),
+    serviceAccounts: z.optional(namespaceMap(z.string().check(z.regex(SERVICE_ACCOUNT_EMAIL, "must be a service account email such as emb-team-a@my-project.iam.gserviceaccount.com")))),
+    lifetimeSeconds: z._default(z.number().check(z.int(), z.minimum(300), z.maximum(3600)), 3600),
+    endpoint: z.optional(z.url({ protocol: /^https?$/ })),
+  })
+  .check(
+    z.refine((i) => (i.serviceAccount === undefined) !== (i.serviceAccounts === undefined), "set exactly one of serviceAccount (a template with {namespace}) and serviceAccounts (a map namespace → email)"),
+  );
+
+/** Validated `credentials.impersonate`. */
+export type GcpImpersonate = z.infer<typeof gcpImpersonateSchema>;
+
+/**
+ * The service account whose token serves reads for `namespace`. No I/O.
+ *
+ * @throws StatusError 403 when `serviceAccounts` has no entry for it; 500
+ *   when the template gives no valid email for it (a name over 30 characters)
+ */
+export function impersonationTarget(providerName: string, impersonate: GcpImpersonate, namespace: string): string {
+  const email = identityOf(impersonate.serviceAccount, impersonate.serviceAccounts, namespace);
+  if (email === undefined) {
+    throw forbidden(`provider ${providerName}: credentials.impersonate.serviceAccounts names no service account for namespace "${namespace}", so nothing is read for it`);
+  }
+  if (!SERVICE_ACCOUNT_EMAIL.test(email)) {
+    throw internalError(`provider ${providerName}: credentials.impersonate.serviceAccount gives "${email}" for namespace "${namespace}", not a valid service account email (names are 6–30 characters)`);
+  }
+  return email;
+}
+
+/** `credentials.impersonate` of every source: per-namespace service accounts; absent: every read as the source's principal. */
+const impersonate = z.optional(gcpImpersonateSchema);
+
 /** `credentials:` of a Google provider instance. */
 export const gcpCredentialsSchema = z.discriminatedUnion("source", [
-  z.strictObject({ source: z.literal("default") }),
+  z.strictObject({ source: z.literal("default"), impersonate }),
   z.strictObject({
     source: z.literal("environment"),
     variable: z._default(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")), DEFAULT_KEY_VARIABLE),
+    impersonate,
   }),
   z.strictObject({
     source: z.literal("externalAccount"),
@@ -58,6 +113,7 @@ export const gcpCredentialsSchema = z.discriminatedUnion("source", [
       z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")),
       DEFAULT_EXTERNAL_ACCOUNT_VARIABLE,
     ),
+    impersonate,
   }),
 ]);
 

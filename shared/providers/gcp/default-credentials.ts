@@ -25,7 +25,7 @@ import type { AccessTokenSource } from "./external-account.ts";
 import { MONITORING_READ_SCOPE } from "./token.ts";
 
 /** The part of google-auth-library's `GoogleAuth` this module uses. */
-interface TokenClient {
+export interface TokenClient {
   getAccessToken(): Promise<string | null | undefined>;
 }
 
@@ -55,10 +55,17 @@ export function adcErrorToStatus(where: string, err: unknown): StatusError {
  * (default `monitoring.read`). Builds nothing until the first `token()`.
  *
  * @param providerName for messages
- * @param load the library (tests; default `import("google-auth-library")`)
+ * @param load the library (tests; default `import("google-auth-library")`), or
+ *   another google-auth-library client (`./impersonation.ts`)
+ * @param what the failure messages' account of the call (default: with Application Default Credentials)
  */
-export function adcTokenSource(providerName: string, scope: string = MONITORING_READ_SCOPE, load: () => Promise<TokenClient> = defaultClient(scope)): AccessTokenSource {
-  const where = `provider ${providerName}: getting an access token with Application Default Credentials`;
+export function adcTokenSource(
+  providerName: string,
+  scope: string = MONITORING_READ_SCOPE,
+  load: () => Promise<TokenClient> = defaultClient(scope),
+  what = "getting an access token with Application Default Credentials",
+): AccessTokenSource {
+  const where = `provider ${providerName}: ${what}`;
   let client: Promise<TokenClient> | undefined;
   let last: string | undefined;
   let exchanges = 0;

@@ -26,7 +26,8 @@
  */
 import { untilAborted } from "../../deadline.ts";
 import type { StatusError } from "../../k8s/status.ts";
-import { awsClientOptions, awsErrorToStatus } from "../aws/common.ts";
+import { AwsClients, type AwsClientOptions } from "../aws/clients.ts";
+import { awsErrorToStatus } from "../aws/common.ts";
 import { defaultChain, type AwsIdentity } from "../aws/default-chain.ts";
 import { sigv4Headers } from "../aws/sigv4.ts";
 import type { RuntimeEnv } from "../types.ts";
@@ -49,20 +50,29 @@ export function ampBaseUrl(config: AmpConfig): string {
   return `${endpoint}/workspaces/${config.workspaceId}`;
 }
 
+/** The credentials function of client options: the configured source's, else the SDK's default chain. */
+function credentialsOf(options: AwsClientOptions): () => Promise<AwsIdentity> {
+  const configured = options.credentials;
+  return configured === undefined ? defaultChain() : typeof configured === "function" ? configured : () => Promise.resolve(configured);
+}
+
 /** Signs the queries of one `amp` provider instance and names its failures. */
 export class AmpSigner {
   /** the base URL queries go to ({@link ampBaseUrl}) */
   readonly url: string;
+  /**
+   * the credentials of each identity (`../aws/clients.ts`): the source's, or
+   * with `credentials.assumeRole` each namespace's role
+   */
+  readonly identities: AwsClients<() => Promise<AwsIdentity>>;
   private readonly name: string;
   private readonly region: string;
-  private readonly credentials: () => Promise<AwsIdentity>;
 
   constructor(name: string, config: AmpConfig, runtime: RuntimeEnv) {
     this.name = name;
     this.region = config.region;
     this.url = ampBaseUrl(config);
-    const configured = awsClientOptions(name, { ...config, maxAttempts: 1 }, runtime).credentials;
-    this.credentials = configured === undefined ? defaultChain() : typeof configured === "function" ? configured : () => Promise.resolve(configured);
+    this.identities = new AwsClients(name, { ...config, maxAttempts: 1 }, runtime, credentialsOf);
   }
 
   /**
@@ -70,12 +80,14 @@ export class AmpSigner {
    * `x-amz-content-sha256`, `x-amz-security-token` for temporary
    * credentials), to be sent with `headers` and `body` unchanged.
    *
+   * @param identity the identity key of the read (`AwsClients.identity`), undefined: the source's own credentials
    * @throws `CredentialsMissingError`, the SDK's `CredentialsProviderError`
-   *   (no credentials: nothing is sent), or `signal.reason` when the call's
+   *   (no credentials: nothing is sent), an STS error (the role could not be
+   *   assumed: nothing is sent), or `signal.reason` when the call's
    *   deadline passes while credentials are resolved
    */
-  async sign(request: { url: string; headers: Readonly<Record<string, string>>; body: string }, signal: AbortSignal): Promise<Record<string, string>> {
-    const credentials = await untilAborted(() => this.credentials(), signal);
+  async sign(request: { url: string; headers: Readonly<Record<string, string>>; body: string }, signal: AbortSignal, identity?: string): Promise<Record<string, string>> {
+    const credentials = await untilAborted(() => this.identities.get(identity)(), signal);
     const signed = await sigv4Headers({
       service: AMP_SIGNING_SERVICE,
       region: this.region,
@@ -99,8 +111,9 @@ export class AmpSigner {
       const name = err.errorType === "http" ? "AccessDeniedException" : err.errorType;
       return awsErrorToStatus(this.name, what, { name, message: err.message, $metadata: { httpStatusCode: err.httpStatus } });
     }
-    const name = (err as { name?: unknown } | undefined)?.name;
-    if (name === "CredentialsMissingError" || name === "CredentialsProviderError") return awsErrorToStatus(this.name, what, err);
+    const e = err as { name?: unknown; $metadata?: unknown } | undefined;
+    // no credentials, or an AWS error from STS AssumeRole (it carries the SDK's `$metadata`)
+    if (e?.name === "CredentialsMissingError" || e?.name === "CredentialsProviderError" || e?.$metadata !== undefined) return awsErrorToStatus(this.name, what, err);
     return undefined;
   }
 }
@@ -112,12 +125,15 @@ export class AmpSigner {
  */
 export function ampAccess(name: string, config: AmpConfig, runtime: RuntimeEnv): FlavourAccess {
   const signer = new AmpSigner(name, config, runtime);
-  return {
+  const access = (identity: string | undefined): FlavourAccess => ({
     url: signer.url,
     headers: () => ({}),
-    sign: (request, signal) => signer.sign(request, signal),
+    sign: (request, signal) => signer.sign(request, signal, identity),
     error: (what, err) => signer.error(what, err),
-  };
+  });
+  const own = access(undefined);
+  if (!signer.identities.perNamespace) return own;
+  return { ...own, identity: (namespace) => signer.identities.identity(namespace)!, as: access };
 }
 
 /** The `amp` entry of the flavour table (`./flavours.ts`). */

@@ -33,6 +33,14 @@ export interface FlavourAccess {
    * credentials), and then nothing is sent
    */
   sign?(request: { url: string; headers: Readonly<Record<string, string>>; body: string }, signal: AbortSignal): Promise<Record<string, string>>;
+  /**
+   * The identity key of reads for `namespace` when the flavour reads each
+   * namespace under its own identity (`amp` with `credentials.assumeRole`:
+   * `../aws/clients.ts`); absent: one identity. @throws StatusError when the namespace has none
+   */
+  identity?(namespace: string): string;
+  /** The access of the reads of identity `key` ({@link identity}); absent: this one for every identity. */
+  as?(key: string): FlavourAccess;
 }
 
 /** Make a flavour's access for one provider instance (`name`, its validated config of that flavour). @throws Error for a config of another flavour */

@@ -22,6 +22,11 @@
  * unreachable or fails); an API answer 401/403 is classified as
  * `gcp-monitoring` classifies it (`../gcp/errors.ts` `googleErrorToStatus`:
  * 500 "Google refused the bridge's credentials").
+ *
+ * With `credentials.impersonate` each namespace's queries carry the token
+ * of its own service account (`../gcp/impersonation.ts`: IAM Credentials
+ * `generateAccessToken` through google-auth-library's `Impersonated`; Node
+ * and Lambda, refused by the Worker at load).
  */
 import type { StatusError } from "../../k8s/status.ts";
 import { GoogleBearer } from "../gcp/bearer.ts";
@@ -58,19 +63,23 @@ export function gmpAccess(name: string, config: GmpProviderConfig, runtime: Runt
     providerName: name,
     credentials: config.credentials,
     runtime,
-    defaultSource: () => adcTokenSource(name),
+    defaultSource: (scope) => adcTokenSource(name, scope),
   });
-  return {
+  const access = (identity: string | undefined): FlavourAccess => ({
     url: gmpBaseUrl(config),
     headers: () => ({}),
-    fetch: (input, init) => bearer.fetch(String(input), init ?? {}),
+    fetch: (input, init) => bearer.fetch(String(input), init ?? {}, identity),
     error(what, err) {
       if (err instanceof PrometheusApiError && (err.httpStatus === 401 || err.httpStatus === 403)) {
         return googleErrorToStatus(name, what, new GoogleApiError(codeForHttpStatus(err.httpStatus), err.message, err.httpStatus));
       }
       return undefined;
     },
-  };
+  });
+  const own = access(undefined);
+  if (config.credentials.impersonate === undefined) return own;
+  // `credentials.impersonate`: each namespace's queries carry its own service account's token (`../gcp/impersonation.ts`)
+  return { ...own, identity: (namespace) => bearer.identity(namespace)!, as: access };
 }
 
 /** The `gmp` entry of the flavour table (`./flavours.ts`). */

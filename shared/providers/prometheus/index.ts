@@ -164,6 +164,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
   private readonly runtime: RuntimeEnv;
   /** where and how the flavour's HTTP API is reached */
   private readonly access: FlavourAccess;
+  readonly identity?: (namespace: string) => string;
 
   constructor(name: string, config: PrometheusProviderConfig, runtime: RuntimeEnv) {
     this.name = name;
@@ -176,6 +177,7 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
         throw new Error(`provider ${name}: this build holds no "${config.flavour}" flavour (a Worker bundles only the flavours of the config it was built for: node infra/worker/build.ts --config FILE)`);
       }
       this.access = make(name, config, runtime);
+      if (this.access.identity !== undefined) this.identity = this.access.identity.bind(this.access);
     }
     this.batching = { maxBatchSize: config.maxBatchSize, windowMs: config.batchWindowSeconds * 1000 };
     this.refreshAhead = providerRefreshAhead(config, runtime);
@@ -264,10 +266,12 @@ class PrometheusBackend implements SeriesBackend<PrometheusQuery, ReadItem> {
     const shape = items[0]!.shape;
     const rule = items[0]!.rule;
     const { value, age } = queries(shape, expression(shape, rule, valuesByLabel(items)));
-    const headers = this.access.headers();
+    const key = items[0]!.identity; // a batch is one identity's (its group)
+    const access = key !== undefined && this.access.as !== undefined ? this.access.as(key) : this.access;
+    const headers = access.headers();
     const limitMs = Math.min(this.config.timeoutSeconds * 1000, BACKEND_LOAD_TIMEOUT_MS);
     const run = (query: string, signal: AbortSignal) =>
-      instantQuery({ url: this.access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, maxLookback: this.access.maxLookback, headers, signal, fetch: this.access.fetch, sign: this.access.sign?.bind(this.access) });
+      instantQuery({ url: access.url, query, timeoutSeconds: this.config.timeoutSeconds, lookbackSeconds: shape.lookbackSeconds, maxLookback: access.maxLookback, headers, signal, fetch: access.fetch, sign: access.sign?.bind(access) });
     const [values, ages] = await withCallSignal(batchSignal, limitMs, async (callSignal) => {
       // one failure cancels the other query: nobody would use its answer
       const pair = new AbortController();
