@@ -22,9 +22,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { startExporter, startPrometheus, type Exporter, type PrometheusServer } from "../helpers/prometheus.ts";
-import { buildControlPlane, freePorts, logTails, startControlPlane, waitFor, type ControlPlane, type LoggedProcess } from "../k8s/cluster.ts";
+import { buildControlPlane, logTails, startControlPlane, waitFor, type ControlPlane, type LoggedProcess } from "../k8s/cluster.ts";
 import { condition, expectedReplicas, workloadProbe, type WorkloadProbe } from "../k8s/hpa.ts";
-import { placeholderDeployment, startBridgeProcess, startShippedProxy, waitForAPIServiceAvailable } from "../k8s/shipped.ts";
+import { placeholderDeployment, startBridgeBehindShippedProxy } from "../k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 /** the External metric the HPA names, served from the Prometheus series {@link SERIES} */
@@ -81,18 +81,7 @@ describe("real Kubernetes and a real Prometheus: an HPA on a Prometheus series",
         policy: { defaultAction: "Allow" },
       }),
     );
-    const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
-    const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
-    processes.push(await startBridgeProcess({ config: bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context }));
-    const proxy = await startShippedProxy(cp, {
-      work,
-      port: proxyPort,
-      backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: BACKEND_TIMEOUT_SECONDS } },
-      routes: [{ metric: ".*", backend: "bridge" }],
-      env,
-    });
-    processes.push(proxy);
-    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
+    processes.push(...(await startBridgeBehindShippedProxy(cp, { work, bridgeConfig, signingKeys, backendTimeoutSeconds: BACKEND_TIMEOUT_SECONDS, context })));
   }, 50 * 60_000);
 
   afterEach(({ task }) => {

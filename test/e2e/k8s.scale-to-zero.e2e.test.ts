@@ -35,9 +35,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { startEmulator, type Emulator } from "../helpers/emulator.ts";
-import { buildControlPlane, freePorts, k8sModule, logTails, startControlPlane, waitFor, type ControlPlane, type LoggedProcess } from "../k8s/cluster.ts";
+import { buildControlPlane, k8sModule, logTails, startControlPlane, waitFor, type ControlPlane, type LoggedProcess } from "../k8s/cluster.ts";
 import { condition, expectedReplicas, workloadProbe, type Hpa, type WorkloadProbe } from "../k8s/hpa.ts";
-import { e2eBridgeConfig, placeholderDeployment, startBridgeProcess, startShippedProxy, waitForAPIServiceAvailable } from "../k8s/shipped.ts";
+import { e2eBridgeConfig, placeholderDeployment, startBridgeBehindShippedProxy } from "../k8s/shipped.ts";
 
 const GROUP_VERSION = "external.metrics.k8s.io/v1beta1";
 /** the backlog metric: visible + in flight */
@@ -142,18 +142,7 @@ describe(`real Kubernetes ${K8S.version}${GATE_ON_BY_DEFAULT ? "" : " with --fea
         spec: { rules: [{ metric: METRIC, selector: { matchExpressions: [{ key: "queue", operator: "In", values: [QUEUE, MANUAL_QUEUE] }] } }], defaultAction: "Deny" },
       }),
     );
-    const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
-    const env = { ...process.env, BRIDGE_SIGNING_KEYS: signingKeys };
-    processes.push(await startBridgeProcess({ config: bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context }));
-    const proxy = await startShippedProxy(cp, {
-      work,
-      port: proxyPort,
-      backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: BACKEND_TIMEOUT_SECONDS } },
-      routes: [{ metric: ".*", backend: "bridge" }],
-      env,
-    });
-    processes.push(proxy);
-    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
+    processes.push(...(await startBridgeBehindShippedProxy(cp, { work, bridgeConfig, signingKeys, backendTimeoutSeconds: BACKEND_TIMEOUT_SECONDS, context })));
   }, 50 * 60_000);
 
   afterEach(({ task }) => {

@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse, parseAllDocuments, stringify } from "yaml";
-import { startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
+import { freePorts, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** The shipped plain manifests, relative to the repository root. */
@@ -283,4 +283,40 @@ export async function startShippedProxy(
     logFile: join(options.work, "proxy.log"),
     env: { ...options.env, POD_NAMESPACE: PROXY_NS },
   });
+}
+
+/**
+ * The usual end-to-end deployment: the bridge as a process with
+ * `bridgeConfig` on a free port, behind the shipped proxy
+ * ({@link startShippedProxy}) on another, one backend `bridge` for every
+ * metric, both signing with `signingKeys`; resolves when the APIService is
+ * Available (90 s at most).
+ *
+ * @returns the started processes, bridge first (stop them in reverse)
+ * @throws Error as {@link startBridgeProcess}, {@link startShippedProxy} and {@link waitForAPIServiceAvailable}
+ */
+export async function startBridgeBehindShippedProxy(
+  cp: Pick<ControlPlane, "kubectlOk" | "tokenKubeconfig" | "kubectl">,
+  options: { work: string; bridgeConfig: string; signingKeys: string; backendTimeoutSeconds: number; context: () => string },
+): Promise<LoggedProcess[]> {
+  const { work, context } = options;
+  const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
+  const env = { ...process.env, BRIDGE_SIGNING_KEYS: options.signingKeys };
+  const bridge = await startBridgeProcess({ config: options.bridgeConfig, port: bridgePort, env, logFile: join(work, "bridge.log"), context });
+  const started = [bridge];
+  try {
+    const proxy = await startShippedProxy(cp, {
+      work,
+      port: proxyPort,
+      backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: options.backendTimeoutSeconds } },
+      routes: [{ metric: ".*", backend: "bridge" }],
+      env,
+    });
+    started.push(proxy);
+    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
+    return started;
+  } catch (err) {
+    for (const p of started.reverse()) await p.stop(5_000);
+    throw err;
+  }
 }
