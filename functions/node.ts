@@ -328,7 +328,7 @@ Exit codes: 2 the config or the signing settings are invalid, or bad arguments; 
     process.exit(2);
   }
   console.error(
-    `external-metrics-bridge listening on ${server.url} (${config.metrics.length} metric rules from ${config.source})` +
+    `external-metrics-bridge listening on ${server.url} (${config.metrics.length + config.customMetrics.length} metric rules from ${config.source})` +
       (server.metricsUrl !== undefined ? `; metrics at ${server.metricsUrl}/metrics` : ""),
   );
   exitOnSignals(server.close);

@@ -88,7 +88,7 @@ export function validateConfigText(text: string, source: string): ValidatedFile 
       out.issues.push(...issues);
       if (config !== undefined) {
         out.warnings.push(...ruleWarnings(config, documents));
-        out.summary = `${plural(Object.keys(config.providers).length, "provider")}, ${plural(config.metrics.length, "metric rule")}, ${plural(config.policy?.policies.policies.length ?? 0, "policy", "policies")}`;
+        out.summary = `${plural(Object.keys(config.providers).length, "provider")}, ${plural(config.metrics.length + config.customMetrics.length, "metric rule")}, ${plural(config.policy?.policies.policies.length ?? 0, "policy", "policies")}`;
       }
     } else if (kinds.has("ProxyConfig")) {
       out.kind = "ProxyConfig";
