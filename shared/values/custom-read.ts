@@ -120,7 +120,9 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
   const deadlineMs = options.deadlineMs ?? REQUEST_DEADLINE_MS;
   const rules = new Map<string, MetricRule>();
   for (const rule of config.customMetrics) {
-    if (!providers.has(rule.provider)) throw new Error(`metric ${rule.name}: provider ${rule.provider} was not built`);
+    const provider = providers.get(rule.provider);
+    if (provider === undefined) throw new Error(`metric ${rule.name}: provider ${rule.provider} was not built`);
+    checkMapping(rule, provider);
     rules.set(`${rule.describes!.resource}\u0000${rule.key}`, rule);
   }
 
@@ -168,6 +170,24 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
       return withoutRetryAfter(toStatusError(err));
     }
   };
+}
+
+/**
+ * Refuse at build time a rule whose provider cannot read the labels the
+ * bridge sets: plan (no I/O) a read of one object in one namespace.
+ *
+ * @throws Error naming the rule and the provider's own refusal (e.g. a label the rule's query does not map)
+ */
+function checkMapping(rule: MetricRule, provider: Provider): void {
+  const describes = rule.describes!;
+  const requirements = [frozenRequirement(describes.objectLabel, "in", ["example"])];
+  if (describes.namespaceLabel !== undefined) requirements.push(frozenRequirement(describes.namespaceLabel, "=", ["example"]));
+  requirements.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  try {
+    provider.plan({ rule, selector: { requirements }, namespace: "example" });
+  } catch (err) {
+    throw new Error(`metric ${rule.name} (describes ${describes.resource}): its query cannot be read by ${describes.objectLabel}${describes.namespaceLabel !== undefined ? ` and ${describes.namespaceLabel}` : ""}: ${(err as Error).message}`);
+  }
 }
 
 /** One described object and the identifier its series are labelled with. */

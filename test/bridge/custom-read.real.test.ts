@@ -208,6 +208,16 @@ describe("a namespace read and the policy", () => {
   });
 });
 
+describe("building the read", () => {
+  it("refuses a rule whose query does not map the labels the bridge sets, naming the rule", () => {
+    const text = config(prom.url).replace("describes: { resource: pods, objectLabel: pod, namespaceLabel: namespace }", "describes: { resource: pods, objectLabel: pod, namespaceLabel: ns }");
+    const bridge = buildBridge(text, "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+    expect(() => createCustomValuesReader({ config: bridge.config, providers: bridge.providers, now: () => Date.now(), authorize: () => {} })).toThrow(
+      /metric http_requests \(describes pods\): its query cannot be read by pod and ns: .*ns/,
+    );
+  });
+});
+
 describe("a stopped Prometheus", () => {
   it("fails the whole Pods read (503, no partial list, no Retry-After)", async () => {
     const own = await startPrometheus({ targets: [exporter.target] });
