@@ -23,7 +23,8 @@ const REGION = "eu-west-1";
 const KEYS = { AWS_ACCESS_KEY_ID: "AKIDAMPTEST", AWS_SECRET_ACCESS_KEY: "amp-test-secret" };
 const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 /** queue a's sample time, exported as the sample's own timestamp. */
-const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
+// set once the servers are built (a cold build takes minutes): a time taken at import would be minutes old by the first read
+let SAMPLE_TS = 0;
 
 function config(endpoint: string, credentials = "{ source: environment }"): string {
   return ampConfig({ region: REGION, workspaceId: WORKSPACE, endpoint }, credentials, "{ job: exporter }");
@@ -39,6 +40,7 @@ const SESSION_TOKEN = "amp-test-session-token";
 beforeAll(async () => {
   const binary = prometheusBinary();
   sigv4ProxyBinary();
+  SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
   exporter = await startExporter();
   exporter.set(() => [
     { name: "emb_queue_ready", labels: { queue: "a" }, value: 3, timestampMs: SAMPLE_TS },

@@ -17,7 +17,8 @@ const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const WORKSPACE = "ws-0f9e8d7c-6b5a-4321-8fed-cba987654321";
 const REGION = "us-west-2";
 const KEYS = { AWS_ACCESS_KEY_ID: "AKIDAMPWORKER", AWS_SECRET_ACCESS_KEY: "amp-worker-secret" };
-const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
+// set once the servers are built (a cold build takes minutes): a time taken at import would be minutes old by the first read
+let SAMPLE_TS = 0;
 const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 
 function config(endpoint: string, credentials: string): string {
@@ -33,6 +34,7 @@ const workers: RunningWorker[] = [];
 beforeAll(async () => {
   const binary = prometheusBinary();
   sigv4ProxyBinary();
+  SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
   exporter = await startExporter();
   exporter.set(() => [{ name: "emb_queue_ready", labels: { queue: "a" }, value: 3, timestampMs: SAMPLE_TS }]);
   [prom, build] = await Promise.all([startPrometheus({ binary, targets: [exporter.target], routePrefix: `/workspaces/${WORKSPACE}` }), buildWorker()]);

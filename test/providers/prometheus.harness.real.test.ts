@@ -43,10 +43,12 @@ function prometheusChildren(): number[] {
 let binary: string;
 let exporter: Exporter;
 let prom: PrometheusServer;
-const sampleTs = Date.now() - 20_000; // an explicit timestamp 20 s in the past, whole ms
+// set once the servers are built (a cold build takes minutes): a time taken at import would be minutes old by the first read
+let sampleTs = 0; // an explicit timestamp 20 s in the past, whole ms
 
 beforeAll(async () => {
   binary = prometheusBinary();
+  sampleTs = Date.now() - 20_000;
   exporter = await startExporter([
     { name: "emb_queue_depth", labels: { queue: "a" }, value: 3, timestampMs: sampleTs },
     { name: "emb_queue_depth", labels: { queue: "a.b" }, value: 1e21 },

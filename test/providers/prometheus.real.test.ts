@@ -31,11 +31,16 @@ import {
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 
-/** The time of queue a's sample: 20 s before the suite starts, whole seconds, exported as the sample's own timestamp. */
-const SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
+/**
+ * The time of queue a's sample: 20 s before the server starts, whole
+ * seconds, exported as the sample's own timestamp. Set once the server is
+ * built (a cold build takes minutes: a time taken at import would be
+ * minutes old by the first read).
+ */
+let SAMPLE_TS = 0;
 
 /** The time of queue old's sample: 90 s before the suite starts, older than the `queue_ready_fresh` rule's maxAgeSeconds (60). */
-const OLD_TS = SAMPLE_TS - 70_000;
+let OLD_TS = 0;
 
 /** What the exporter serves at every scrape: gauges per queue, and counters growing 5/s (a) and 2/s (b) stamped with whole seconds. */
 function samples(): ExportedSample[] {
@@ -133,6 +138,8 @@ describe.each(SERVERS)("against a real $name", (server) => {
 
   beforeAll(async () => {
     const binary = server.binary();
+    SAMPLE_TS = Math.floor((Date.now() - 20_000) / 1000) * 1000;
+    OLD_TS = SAMPLE_TS - 70_000;
     exporter = await startExporter();
     exporter.set(samples, { emb_jobs_total: "counter" });
     prom = await server.start({ binary, targets: [exporter.target] });
