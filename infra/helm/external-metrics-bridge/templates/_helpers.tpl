@@ -192,9 +192,11 @@ metricsReaders; tls.mode existing without self-registration has a CA for
 caBundle.
 */}}
 {{- define "emb.checks" -}}
-{{- $names := keys .Values.backends -}}
+{{- /* backends=null (--set-json) removes the key: no backends, not an error */ -}}
+{{- $backends := .Values.backends | default dict -}}
+{{- $names := keys $backends -}}
 {{- if .Values.inProcessBridge.enabled }}{{ $names = append $names "inprocess" }}{{ end -}}
-{{- if and .Values.inProcessBridge.enabled (hasKey .Values.backends "inprocess") }}
+{{- if and .Values.inProcessBridge.enabled (hasKey $backends "inprocess") }}
 {{ include "emb.refuse" "backends.inprocess: the name is taken by inProcessBridge.enabled (the chart renders that backend)" }}
 {{- end -}}
 {{- range $i, $r := .Values.routes -}}
@@ -203,7 +205,7 @@ caBundle.
 {{- end -}}
 {{- end -}}
 {{- with .Values.passthrough -}}
-{{- $b := get $.Values.backends . -}}
+{{- $b := get $backends . -}}
 {{- if not $b }}
 {{ include "emb.refuse" (printf "passthrough %s: no such backend in backends" .) }}
 {{- else if ne (default "bridge" $b.type) "passthrough" }}
