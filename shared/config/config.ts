@@ -20,6 +20,7 @@
  * policy loader) read them from the same source.
  */
 import * as z from "./zod.ts";
+import { isGroupResource } from "../k8s/request-path.ts";
 import { metricKey } from "../metric-name.ts";
 import { notBuiltMessage, providerEntry, type ProviderInstanceConfig } from "../providers/registry.ts";
 import type { MetricDescribes, MetricRule } from "../providers/types.ts";
@@ -52,10 +53,10 @@ const defaultsSchema = z.strictObject({
   cacheTTLSeconds: z._default(z.number().check(z.minimum(0), z.maximum(MAX_MAX_AGE_SECONDS)), 5),
 });
 
-/** A group resource as clients write it: a lowercase plural, then an optional `.group` (shared/k8s/request-path.ts). */
+/** A group resource as clients write it: a lowercase plural, then an optional `.group` (the custom paths' own check, shared/k8s/request-path.ts). */
 const groupResourceSchema = z.string().check(
   z.maxLength(253),
-  z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/, "must be a group resource: a lowercase plural, then an optional .group (pods, ingresses.networking.k8s.io)"),
+  z.refine(isGroupResource, "must be a group resource: a lowercase plural, then an optional .group (pods, ingresses.networking.k8s.io)"),
 );
 /** A label name of a selector (the key the rule's mapping reads). */
 const selectorKeySchema = z.string().check(z.minLength(1), z.maxLength(63), z.regex(/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, "must be a label name"));

@@ -522,6 +522,11 @@ export interface CustomMetricsRead {
 /** A group resource as client-go writes it (lowercased): a plural of DNS-label characters, then an optional `.{group}` (DNS subdomain characters). */
 const GROUP_RESOURCE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/;
 
+/** Whether `text` is a group resource as client-go writes it (`pods`, `deployments.apps`): the custom paths' resource, and a metric rule's `describes.resource`. */
+export function isGroupResource(text: string): boolean {
+  return GROUP_RESOURCE.test(text);
+}
+
 /**
  * The Custom Metrics values route read from a parsed path (see
  * {@link CustomMetricsRead} for the shapes); no trailing `/`, no other

@@ -11,6 +11,20 @@ import { externalMetricValueList, formatTimestamp, type ExternalMetricValue } fr
 import type { MetricRule, Series } from "../providers/types.ts";
 
 /**
+ * The 503 for a series older than its rule's `maxAgeSeconds`: no stale value
+ * is ever reported (an External answer here, a custom one in
+ * ./custom-read.ts).
+ *
+ * @param ageMs the series' age at the read, ms
+ */
+export function staleSeries(rule: MetricRule, series: Series, ageMs: number): StatusError {
+  return serviceUnavailable(
+    `metric ${rule.name}: newest value of series ${JSON.stringify(series.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
+      `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
+  );
+}
+
+/**
  * A values read that succeeded: the items and their JSON, serialized once
  * (`text`, the body every runtime sends and the proxy stores). The same
  * object is returned again while the same readings come back (see
@@ -57,12 +71,7 @@ export function answerFor(rule: MetricRule, requested: string, series: readonly 
   let oldest = now;
   const items: ExternalMetricValue[] = series.map((s) => {
     const ageMs = now - s.timestamp;
-    if (ageMs > rule.maxAgeSeconds * 1000) {
-      throw serviceUnavailable(
-        `metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, ` +
-          `older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`,
-      );
-    }
+    if (ageMs > rule.maxAgeSeconds * 1000) throw staleSeries(rule, s, ageMs);
     const quantity = quantityOf(s.value);
     if (quantity === null) {
       throw internalError(

@@ -32,11 +32,12 @@ import { REQUEST_DEADLINE_MS } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
 import type { CustomMetricsRead } from "../k8s/request-path.ts";
 import { addDecimals, type Decimal } from "../k8s/quantity.ts";
-import { SelectorError, type Requirement, type Selector } from "../k8s/selector.ts";
+import { goSortByKey, isDNS1123Subdomain, makeRequirement, SelectorError, type Requirement, type Selector } from "../k8s/selector.ts";
 import { badRequest, forbidden, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { metricName } from "../metric-name.ts";
 import type { MetricDescribes, MetricRule, Provider, Series } from "../providers/types.ts";
-import { customAnswer, labelSelectorOf, type CustomAnswer, type CustomMetricItem } from "./custom-answer.ts";
+import { customAnswer, labelSelectorObject, type CustomAnswer, type CustomMetricItem } from "./custom-answer.ts";
+import { staleSeries } from "./answer.ts";
 import { queryWithDeadline, selectorOf } from "./read.ts";
 
 /** Most pods one Pods read may name (the proxy refuses more before it signs). */
@@ -142,7 +143,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     }
     let wireSelector;
     try {
-      wireSelector = parts.metricLabelSelector === "" ? null : labelSelectorOf(metricSelector);
+      wireSelector = parts.metricLabelSelector === "" ? null : labelSelectorObject(metricSelector);
     } catch (err) {
       if (err instanceof SelectorError) throw badRequest(`invalid metricLabelSelector: ${err.message}`);
       throw err;
@@ -150,9 +151,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     const identifiers = identifiersOf(rule, describes, parts);
     await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
 
-    const extra: Requirement[] = [frozenRequirement(describes.objectLabel, "in", identifiers.map((i) => i.identifier))];
-    if (describes.namespaceLabel !== undefined) extra.push(frozenRequirement(describes.namespaceLabel, "=", [target.namespace]));
-    const selector: Selector = Object.freeze({ requirements: Object.freeze([...metricSelector.requirements, ...extra].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) });
+    const selector = describedSelector(describes, identifiers.map((i) => i.identifier), target.namespace, metricSelector.requirements);
     const provider = providers.get(rule.provider)!;
     const selected = target.shape === "selected";
     const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const } : {}) }, parts.signal, deadlineMs);
@@ -180,11 +179,8 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
  */
 function checkMapping(rule: MetricRule, provider: Provider): void {
   const describes = rule.describes!;
-  const requirements = [frozenRequirement(describes.objectLabel, "in", ["example"])];
-  if (describes.namespaceLabel !== undefined) requirements.push(frozenRequirement(describes.namespaceLabel, "=", ["example"]));
-  requirements.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   try {
-    provider.plan({ rule, selector: { requirements }, namespace: "example" });
+    provider.plan({ rule, selector: describedSelector(describes, ["example"], "example"), namespace: "example" });
   } catch (err) {
     throw new Error(`metric ${rule.name} (describes ${describes.resource}): its query cannot be read by ${describes.objectLabel}${describes.namespaceLabel !== undefined ? ` and ${describes.namespaceLabel}` : ""}: ${(err as Error).message}`);
   }
@@ -217,7 +213,7 @@ function identifiersOf(rule: MetricRule, describes: MetricDescribes, parts: Cust
     if (objects === undefined || !("pods" in objects)) throw badRequest("a Pods read must carry the pods its labelSelector selects (the in-cluster proxy resolves and signs them)");
     if (objects.pods.length > MAX_PODS_PER_READ) throw badRequest(`a Pods read may name at most ${MAX_PODS_PER_READ} pods, not ${objects.pods.length}`);
     const names = [...new Set(objects.pods)];
-    for (const name of names) if (!POD_NAME.test(name)) throw badRequest(`${JSON.stringify(name.slice(0, 300))} is not a pod name`);
+    for (const name of names) if (!isDNS1123Subdomain(name)) throw badRequest(`${JSON.stringify(name.slice(0, 300))} is not a pod name`);
     return names.map((name) => ({ identifier: allowed(name), object: { kind: "Pod", namespace: target.namespace, name, apiVersion: "/v1" } }));
   }
   if (objects === undefined || !("object" in objects)) throw badRequest(`an Object read must carry the object it describes (the in-cluster proxy reads it)`);
@@ -232,9 +228,6 @@ function identifiersOf(rule: MetricRule, describes: MetricDescribes, parts: Cust
   const ref = { kind: object.kind, name: object.name, apiVersion: object.apiVersion, ...(object.namespace ? { namespace: object.namespace } : {}) };
   return [{ identifier: allowed(identifier), object: ref }];
 }
-
-/** A pod name: a DNS-1123 subdomain (k8s.io/apimachinery `validation.IsDNS1123Subdomain`). */
-const POD_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** The identifier `describes.identifier` names on `object`, when it is a non-empty string there. */
 function identifierOf(describes: MetricDescribes, object: DescribedObject): string | undefined {
@@ -256,12 +249,19 @@ function describeSource(describes: MetricDescribes): string {
 }
 
 /**
- * A requirement built from values the bridge chose (pod names, cloud
- * identifiers): not checked as label values (a queue URL is not one); the
- * provider's own mapping quotes or checks each value for its backend.
+ * The selector of a custom read for the rule's own mapping:
+ * `objectLabel in (<identifiers>)`, `namespaceLabel=<namespace>` when the
+ * rule has one, and `base` (the read's `metricLabelSelector`), sorted by key
+ * as `labels.Parse` leaves them. The identifiers are values the bridge chose
+ * (pod names, cloud identifiers) and are not checked as label values (a
+ * queue URL is not one): the provider's mapping quotes or checks each for
+ * its backend.
  */
-function frozenRequirement(key: string, operator: "in" | "=", values: readonly string[]): Requirement {
-  return Object.freeze({ key, operator, values: Object.freeze([...values].sort()) });
+function describedSelector(describes: MetricDescribes, identifiers: readonly string[], namespace: string, base: readonly Requirement[] = []): Selector {
+  const requirements = [...base, makeRequirement(describes.objectLabel, "in", identifiers)];
+  if (describes.namespaceLabel !== undefined) requirements.push(makeRequirement(describes.namespaceLabel, "=", [namespace]));
+  goSortByKey(requirements);
+  return Object.freeze({ requirements: Object.freeze(requirements) });
 }
 
 /**
@@ -274,9 +274,7 @@ function itemsOf(rule: MetricRule, describes: MetricDescribes, identified: reado
   const byIdentifier = new Map<string, { value: Decimal; timestamp: number; windowSeconds?: number }>();
   for (const s of series) {
     const ageMs = at - s.timestamp;
-    if (ageMs > rule.maxAgeSeconds * 1000) {
-      throw serviceUnavailable(`metric ${rule.name}: newest value of series ${JSON.stringify(s.labels)} is ${Math.round(ageMs / 1000)} s old, older than maxAgeSeconds (${rule.maxAgeSeconds}); no stale value is reported`);
-    }
+    if (ageMs > rule.maxAgeSeconds * 1000) throw staleSeries(rule, s, ageMs);
     const id = s.labels[describes.objectLabel];
     if (id === undefined) continue;
     const known = byIdentifier.get(id);

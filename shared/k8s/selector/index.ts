@@ -21,7 +21,8 @@ export { fromLabelSelector } from "./label-selector.ts";
 export { requirementToString, selectorToString } from "./format.ts";
 export { matchesLabels } from "./match.ts";
 export { parseSelector } from "./parser.ts";
-export { newRequirement } from "./requirement.ts";
+export { makeRequirement, newRequirement } from "./requirement.ts";
+export { goSortByKey } from "./sort.ts";
 export { tokenize, type Token, type TokenKind } from "./lexer.ts";
 export {
   DEFAULT_MAX_SELECTOR_LENGTH,
@@ -34,4 +35,4 @@ export {
   type Requirement,
   type Selector,
 } from "./types.ts";
-export { validateLabelKey, validateLabelValue } from "./validation.ts";
+export { isDNS1123Subdomain, validateLabelKey, validateLabelValue } from "./validation.ts";

@@ -63,6 +63,11 @@ function isLowSurrogate(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff;
 }
 
+/** Whether `value` is a DNS-1123 subdomain (`content.IsDNS1123Subdomain` finds no problem): object names such as pods'. */
+export function isDNS1123Subdomain(value: string): boolean {
+  return dns1123SubdomainErrors(value).length === 0;
+}
+
 /** `content.IsDNS1123Subdomain`: the list of problems, empty when valid. */
 function dns1123SubdomainErrors(value: string): string[] {
   const errs: string[] = [];
