@@ -59,7 +59,7 @@ export interface CustomAnswer<V extends CustomVersion = CustomVersion> {
  * naming `metric` and carrying `selector`, serialized once.
  *
  * @param metric the metric name as requested (the path's metric segment)
- * @param selector the metric selector of the read as {@link labelSelectorOf}
+ * @param selector the metric selector of the read as {@link labelSelectorObject}
  *   gives it, or `null` when the read had no `metricLabelSelector` (Go's
  *   nil; written `null`, the field has no omitempty in either version)
  * @throws StatusError 500 for a value the HPA could not read back exactly
@@ -150,7 +150,7 @@ function windowOf(seconds: number | undefined): number | undefined {
  *   (`"!=" is not a valid label selector operator`), `>` and `<`
  *   (`"gt" isn't supported in label selectors`)
  */
-export function labelSelectorOf(selector: Selector): LabelSelector | null {
+export function labelSelectorObject(selector: Selector): LabelSelector | null {
   if (selector.nothing === true) return null;
   const matchLabels = new Map<string, string>();
   const matchExpressions: NonNullable<LabelSelector["matchExpressions"]> = [];

@@ -19,7 +19,7 @@
  *   `metricLabelSelector` parameter, selectors in key order), which the
  *   server reads with customMetricsRead (shared/k8s/request-path.ts);
  * - an object read answered with two items is refused by the client;
- * - labelSelectorOf is `metav1.ParseToLabelSelector`, JSON for JSON, error
+ * - labelSelectorObject is `metav1.ParseToLabelSelector`, JSON for JSON, error
  *   for error.
  */
 import { spawn } from "node:child_process";
@@ -33,7 +33,7 @@ import { formatQuantity, milliValue, parseDecimal } from "../../shared/k8s/quant
 import { customMetricsRead, parseRequestTarget } from "../../shared/k8s/request-path.ts";
 import { parseSelector, SelectorError, type LabelSelector } from "../../shared/k8s/selector.ts";
 import { formatTimestamp } from "../../shared/k8s/types.ts";
-import { customAnswer, labelSelectorOf, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
+import { customAnswer, labelSelectorObject, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
 import { PARSE_CASES } from "../oracle/selector-cases.ts";
 
 const ORACLE_DIR = fileURLToPath(new URL("../custom-metrics-oracle/", import.meta.url));
@@ -157,9 +157,9 @@ function cases(): Case[] {
   ];
 }
 
-/** The metric selector an answer carries: labelSelectorOf the parsed metricLabelSelector, null without one. */
+/** The metric selector an answer carries: labelSelectorObject the parsed metricLabelSelector, null without one. */
 function selectorFor(metricSelector: string): LabelSelector | null {
-  return metricSelector === "" ? null : labelSelectorOf(parseSelector(metricSelector));
+  return metricSelector === "" ? null : labelSelectorObject(parseSelector(metricSelector));
 }
 
 let binary = "";
@@ -321,7 +321,7 @@ describe("hostile values decode to what the HPA reads", () => {
   }, 120_000);
 });
 
-describe("labelSelectorOf is metav1.ParseToLabelSelector", () => {
+describe("labelSelectorObject is metav1.ParseToLabelSelector", () => {
   it("JSON for JSON, error for error, over the selector parser's cases and hostile ones", async () => {
     const texts = [
       ...new Set([
@@ -351,7 +351,7 @@ describe("labelSelectorOf is metav1.ParseToLabelSelector", () => {
         return "unparsed";
       }
       try {
-        return { labelSelector: labelSelectorOf(parsed) };
+        return { labelSelector: labelSelectorObject(parsed) };
       } catch (e) {
         if (e instanceof SelectorError) return { error: e.message };
         throw e;

@@ -10,7 +10,7 @@ import { CUSTOM_PLACEHOLDER_RESOURCE, customApiGroup, customApiResourceList, cus
 import { parseDecimal } from "../../shared/k8s/quantity.ts";
 import { EVERYTHING, fromLabelSelector, NOTHING, parseSelector, SelectorError, selectorToString } from "../../shared/k8s/selector.ts";
 import { StatusError } from "../../shared/k8s/status.ts";
-import { customAnswer, labelSelectorOf, metricValueList, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
+import { customAnswer, labelSelectorObject, metricValueList, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
 
 const T = Date.parse("2026-11-28T04:00:01.750Z");
 const podItem = (name: string, value: string, windowSeconds?: number): CustomMetricItem => ({
@@ -21,7 +21,7 @@ const podItem = (name: string, value: string, windowSeconds?: number): CustomMet
 });
 
 describe("customAnswer", () => {
-  const selector = labelSelectorOf(parseSelector("verb in (GET),code"));
+  const selector = labelSelectorObject(parseSelector("verb in (GET),code"));
 
   it("v1beta2: Go's field order, metric {name, selector}, windowSeconds only when set, serialized once", () => {
     const answer = customAnswer("v1beta2", "http_requests", selector, [podItem("web-0", "1.5", 60), podItem("web-1", "0")]);
@@ -75,7 +75,7 @@ describe("customAnswer", () => {
   });
 });
 
-describe("labelSelectorOf (metav1.ParseToLabelSelector)", () => {
+describe("labelSelectorObject (metav1.ParseToLabelSelector)", () => {
   const cases: [string, unknown][] = [
     ["", {}],
     ["a=b", { matchLabels: { a: "b" } }],
@@ -87,22 +87,22 @@ describe("labelSelectorOf (metav1.ParseToLabelSelector)", () => {
     ["!a", { matchExpressions: [{ key: "a", operator: "DoesNotExist" }] }],
     ["constructor=x,toString", { matchLabels: { constructor: "x" }, matchExpressions: [{ key: "toString", operator: "Exists" }] }],
   ];
-  for (const [text, want] of cases) it(JSON.stringify(text), () => expect(labelSelectorOf(parseSelector(text))).toEqual(want));
+  for (const [text, want] of cases) it(JSON.stringify(text), () => expect(labelSelectorObject(parseSelector(text))).toEqual(want));
 
   it("refuses what Go refuses, with Go's messages", () => {
-    expect(() => labelSelectorOf(parseSelector("a!=b"))).toThrow(new SelectorError('"!=" is not a valid label selector operator'));
-    expect(() => labelSelectorOf(parseSelector("a>1"))).toThrow(new SelectorError(`"gt" isn't supported in label selectors`));
-    expect(() => labelSelectorOf(parseSelector("a<1"))).toThrow(new SelectorError(`"lt" isn't supported in label selectors`));
+    expect(() => labelSelectorObject(parseSelector("a!=b"))).toThrow(new SelectorError('"!=" is not a valid label selector operator'));
+    expect(() => labelSelectorObject(parseSelector("a>1"))).toThrow(new SelectorError(`"gt" isn't supported in label selectors`));
+    expect(() => labelSelectorObject(parseSelector("a<1"))).toThrow(new SelectorError(`"lt" isn't supported in label selectors`));
   });
 
   it("labels.Nothing() (a nil LabelSelector) is null, labels.Everything() is {}; the form converts back to the same selector", () => {
-    expect(labelSelectorOf(NOTHING)).toBeNull();
-    expect(labelSelectorOf(EVERYTHING)).toEqual({});
+    expect(labelSelectorObject(NOTHING)).toBeNull();
+    expect(labelSelectorObject(EVERYTHING)).toEqual({});
     for (const text of ["a=b,c in (d,e),!f,g", "x notin (1,2),y=z"]) {
-      expect(selectorToString(fromLabelSelector(labelSelectorOf(parseSelector(text))))).toBe(selectorToString(parseSelector(text)));
+      expect(selectorToString(fromLabelSelector(labelSelectorObject(parseSelector(text))))).toBe(selectorToString(parseSelector(text)));
     }
     // fromLabelSelector keeps duplicate In values; the form lists each once, as Go's sets.String
-    expect(labelSelectorOf(fromLabelSelector({ matchExpressions: [{ key: "a", operator: "In", values: ["b", "b"] }] }))).toEqual({ matchExpressions: [{ key: "a", operator: "In", values: ["b"] }] });
+    expect(labelSelectorObject(fromLabelSelector({ matchExpressions: [{ key: "a", operator: "In", values: ["b", "b"] }] }))).toEqual({ matchExpressions: [{ key: "a", operator: "In", values: ["b"] }] });
   });
 });
 
