@@ -153,18 +153,18 @@ export interface Condition {
 }
 
 /**
- * The `Available` condition of APIService {@link API_SERVICE}.
+ * The `Available` condition of an APIService (default {@link API_SERVICE}).
  *
  * @throws Error with kubectl's message when it cannot be read
  */
-export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">): Promise<Condition | undefined> {
-  const r = await cp.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
+export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">, name: string = API_SERVICE): Promise<Condition | undefined> {
+  const r = await cp.kubectl(["get", "apiservice", name, "-o", "json"]);
   if (r.status !== 0) throw new Error(`kubectl get apiservice: ${r.stderr.trim()}`);
   return (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
 }
 
 /**
- * Wait until APIService {@link API_SERVICE} is `Available=True`, failing at
+ * Wait until an APIService (default {@link API_SERVICE}) is `Available=True`, failing at
  * once when one of `processes` (the proxies) has exited.
  *
  * @throws Error from {@link waitFor} after `timeoutMs` (ms), with `context()`
@@ -172,13 +172,14 @@ export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">):
 export async function waitForAPIServiceAvailable(
   cp: Pick<ControlPlane, "kubectl">,
   processes: readonly LoggedProcess[],
-  options: { timeoutMs: number; context?: () => string },
+  options: { timeoutMs: number; context?: () => string; name?: string },
 ): Promise<void> {
+  const name = options.name ?? API_SERVICE;
   await waitFor(
-    `APIService ${API_SERVICE} Available=True`,
+    `APIService ${name} Available=True`,
     async () => {
       for (const p of processes) if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}`);
-      const available = await apiServiceAvailability(cp);
+      const available = await apiServiceAvailability(cp, name);
       if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
       return true;
     },
@@ -253,7 +254,8 @@ export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: stri
  * the proxy as a local process with the shipped Deployment's arguments
  * ({@link localProxyFlags} on 127.0.0.1:`port`, its identity a token of the
  * shipped ServiceAccount), a ProxyConfig of `backends` and `routes` (cache
- * TTL 1 s) written to `<work>/proxy.yaml`, its log in `<work>/proxy.log`.
+ * TTL 1 s) plus the sections of `proxyConfig` (e.g. `customMetrics`) written
+ * to `<work>/proxy.yaml`, its log in `<work>/proxy.log`.
  * The proxy registers the APIService itself; wait for it with
  * {@link waitForAPIServiceAvailable}.
  *
@@ -268,6 +270,8 @@ export async function startShippedProxy(
     backends: Record<string, { url: string; timeoutSeconds: number }>;
     routes: readonly { metric: string; backend: string }[];
     env: NodeJS.ProcessEnv;
+    /** more top-level ProxyConfig sections */
+    proxyConfig?: Record<string, unknown>;
   },
 ): Promise<LoggedProcess> {
   const shipped = shippedManifests();
@@ -276,7 +280,14 @@ export async function startShippedProxy(
   const proxyConfig = join(options.work, "proxy.yaml");
   writeFileSync(
     proxyConfig,
-    stringify({ apiVersion: "external-metrics-bridge.io/v1alpha1", kind: "ProxyConfig", backends: options.backends, routes: options.routes, cache: { ttlSeconds: 1 } }),
+    stringify({
+      apiVersion: "external-metrics-bridge.io/v1alpha1",
+      kind: "ProxyConfig",
+      backends: options.backends,
+      routes: options.routes,
+      cache: { ttlSeconds: 1 },
+      ...options.proxyConfig,
+    }),
   );
   const args = withFlags(shipped.proxyArgs, { "--config": proxyConfig, ...localProxyFlags(cp.tokenKubeconfig("proxy", token), options.port) });
   return startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...args], {
@@ -289,15 +300,24 @@ export async function startShippedProxy(
  * The usual end-to-end deployment: the bridge as a process with
  * `bridgeConfig` on a free port, behind the shipped proxy
  * ({@link startShippedProxy}) on another, one backend `bridge` for every
- * metric, both signing with `signingKeys`; resolves when the APIService is
- * Available (90 s at most).
+ * metric, both signing with `signingKeys`, `proxyConfig` added to the
+ * proxy's config; resolves when the APIServices `apiServices` (default
+ * {@link API_SERVICE}) are Available (90 s at most).
  *
  * @returns the started processes, bridge first (stop them in reverse)
  * @throws Error as {@link startBridgeProcess}, {@link startShippedProxy} and {@link waitForAPIServiceAvailable}
  */
 export async function startBridgeBehindShippedProxy(
   cp: Pick<ControlPlane, "kubectlOk" | "tokenKubeconfig" | "kubectl">,
-  options: { work: string; bridgeConfig: string; signingKeys: string; backendTimeoutSeconds: number; context: () => string },
+  options: {
+    work: string;
+    bridgeConfig: string;
+    signingKeys: string;
+    backendTimeoutSeconds: number;
+    context: () => string;
+    proxyConfig?: Record<string, unknown>;
+    apiServices?: readonly string[];
+  },
 ): Promise<LoggedProcess[]> {
   const { work, context } = options;
   const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
@@ -311,9 +331,10 @@ export async function startBridgeBehindShippedProxy(
       backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: options.backendTimeoutSeconds } },
       routes: [{ metric: ".*", backend: "bridge" }],
       env,
+      ...(options.proxyConfig ? { proxyConfig: options.proxyConfig } : {}),
     });
     started.push(proxy);
-    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
+    for (const name of options.apiServices ?? [API_SERVICE]) await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context, name });
     return started;
   } catch (err) {
     for (const p of started.reverse()) await p.stop(5_000);
