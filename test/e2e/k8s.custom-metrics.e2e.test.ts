@@ -462,7 +462,9 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
       probes["emails"]!.waitForReplicas(NS, averageReplicas(10, EMAILS)), // 3
       probes["reports"]!.waitForReplicas(NS, averageReplicas(7, REPORTS)), // 3
     ]);
-    for (const name of Object.keys(HPAS)) expect(condition(await probes[name]!.hpaOf(NS), "ScalingActive")?.status, name).toBe("True");
+    for (const name of Object.keys(HPAS)) {
+      await waitFor(`HPA ${NS}/${name} ScalingActive=True`, async () => condition(await probes[name]!.hpaOf(NS), "ScalingActive")?.status === "True", { timeoutMs: 30_000, intervalMs: 1000, context });
+    }
 
     // up
     loads.set("web", 55);
