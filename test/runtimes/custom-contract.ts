@@ -69,7 +69,7 @@ ${
     ? `  - name: http_requests
     provider: prom
     describes: { resource: pods, objectLabel: pod, namespaceLabel: namespace }
-    query: { series: emb_http_requests, selectorLabels: { pod: pod, namespace: namespace } }
+    query: { series: emb_http_requests, selectorLabels: { pod: pod, namespace: namespace, verb: { label: verb, values: { GET: GET, PUT: PUT } } } }
   - name: queue_ready
     provider: prom
     describes:
@@ -91,8 +91,8 @@ ${
 export function customSeries(now: number): FakePrometheus["series"] {
   const at = now - 5_000;
   return [
-    { labels: { __name__: "emb_http_requests", namespace: "team-a", pod: "web-1" }, value: "5", timeMs: at },
-    { labels: { __name__: "emb_http_requests", namespace: "team-a", pod: "web-2" }, value: "7.5", timeMs: at },
+    { labels: { __name__: "emb_http_requests", namespace: "team-a", pod: "web-1", verb: "GET" }, value: "5", timeMs: at },
+    { labels: { __name__: "emb_http_requests", namespace: "team-a", pod: "web-2", verb: "PUT" }, value: "7.5", timeMs: at },
     { labels: { __name__: "emb_http_requests", namespace: "team-b", pod: "web-3" }, value: "100", timeMs: at },
     { labels: { __name__: "emb_queue_ready", queue: QUEUE_URL }, value: "42", timeMs: at },
     { labels: { __name__: "emb_queue_ready", queue: "https://sqs.us-east-1.amazonaws.com/999999999999/other" }, value: "9", timeMs: at },
