@@ -309,7 +309,7 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
             caller,
             requestId,
             signal: c.req.raw.signal,
-            path: c.req.path,
+            // the audit record's path: the canonical one (customMetricsPath), as for the typed read
           });
           const answer = customHttpAnswer(outcome);
           return { response: respond(c, answer.body, answer.status, answer.headers) };
