@@ -55,12 +55,14 @@ interface Front {
   seen: string[];
   /** every POST the front sent the bridge: path and body */
   posted: { path: string; body: string }[];
+  /** the bridge's answer to each POST: status and, for a 200, its apiVersion */
+  answered: { status: number; apiVersion?: string }[];
   server: Server;
 }
 
 /** Start the front of `target` (see the module doc); `v1beta1Only`: offer the custom group with v1beta1 only. */
 async function startFront(target: CustomTarget, v1beta1Only: boolean): Promise<Front> {
-  const front: Front = { host: "", seen: [], posted: [], server: undefined as never };
+  const front: Front = { host: "", seen: [], posted: [], answered: [], server: undefined as never };
   const relay = async (res: import("node:http").ServerResponse, answer: Response, rewrite?: (body: any) => any) => {
     let text = await answer.text();
     if (rewrite !== undefined && answer.status === 200) text = JSON.stringify(rewrite(JSON.parse(text)));
@@ -99,6 +101,8 @@ async function startFront(target: CustomTarget, v1beta1Only: boolean): Promise<F
       const body = customReadBody(objects);
       front.posted.push({ path: forwarded, body });
       const answer = await target.request(forwarded, { method: "POST", body, headers: { "content-type": "application/json", ...(await signed(target, "POST", forwarded, body)) } });
+      const text = await answer.clone().text();
+      front.answered.push({ status: answer.status, ...(answer.status === 200 ? { apiVersion: JSON.parse(text).apiVersion } : {}) });
       return relay(res, answer);
     })().catch((err: unknown) => {
       res.writeHead(500, { "content-type": "text/plain" });
@@ -177,6 +181,12 @@ for (const runtime of runtimes) {
           [`${prefix}/namespaces/team-a/metrics/backlog`, "{}"],
           [`${prefix}/namespaces/team-a/pods/%2A/http_requests?labelSelector=app%3Dweb&metricLabelSelector=verb+in+%28GET%29`, '{"pods":["web-1","web-2","web-9"]}'],
           [`${prefix}/namespaces/team-a/pods/%2A/no_such_metric?labelSelector=app%3Dweb`, '{"pods":["web-1","web-2","web-9"]}'],
+        ]);
+
+        // the Go client decoded the bridge's own answers of that version (v1beta1: metricName, window, selector last)
+        expect(front.answered).toEqual([
+          ...Array.from({ length: 4 }, () => ({ status: 200, apiVersion: `custom.metrics.k8s.io/${version}` })),
+          { status: 404 },
         ]);
 
         const list = out.resourceLists[0]!.list as { groupVersion: string; resources: { name: string }[] };
