@@ -12,7 +12,7 @@
  */
 import * as z from "../config/zod.ts";
 import { matchesLabels, selectorToString, validateLabelKey, validateLabelValue, type Selector } from "../k8s/selector.ts";
-import { badRequest, notFound } from "../k8s/status.ts";
+import { badRequest, notFound, StatusError } from "../k8s/status.ts";
 import type { RuleFinding } from "./types.ts";
 
 /** Config schema of a selector label key a rule maps (apimachinery label-key syntax). */
@@ -137,6 +137,19 @@ export interface SeriesNoun {
 }
 
 /**
+ * The 400 of a selector requirement on a label the rule does not map (not a
+ * bad value of a mapped label): a custom metric rule whose `objectLabel` or
+ * `namespaceLabel` gets this at start-up cannot work for any object
+ * (shared/values/custom-read.ts `checkMapping`), while a value refused by a
+ * label's allow-list or format only concerns that value.
+ */
+export class UnmappedRequirement extends StatusError {
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+
+/**
  * The label sets (one per series, each giving a value to every mapped label)
  * that `selector` identifies for a rule, sorted by their values in label order.
  * A rule that maps no label reads one series, `{}`, and accepts only an
@@ -170,7 +183,7 @@ export function resolveLabelSets(
         : `this rule understands only the labels ${labels.map((l) => `"${l.label}"`).join(", ")}`;
   for (const r of selector.requirements) {
     if (!known.has(r.key)) {
-      throw badRequest(`metric ${metric}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ${understood}`);
+      throw new UnmappedRequirement(`metric ${metric}: selector requirement "${selectorToString({ requirements: [r] })}" cannot be mapped: ${understood}`);
     }
   }
   const choices: string[][] = [];

@@ -37,6 +37,7 @@ import { addDecimals, type Decimal } from "../k8s/quantity.ts";
 import { goSortByKey, isDNS1123Subdomain, makeRequirement, SelectorError, type Requirement, type Selector } from "../k8s/selector.ts";
 import { badRequest, forbidden, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
 import { metricName } from "../metric-name.ts";
+import { UnmappedRequirement } from "../providers/label-mapping.ts";
 import type { MetricDescribes, MetricRule, Provider, Series } from "../providers/types.ts";
 import { customAnswer, labelSelectorObject, type CustomAnswer, type CustomMetricItem } from "./custom-answer.ts";
 import { staleSeries } from "./answer.ts";
@@ -270,6 +271,8 @@ function checkMapping(rule: MetricRule, provider: Provider): void {
   try {
     provider.plan({ rule, selector: describedSelector(describes, ["example"], "example"), namespace: "example" });
   } catch (err) {
+    // a value the provider refuses ("example" is no queue URL, not in a label's allow-list) concerns that value only
+    if (err instanceof StatusError && !(err instanceof UnmappedRequirement)) return;
     throw new Error(`metric ${rule.name} (describes ${describes.resource}): its query cannot be read by ${describes.objectLabel}${describes.namespaceLabel !== undefined ? ` and ${describes.namespaceLabel}` : ""}: ${(err as Error).message}`);
   }
 }

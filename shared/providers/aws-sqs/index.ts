@@ -52,12 +52,44 @@ export function queueName(rule: MetricRule<SqsQuery>, labelValue: string): strin
   return name;
 }
 
+/**
+ * The queue name and owner account of a queue URL label value
+ * (`queueIdentifier: url`): `http(s)://{host}/{12-digit account}/{queue name}`,
+ * the form `GetQueueUrl` returns (Amazon SQS Developer Guide, "Queue and
+ * message identifiers"), without credentials, query or fragment. The host is
+ * not trusted here: {@link SqsBackend} resolves (name, account) with
+ * `GetQueueUrl` through the provider's own endpoint and serves the queue only
+ * when SQS returns exactly this URL, so a URL can never send a request
+ * elsewhere.
+ *
+ * @throws StatusError 400 naming the rule when the value is not such a URL
+ */
+export function queueOfUrl(rule: MetricRule<SqsQuery>, labelValue: string): { name: string; owner: string } {
+  const refuse = (why: string) =>
+    badRequest(`metric ${rule.name}: ${JSON.stringify(labelValue.slice(0, 300))} (from ${rule.query.queueLabel}) is not an SQS queue URL: ${why}`);
+  let url: URL;
+  try {
+    url = new URL(labelValue);
+  } catch {
+    throw refuse("not a URL");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw refuse("not http(s)");
+  if (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "" || labelValue.includes("?") || labelValue.includes("#")) {
+    throw refuse("credentials, a query or a fragment");
+  }
+  const match = /^\/(\d{12})\/([^/]+)$/.exec(url.pathname);
+  if (match === null || !SQS_QUEUE_NAME.test(match[2]!)) throw refuse("the path is not /{12-digit account}/{queue name}");
+  return { name: match[2]!, owner: match[1]! };
+}
+
 /** One queue's read: what the series skeleton caches and hands to {@link SqsBackend.read}. */
 interface QueueRead extends SeriesItem {
-  /** the SQS queue name (from `queueNameTemplate`) */
+  /** the SQS queue name (from `queueNameTemplate`, or the URL's) */
   name: string;
   owner: string | undefined;
   attributes: QueueAttributeName[];
+  /** `queueIdentifier: url`: the URL the read named; served only when GetQueueUrl returns exactly it */
+  url?: string;
 }
 
 /**
@@ -93,9 +125,14 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
   }
 
   item(rule: MetricRule<SqsQuery>, labels: Readonly<Record<string, string>>): QueueRead {
-    const name = queueName(rule, labels[rule.query.queueLabel]!);
-    const owner = rule.query.queueOwnerAWSAccountId;
+    const value = labels[rule.query.queueLabel]!;
     const attributes = attributesOf(rule.query);
+    if (rule.query.queueIdentifier === "url") {
+      const { name, owner } = queueOfUrl(rule, value);
+      return { key: `${name}|${owner}|${attributes.join(",")}|${value}`, name, owner, attributes, url: value };
+    }
+    const name = queueName(rule, value);
+    const owner = rule.query.queueOwnerAWSAccountId;
     return { key: `${name}|${owner ?? ""}|${attributes.join(",")}`, name, owner, attributes };
   }
 
@@ -134,6 +171,9 @@ class SqsBackend implements SeriesBackend<SqsQuery, QueueRead> {
   private async readQueue(item: QueueRead, signal: AbortSignal): Promise<Reading> {
     const { name, attributes } = item;
     const url = await this.queueUrl(item, signal);
+    if (item.url !== undefined && item.url !== url) {
+      throw notFound(`SQS queue URL ${JSON.stringify(item.url)} is not a queue this provider reads (GetQueueUrl for "${name}" of account ${item.owner} returned ${JSON.stringify(url)})`, { name: item.url, kind: "queue" });
+    }
     let out;
     try {
       const command = new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: attributes });

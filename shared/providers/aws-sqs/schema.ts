@@ -22,9 +22,17 @@ export const SQS_ATTRIBUTES = [
  * - `queueNameTemplate`: SQS queue name built from the label value,
  *   `{queue}` standing for it (default `{queue}`), e.g. `prod-{queue}`;
  * - `queueOwnerAWSAccountId`: for queues of another account;
- * - `attribute`: one attribute, or a list whose values are summed.
+ * - `attribute`: one attribute, or a list whose values are summed;
+ * - `queueIdentifier`: `name` (default: the label value is the queue's
+ *   name, through `queueNameTemplate`) or `url` (the label value is the
+ *   queue's URL, `https://sqs.{region}.amazonaws.com/{account}/{name}`, as
+ *   an ACK `Queue` publishes it in `status.queueURL`: a custom metric rule's
+ *   `describes.objectLabel`); with `url`, `queues`, `queueNameTemplate` and
+ *   `queueOwnerAWSAccountId` are refused (the URL names the queue and its
+ *   account; `describes.allow` is the allow-list).
  */
-export const sqsQuerySchema = z.strictObject({
+export const sqsQuerySchema = z
+  .strictObject({
   queueLabel: z._default(labelKeySchema, "queue"),
   queues: z.optional(z.array(labelValueSchema).check(z.minLength(1))),
   queueNameTemplate: z._default(
@@ -36,7 +44,20 @@ export const sqsQuerySchema = z.strictObject({
     z.union([z.enum(SQS_ATTRIBUTES), z.array(z.enum(SQS_ATTRIBUTES)).check(z.minLength(1))]),
     "ApproximateNumberOfMessages",
   ),
-});
+  queueIdentifier: z._default(z.enum(["name", "url"]), "name"),
+})
+  .check(
+    z.superRefine((q, ctx) => {
+      if (q.queueIdentifier !== "url") return;
+      for (const [field, set] of [
+        ["queues", q.queues !== undefined],
+        ["queueNameTemplate", q.queueNameTemplate !== "{queue}"],
+        ["queueOwnerAWSAccountId", q.queueOwnerAWSAccountId !== undefined],
+      ] as const) {
+        if (set) ctx.addIssue({ code: "custom", path: [field], message: `${field} does not apply with queueIdentifier: url (the URL names the queue and its account; use describes.allow to limit the URLs)` });
+      }
+    }),
+  );
 
 /** Validated `query:` section of an SQS rule. */
 export type SqsQuery = z.infer<typeof sqsQuerySchema>;
