@@ -66,7 +66,9 @@
  * where `crypto.subtle.sign` on Node hops to the thread pool (about 30 µs
  * of CPU per call, issue 11 P1/P4). A signature is valid for the clock
  * skew window (default 60 s); read-only GETs replayed inside that window
- * return what the original caller was allowed to see, nothing more.
+ * return what the original caller was allowed to see, nothing more, and so
+ * do custom reads (a `POST` whose body, the objects read, the `-3` scheme
+ * signs: a replay reads the same objects again, nothing else).
  */
 import type { KeyObject } from "node:crypto";
 import { base64url } from "jose";
