@@ -20,6 +20,12 @@
  * `credentials.source` (the SDK default chain unless set otherwise).
  * SIGTERM/SIGINT close the listener and let in-flight requests finish.
  *
+ * custom.metrics.k8s.io: with custom rules in the config the server also
+ * serves that group's discovery and its reads, a `POST` whose JSON body
+ * (the pods or the object, at most 256 KiB, read before the signature is
+ * checked so the `EMB-HMAC-SHA256-3` signature covers it) the in-cluster
+ * proxy sends (shared/app.ts); a custom read's audit record is one line too.
+ *
  * Observability (docs/deploy.md "Metrics" and "Logs"): the request log is
  * one JSON line per request on stdout — a values read's audit record
  * (caller, namespace, metric, selector, decision, provider, code, error

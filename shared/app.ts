@@ -13,14 +13,24 @@
  * |---|---|
  * | `GET /apis/external.metrics.k8s.io/v1beta1` | `APIResourceList`, one resource per metric rule, never empty |
  * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}?labelSelector=…` | `ExternalMetricValueList` |
- * | `GET /apis`, `GET /apis/external.metrics.k8s.io` | `APIGroupList`, `APIGroup` (plain JSON, so aggregated discovery falls back) |
+ * | `GET /apis`, `GET /apis/external.metrics.k8s.io` | `APIGroupList` (the custom group listed only when custom rules exist), `APIGroup` (plain JSON, so aggregated discovery falls back) |
+ * | `GET /apis/custom.metrics.k8s.io` | `APIGroup`: v1beta2 (preferred) and v1beta1 (only with custom rules) |
+ * | `GET /apis/custom.metrics.k8s.io/{v1beta2,v1beta1}` | `APIResourceList`, one `{resource}/{metric}` per custom rule (only with custom rules) |
+ * | `POST /apis/custom.metrics.k8s.io/{version}/…/{metric}?labelSelector=…&metricLabelSelector=…` | `MetricValueList` (`Cache-Control: no-store`): the custom read, the objects in the JSON body (shared/values/custom-request.ts) |
+ * | `GET` of a custom values path | 405 Status: custom reads come from the in-cluster proxy, as a POST with the objects |
  * | `GET /healthz`, `/livez`, `/readyz` | `ok` |
- * | anything else | `metav1.Status` 404 (405 for other methods) |
+ * | anything else | `metav1.Status` 404 (405 for other methods; 404 for every method under `/apis/custom.metrics.k8s.io` without custom rules) |
+ *
+ * A custom read's body is read (at most `MAX_SIGNED_BODY_BYTES`, 413 past
+ * it) before the caller is authenticated, so the signature
+ * (`EMB-HMAC-SHA256-3`, shared/signing.ts) covers it; then the path, the
+ * query and the body become the typed parts of `createCustomValuesReader`
+ * (shared/values/custom-read.ts), which `BridgeApp.readCustom` also calls.
  */
 import type { Context } from "hono";
 import { Hono } from "./hono.ts";
 import type { BridgeConfig } from "./config/config.ts";
-import { notFound, StatusError, toStatusError } from "./k8s/status.ts";
+import { badRequest, notFound, requestEntityTooLarge, StatusError, toStatusError } from "./k8s/status.ts";
 import { apiGroupList, apiResourceList, GROUP, GROUP_VERSION, VERSION, type APIResourceList } from "./k8s/types.ts";
 import { discoveryName } from "./metric-name.ts";
 import { isApisPath } from "./k8s/request-path.ts";
@@ -33,6 +43,11 @@ import { BridgeMetrics, errorKind, requestCounter, type RequestKind } from "./ob
 import { parseValuesTarget, type AuthorizationRequest } from "./values/request.ts";
 import { createValuesReader, type ReadValues } from "./values/read.ts";
 import { statusHttpAnswer, valuesHttpAnswer } from "./values/answer.ts";
+import { CUSTOM_GROUP, CUSTOM_VERSIONS, customApiGroup, customApiResourceList, type CustomGroupVersion, type CustomVersion } from "./k8s/custom-types.ts";
+import { createCustomValuesReader, type CustomAuthorizationRequest, type CustomValuesOutcome, type CustomValuesRead } from "./values/custom-read.ts";
+import { customHttpAnswer, isCustomGroupPath, parseCustomTarget, readObjectsOf } from "./values/custom-request.ts";
+import { readBounded } from "./bounded-body.ts";
+import { MAX_SIGNED_BODY_BYTES } from "./signing.ts";
 
 export { REQUEST_DEADLINE_MS } from "./deadline.ts";
 
@@ -71,15 +86,25 @@ export interface BridgeOptions {
   /**
    * Establish the caller of an `/apis/…` request (e.g. by verifying the
    * in-cluster proxy's signature). Throws StatusError 401 to refuse it.
-   * Default: every caller is {@link ANONYMOUS}.
+   * `body` is the request body's bytes for a custom read (`POST`, read
+   * bounded before this call, so a signature can cover it), undefined for
+   * a request without one. Default: every caller is {@link ANONYMOUS}.
    */
-  authenticate?: (request: Request) => Caller | Promise<Caller>;
+  authenticate?: (request: Request, body?: Uint8Array) => Caller | Promise<Caller>;
   /**
    * Decide whether the caller may read the series a request identifies,
    * before any backend call. Throws StatusError 403 to deny.
    * Default: everything is allowed.
    */
   authorize?: (request: AuthorizationRequest) => void | Promise<void>;
+  /**
+   * Decide whether the caller may read a custom metric (shared/values/custom-read.ts
+   * `CustomAuthorizationRequest`: caller, namespace, metric, rule, the
+   * `metricLabelSelector`, the described resource), before any backend call.
+   * Throws StatusError 403 to deny. Default: every custom read is denied
+   * (fail closed; the bridge wires the policy's decision, shared/bridge.ts).
+   */
+  authorizeCustom?: (request: CustomAuthorizationRequest) => void | Promise<void>;
 }
 
 const PREFIX = `/apis/${GROUP_VERSION}`;
@@ -99,6 +124,20 @@ export interface BridgeApp {
   readValues: ReadValues;
   /** the `APIResourceList` served at `/apis/external.metrics.k8s.io/v1beta1`: one resource per metric rule */
   discovery: APIResourceList;
+  /**
+   * A custom read without HTTP (shared/values/custom-read.ts): the same
+   * rules, policy (`authorizeCustom`), audit record, counters and answer as
+   * `POST` of its path through {@link BridgeApp.app} from the same caller
+   * with the same objects. The caller is the one given. Never throws: a
+   * failure is the StatusError to answer.
+   */
+  readCustom: (read: CustomValuesRead) => Promise<CustomValuesOutcome>;
+  /**
+   * The `APIResourceList` served at `/apis/custom.metrics.k8s.io/<version>`,
+   * per version (one `{resource}/{metric}` per custom rule); undefined when
+   * the config has no custom rule (the group is then not served at all).
+   */
+  customDiscovery: Readonly<Record<CustomVersion, APIResourceList<CustomGroupVersion>>> | undefined;
 }
 
 /**
@@ -131,6 +170,17 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
     ...(options.authorize !== undefined ? { authorize: options.authorize } : {}),
   });
   const discovery = apiResourceList(config.metrics.map((r) => discoveryName(r.name)));
+  const readCustom = createCustomValuesReader({
+    config,
+    providers,
+    now: runtime.now,
+    log,
+    metrics,
+    countRequest,
+    ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
+    authorize: options.authorizeCustom ?? denyCustomReads,
+  });
+  const customDiscovery = customDiscoveryOf(config);
 
   const app = new Hono();
   const authenticate = options.authenticate ?? (() => ANONYMOUS);
@@ -153,7 +203,11 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
    * writes itself (the handler returns `audited: true`).
    */
   const serve =
-    (handler: (c: Context, caller: Caller, requestId: string) => Response | Audited | Promise<Response | Audited>, kind: RequestKind = "other") =>
+    (
+      handler: (c: Context, caller: Caller, requestId: string, body: Uint8Array | undefined) => Response | Audited | Promise<Response | Audited>,
+      kind: RequestKind = "other",
+      withBody = false,
+    ) =>
     async (c: Context): Promise<Response> => {
       const started = performance.now();
       const requestId = requestIdFrom(offeredRequestId(c));
@@ -162,12 +216,14 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
       let res: Response;
       let failure: StatusError | undefined;
       try {
+        // A body is read (bounded: 413 past the limit) before authentication, so the signature covers it.
+        const body = withBody ? await boundedBody(c.req.raw) : undefined;
         let caller = ANONYMOUS;
         if (isApisPath(path)) {
-          const authenticated = authenticate(c.req.raw);
+          const authenticated = authenticate(c.req.raw, body);
           caller = authenticated instanceof Promise ? await authenticated : authenticated;
         }
-        const answered = handler(c, caller, requestId);
+        const answered = handler(c, caller, requestId, body);
         const done = answered instanceof Promise ? await answered : answered;
         if (!(done instanceof Response)) return done.response; // audited and counted by the values read
         res = done;
@@ -202,7 +258,9 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
     app.get(path, serve((c) => respond(c, "ok", 200, { "Content-Type": "text/plain; charset=UTF-8" }), "probe"));
   }
 
-  app.get("/apis", serve((c) => json(c, apiGroupList()), "discovery"));
+  const groups = apiGroupList();
+  if (customDiscovery !== undefined) groups.groups.push(customApiGroup(true));
+  app.get("/apis", serve((c) => json(c, groups), "discovery"));
   app.get(
     `/apis/${GROUP}`,
     serve((c) => {
@@ -223,6 +281,57 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
     }, "values"),
   );
 
+  if (customDiscovery !== undefined) {
+    const CUSTOM = `/apis/${CUSTOM_GROUP}`;
+    const group = customApiGroup();
+    app.get(CUSTOM, serve((c) => json(c, group), "discovery"));
+    for (const version of CUSTOM_VERSIONS) {
+      const list = customDiscovery[version];
+      app.get(`${CUSTOM}/${version}`, serve((c) => json(c, list), "discovery"));
+      app.get(`${CUSTOM}/${version}/`, serve((c) => json(c, list), "discovery"));
+    }
+    // A custom read: the body read bounded and the caller authenticated (serve), then the path, query and body as typed parts.
+    app.post(
+      `${CUSTOM}/*`,
+      serve(
+        async (c, caller, requestId, body) => {
+          const target = parseCustomTarget(rawTarget(c), c.req.method);
+          const type = c.req.header("content-type") ?? "";
+          if (!/^application\/json\s*(;|$)/i.test(type)) {
+            throw badRequest(`a custom read's body must be sent as Content-Type: application/json, not ${JSON.stringify(type.slice(0, 100))}`);
+          }
+          const objects = readObjectsOf(target.read.shape, body!);
+          const outcome = await readCustom({
+            target: target.read,
+            metricLabelSelector: target.metricLabelSelector,
+            labelSelector: target.labelSelector,
+            ...(objects !== undefined ? { objects } : {}),
+            caller,
+            requestId,
+            signal: c.req.raw.signal,
+            // the audit record's path: the canonical one (customMetricsPath), as for the typed read
+          });
+          const answer = customHttpAnswer(outcome);
+          return { response: respond(c, answer.body, answer.status, answer.headers) };
+        },
+        "custom",
+        true,
+      ),
+    );
+    // A GET of a custom values path: 405 naming how custom reads come (any other path below the group: 404).
+    app.get(
+      `${CUSTOM}/*`,
+      serve((c) => {
+        const target = parseCustomTarget(rawTarget(c), c.req.method);
+        throw new StatusError(
+          405,
+          `method ${c.req.method} is not allowed for ${target.read.resource}/${target.read.name}/${target.read.metric}: custom metrics reads come through the in-cluster proxy, ` +
+            `which resolves the objects and sends them as a signed POST of this path`,
+        );
+      }, "custom"),
+    );
+  }
+
   /** A values read's outcome as the route's answer (audited and counted already). */
   const valuesResponse = (c: Context, outcome: Awaited<ReturnType<ReadValues>>): Audited => {
     const answer = valuesHttpAnswer(outcome, runtime.now());
@@ -230,18 +339,65 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
   };
 
   // No route matched (or another method than GET/HEAD): 404 or 405, authenticated like any `/apis` path.
+  // Without custom rules the custom group is not served: 404 for every method.
   app.notFound(
-    serve((c) =>
-      statusResponse(
+    serve((c) => {
+      const method = c.req.method;
+      const custom = isCustomGroupPath(c.req.path);
+      if (method === "GET" || method === "HEAD" || (custom && customDiscovery === undefined)) {
+        return statusResponse(c, notFound(`the server could not find the requested resource (${method} ${c.req.path})`));
+      }
+      return statusResponse(
         c,
-        c.req.method === "GET" || c.req.method === "HEAD"
-          ? notFound(`the server could not find the requested resource (${c.req.method} ${c.req.path})`)
-          : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`),
-      ),
-    ),
+        new StatusError(405, custom ? `method ${method} is not allowed; custom metrics reads are POST (from the in-cluster proxy)` : `method ${method} is not allowed; this API is read-only (GET)`),
+      );
+    }),
   );
 
-  return { app, readValues, discovery };
+  return { app, readValues, discovery, readCustom, customDiscovery };
+}
+
+/** The default custom-read decision: deny every read (fail closed; a 403 naming the resource and metric). */
+function denyCustomReads(request: CustomAuthorizationRequest): never {
+  throw new StatusError(403, `${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: no policy decides custom reads on this bridge`, {
+    name: request.metric,
+    group: CUSTOM_GROUP,
+    kind: request.resource,
+  });
+}
+
+/** Core resources that are cluster-scoped (apimachinery's discovery of `/api/v1`), for the custom discovery's `namespaced`. */
+const CLUSTER_SCOPED = new Set(["namespaces", "nodes", "persistentvolumes"]);
+
+/**
+ * The custom discovery of a config, per version: one `{resource}/{metric}`
+ * per custom rule (`customApiResourceList`, the metric as discovery names
+ * it, shared/metric-name.ts `discoveryName`); undefined without custom rules.
+ * `namespaced` is false for the cluster-scoped core resources only (the
+ * rule does not say the scope of another group's resource; the HPA's client
+ * does not read it).
+ */
+function customDiscoveryOf(config: BridgeConfig): Record<CustomVersion, APIResourceList<CustomGroupVersion>> | undefined {
+  if (config.customMetrics.length === 0) return undefined;
+  const pairs = config.customMetrics.map((rule) => {
+    const resource = rule.describes!.resource;
+    return { resource, metric: discoveryName(rule.name), namespaced: !CLUSTER_SCOPED.has(resource) };
+  });
+  return { v1beta2: customApiResourceList("v1beta2", pairs), v1beta1: customApiResourceList("v1beta1", pairs) };
+}
+
+/**
+ * The bytes of a request's body, at most `MAX_SIGNED_BODY_BYTES`: a
+ * `Content-Length` past it is refused before reading, a body that runs past
+ * it while read is cut there (shared/bounded-body.ts).
+ *
+ * @throws StatusError 413
+ */
+async function boundedBody(request: Request): Promise<Uint8Array> {
+  const tooLarge = () => requestEntityTooLarge(`a custom read's body is at most ${MAX_SIGNED_BODY_BYTES} bytes`);
+  const length = request.headers.get("content-length");
+  if (length !== null && /^\d+$/.test(length) && Number(length) > MAX_SIGNED_BODY_BYTES) throw tooLarge();
+  return readBounded(request.body, MAX_SIGNED_BODY_BYTES, tooLarge);
 }
 
 /** A handler's answer whose request was audited and counted by the values read: `serve` passes it on as is. */

@@ -66,7 +66,9 @@
  * where `crypto.subtle.sign` on Node hops to the thread pool (about 30 µs
  * of CPU per call, issue 11 P1/P4). A signature is valid for the clock
  * skew window (default 60 s); read-only GETs replayed inside that window
- * return what the original caller was allowed to see, nothing more.
+ * return what the original caller was allowed to see, nothing more, and so
+ * do custom reads (a `POST` whose body, the objects read, the `-3` scheme
+ * signs: a replay reads the same objects again, nothing else).
  */
 import type { KeyObject } from "node:crypto";
 import { base64url } from "jose";
@@ -618,6 +620,13 @@ function decodeIdentity(h: Headers): Caller {
  * secret changes switches without a rebuild. Whether a bridge without keys
  * may serve at all is the entry point's decision ({@link signingMode}).
  *
+ * The returned hook takes the request's body bytes for a request with a
+ * body (the app reads a custom read's `POST` body bounded before calling
+ * it): the signature must then be an {@link SIGNATURE_SCHEME_BODY} one over
+ * exactly those bytes, so a custom read signed without its body (`-2`) or
+ * unsigned is refused (401). Without `body` the `-2` scheme is verified, as
+ * for every External `GET`.
+ *
  * @returns the caller: `fallback`'s answer as it gives it (without keys), else a promise
  * @throws StatusError (as a rejected promise) 401 from {@link verifyRequest}; 500 when the key text,
  *   the skew or the audience in the environment is malformed (a deployment
@@ -626,11 +635,11 @@ function decodeIdentity(h: Headers): Caller {
 export function signatureAuthenticator(
   runtime: { env: Readonly<Record<string, string | undefined>>; now: () => number },
   fallback: (request: Request) => Caller | Promise<Caller>,
-): (request: Request) => Caller | Promise<Caller> {
+): (request: Request, body?: Uint8Array) => Caller | Promise<Caller> {
   let parsedFrom: string | undefined;
   let parsed: { keys: SigningKey[]; maxSkewSeconds: number; audience: string[] | undefined } | StatusError | undefined;
   // Without keys the fallback answers as it does (synchronously for the configured identity); with keys, a promise.
-  return (request) => {
+  return (request, body) => {
     const text = runtime.env[SIGNING_KEYS_ENV];
     if (text === undefined || text.trim() === "") return fallback(request);
     const skewText = runtime.env[SIGNING_SKEW_ENV] ?? "";
@@ -646,7 +655,7 @@ export function signatureAuthenticator(
     }
     if (parsed instanceof StatusError) return Promise.reject(parsed);
     const { keys, maxSkewSeconds, audience } = parsed!;
-    return verifyRequest(request, keys, { nowMs: runtime.now(), maxSkewSeconds, ...(audience !== undefined ? { audience } : {}) });
+    return verifyRequest(request, keys, { nowMs: runtime.now(), maxSkewSeconds, ...(audience !== undefined ? { audience } : {}), ...(body !== undefined ? { body } : {}) });
   };
 }
 

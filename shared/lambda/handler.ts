@@ -5,6 +5,14 @@
  * config and signing keys its environment names (`sources.ts`, `ssm.ts`).
  * `functions/lambda.ts` wires it to `process.env`.
  *
+ * A custom.metrics.k8s.io read is a `POST` with a JSON body: `hono/aws-lambda`
+ * hands the event's body to the app as the request's body (decoded first
+ * when the event says `isBase64Encoded`, as Function URLs and API Gateway do
+ * for a body they take for binary), and the app reads it bounded
+ * (`MAX_SIGNED_BODY_BYTES`, 413 past it) before verifying the signature
+ * over those bytes (shared/app.ts); the event itself is bounded by Lambda's
+ * 6 MB invocation payload.
+ *
  * Node only (file and SSM reads, the official Cloud Monitoring client);
  * never imported by the Worker.
  */

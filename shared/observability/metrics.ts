@@ -13,7 +13,7 @@
  *
  * | name | type | labels |
  * |---|---|---|
- * | `emb_bridge_requests_total` | counter | `kind` (values, discovery, probe, other), `code` |
+ * | `emb_bridge_requests_total` | counter | `kind` (values: External reads, custom: custom.metrics.k8s.io reads, discovery, probe, other), `code` |
  * | `emb_bridge_request_duration_seconds` | histogram | `kind` |
  * | `emb_bridge_backend_request_duration_seconds` | histogram | `provider` (one per backend call, a batch counts once) |
  * | `emb_bridge_backend_errors_total` | counter | `provider`, `code` (HTTP code of the Status), `kind` ({@link errorKind}) |
@@ -89,8 +89,8 @@ export interface Served {
   oldestMs: number;
 }
 
-/** Kind of a request by path. */
-export type RequestKind = "values" | "discovery" | "probe" | "other";
+/** Kind of a request by path: `values` an External Metrics read, `custom` a custom.metrics.k8s.io read (its POST, or `BridgeApp.readCustom`). */
+export type RequestKind = "values" | "custom" | "discovery" | "probe" | "other";
 
 /** Count one answered request: `requests_total{kind, code}` and the kind's duration histogram (seconds). */
 export type RequestCounter = (kind: RequestKind, code: number, seconds: number) => void;

@@ -114,7 +114,7 @@ export function registerBridgeMetrics(
       { labels: { version: BRIDGE_VERSION, node: process.version }, value: 1 },
     ]),
   );
-  add(collected(`${PREFIX}requests_total`, "Requests answered, by kind (values, discovery, probe, other) and HTTP code.", "counter", () => counterValues(metrics.requests)));
+  add(collected(`${PREFIX}requests_total`, "Requests answered, by kind (values, custom, discovery, probe, other) and HTTP code.", "counter", () => counterValues(metrics.requests)));
   add(
     collected(`${PREFIX}request_duration_seconds`, "Time to answer a request, seconds.", "histogram", () =>
       histogramValues(`${PREFIX}request_duration_seconds`, metrics.requestDuration),

@@ -24,13 +24,15 @@
  * times and the HPA controller would stall its whole sync on one metric
  * (../shared/CUSTOM_METRICS.md "What the HPA controller does").
  *
- * Not routed yet: the routes, the proxy's object resolution and the policy's
- * `resources:` come next (issue 26); this is the read they will call.
+ * Served by every runtime's `POST` of the custom paths (shared/app.ts) and
+ * `BridgeApp.readCustom` (the proxy's in-process backend). Every read writes
+ * one audit record and is counted as `kind="custom"` when built with
+ * `log` and `countRequest` (the app always builds it so).
  */
 import type { BridgeConfig } from "../config/config.ts";
 import { REQUEST_DEADLINE_MS } from "../deadline.ts";
 import type { Caller } from "../identity.ts";
-import type { CustomMetricsRead } from "../k8s/request-path.ts";
+import { customMetricsPath, type CustomMetricsRead } from "../k8s/request-path.ts";
 import { addDecimals, type Decimal } from "../k8s/quantity.ts";
 import { goSortByKey, isDNS1123Subdomain, makeRequirement, SelectorError, type Requirement, type Selector } from "../k8s/selector.ts";
 import { badRequest, forbidden, notFound, serviceUnavailable, StatusError, toStatusError } from "../k8s/status.ts";
@@ -40,6 +42,8 @@ import type { MetricDescribes, MetricRule, Provider, Series } from "../providers
 import { customAnswer, labelSelectorObject, type CustomAnswer, type CustomMetricItem } from "./custom-answer.ts";
 import { staleSeries } from "./answer.ts";
 import { queryWithDeadline, selectorOf } from "./read.ts";
+import type { LogRecord } from "../observability/log.ts";
+import { errorKind, type BridgeMetrics, type RequestCounter } from "../observability/metrics.ts";
 
 /** Most pods one Pods read may name (the proxy refuses more before it signs). */
 export const MAX_PODS_PER_READ = 1000;
@@ -75,6 +79,10 @@ export interface CustomValuesRead {
   caller: Caller;
   readonly signal?: AbortSignal;
   requestId: string;
+  /** the path for the audit record, as received (default: the canonical path of `target`, `customMetricsPath`) */
+  path?: string;
+  /** the `labelSelector` text as sent (the pods' selector, resolved by the proxy), for the audit record only; empty or absent when none */
+  labelSelector?: string;
 }
 
 /** What the policy decision of a custom read sees: the External request's fields plus the described resource and object. */
@@ -100,6 +108,12 @@ export interface CustomValuesReaderOptions {
   deadlineMs?: number;
   /** the policy decision: throws StatusError 403 to deny. Required: a custom read is never allowed by default. */
   authorize: (request: CustomAuthorizationRequest) => void | Promise<void>;
+  /** the audit record's sink (one record per read); absent: no record */
+  log?: (record: LogRecord) => void;
+  /** counts the policy decisions (`policy_decisions_total{layer="bridge"}`) */
+  metrics?: BridgeMetrics;
+  /** counts each read as `requests_total{kind="custom"}` and its duration */
+  countRequest?: RequestCounter;
 }
 
 /** A custom read's outcome: the answer, or the Status to send. */
@@ -107,6 +121,15 @@ export type CustomValuesOutcome = CustomAnswer | StatusError;
 
 /**
  * Build the custom values read for one config's `describes:` rules.
+ *
+ * Every read writes one audit record to `options.log`, at info (2xx), warn
+ * (4xx) or error (5xx): `{ msg: "request", requestId, method: "POST", path,
+ * user, groups, namespace, resource, name, metric, selector (the
+ * `metricLabelSelector`), code, durationMs }` plus, when known, `provider`,
+ * `decision` (allow | deny), `items` (the answer's item count), `errorKind`
+ * and `error` (when it failed) and `labelSelector` (when sent); the same
+ * fields as the External read's record (./read.ts), the custom read's own
+ * added.
  *
  * @returns a function that never throws: every failure is a StatusError —
  *   400 (bad metric name or selector, a selection of another resource than
@@ -128,9 +151,13 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     rules.set(`${rule.describes!.resource}\u0000${rule.key}`, rule);
   }
 
-  const read = async (parts: CustomValuesRead): Promise<CustomAnswer> => {
+  const allowed = options.metrics?.policy.get("bridge", "allow");
+  const denied = options.metrics?.policy.get("bridge", "deny");
+
+  const read = async (parts: CustomValuesRead, audit: CustomAudit): Promise<CustomAnswer> => {
     const { target } = parts;
     const { requested, key } = metricName(target.metric);
+    audit.metric = requested;
     const rule = rules.get(`${target.resource}\u0000${key}`);
     if (rule === undefined) {
       throw notFound(`custom metric "${requested}" for ${target.resource} is not defined by this bridge`, { name: requested, group: "custom.metrics.k8s.io", kind: target.resource });
@@ -149,8 +176,19 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
       if (err instanceof SelectorError) throw badRequest(`invalid metricLabelSelector: ${err.message}`);
       throw err;
     }
+    audit.provider = rule.provider;
     const identifiers = identifiersOf(rule, describes, parts);
-    await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
+    try {
+      await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
+    } catch (err) {
+      if (err instanceof StatusError && err.code === 403) {
+        audit.decision = "deny";
+        if (denied !== undefined) denied.n++;
+      }
+      throw err;
+    }
+    audit.decision = "allow";
+    if (allowed !== undefined) allowed.n++;
 
     const selector = describedSelector(describes, identifiers.map((i) => i.identifier), target.namespace, metricSelector.requirements);
     const provider = providers.get(rule.provider)!;
@@ -160,16 +198,66 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     if (!selected && items.length !== 1) {
       throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series for ${target.resource}/${target.name}; no value is reported`);
     }
+    audit.items = items.length;
     return customAnswer(target.version, requested, wireSelector, items);
   };
 
-  return async (parts) => {
-    try {
-      return await read(parts);
-    } catch (err) {
-      return withoutRetryAfter(toStatusError(err));
-    }
+  /** The audit record and the request metrics of one read, then its outcome. */
+  const finish = (parts: CustomValuesRead, audit: CustomAudit, started: number, outcome: CustomValuesOutcome): CustomValuesOutcome => {
+    const code = outcome instanceof StatusError ? outcome.code : 200;
+    const seconds = (performance.now() - started) / 1000;
+    options.countRequest?.("custom", code, seconds);
+    if (options.log === undefined) return outcome;
+    const { target } = parts;
+    const record: LogRecord = {
+      level: code >= 500 ? "error" : code >= 400 ? "warn" : "info",
+      msg: "request",
+      requestId: parts.requestId,
+      method: "POST",
+      path: parts.path ?? customMetricsPath(target),
+      user: parts.caller.user,
+      groups: parts.caller.groups,
+      namespace: target.namespace,
+      resource: target.resource,
+      name: target.name,
+      metric: audit.metric ?? target.metric,
+      selector: parts.metricLabelSelector,
+      code,
+      durationMs: Math.round(seconds * 1e6) / 1e3,
+    };
+    if (parts.labelSelector !== undefined && parts.labelSelector !== "") record["labelSelector"] = parts.labelSelector;
+    if (audit.provider !== undefined) record["provider"] = audit.provider;
+    if (audit.decision !== undefined) record["decision"] = audit.decision;
+    if (outcome instanceof StatusError) {
+      record["errorKind"] = errorKind(outcome);
+      record["error"] = outcome.message;
+    } else record["items"] = audit.items ?? outcome.list.items.length;
+    options.log(record);
+    return outcome;
   };
+
+  return async (parts) => {
+    const started = performance.now();
+    const audit: CustomAudit = {};
+    let outcome: CustomValuesOutcome;
+    try {
+      outcome = await read(parts, audit);
+    } catch (err) {
+      if (!(err instanceof StatusError)) options.log?.({ level: "error", msg: "unhandled error", error: String(err) });
+      outcome = withoutRetryAfter(toStatusError(err));
+    }
+    return finish(parts, audit, started, outcome);
+  };
+}
+
+/** What a custom read's audit record says beyond the read's parts (filled in as the read goes). */
+interface CustomAudit {
+  /** the metric name as requested, once checked */
+  metric?: string;
+  provider?: string;
+  decision?: "allow" | "deny";
+  /** the answer's item count */
+  items?: number;
 }
 
 /**

@@ -3,7 +3,8 @@
 // controller uses) sends and decodes, to compare with
 // shared/values/custom-answer.ts and shared/k8s/custom-types.ts.
 //
-// It serves nothing itself. It reads one JSON document on stdin:
+// It serves nothing itself (test/wire/custom-metrics-served.oracle.test.ts
+// points it at a front of a served bridge). It reads one JSON document on stdin:
 //
 //	{"host": "http://127.0.0.1:<port>", "calls": [call…], "selectors": [string…]}
 //
@@ -117,6 +118,7 @@ func mapper() meta.RESTMapper {
 		{schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, "ingresses", meta.RESTScopeNamespace},
 		{schema.GroupVersionKind{Group: "elbv2.k8s.aws", Version: "v1beta1", Kind: "TargetGroupBinding"}, "targetgroupbindings", meta.RESTScopeNamespace},
 		{schema.GroupVersionKind{Group: "networking.gke.io", Version: "v1", Kind: "ClusterThing"}, "clusterthings", meta.RESTScopeRoot},
+		{schema.GroupVersionKind{Group: "sqs.services.k8s.aws", Version: "v1alpha1", Kind: "Queue"}, "queues", meta.RESTScopeNamespace},
 	}
 	var versions []schema.GroupVersion
 	for _, k := range kinds {

@@ -22,12 +22,9 @@
  * - labelSelectorObject is `metav1.ParseToLabelSelector`, JSON for JSON, error
  *   for error.
  */
-import { spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { goBinary } from "../../infra/tools/go.ts";
 import { CUSTOM_GROUP, customApiGroup, customApiResourceList, isCustomVersion, type CustomMetricResource, type CustomVersion, type ObjectReference } from "../../shared/k8s/custom-types.ts";
 import { formatQuantity, milliValue, parseDecimal } from "../../shared/k8s/quantity.ts";
 import { customMetricsRead, parseRequestTarget } from "../../shared/k8s/request-path.ts";
@@ -35,37 +32,8 @@ import { parseSelector, SelectorError, type LabelSelector } from "../../shared/k
 import { formatTimestamp } from "../../shared/k8s/types.ts";
 import { customAnswer, labelSelectorObject, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
 import { PARSE_CASES } from "../oracle/selector-cases.ts";
+import { customMetricsOracleBinary, ORACLE_BUILD_TIMEOUT_MS, runCustomMetricsOracle, type Call, type Decoded, type OracleOutput } from "./custom-metrics-oracle.ts";
 
-const ORACLE_DIR = fileURLToPath(new URL("../custom-metrics-oracle/", import.meta.url));
-
-/** One call of the Go program (see its main.go). */
-interface Call {
-  namespace: string;
-  group: string;
-  kind: string;
-  name?: string;
-  selector?: string;
-  metric: string;
-  metricSelector: string;
-}
-
-/** An item as the Go program prints it: the internal MetricValue, field by field. */
-interface Decoded {
-  describedObject: { kind: string; namespace: string; name: string; uid: string; apiVersion: string; resourceVersion: string; fieldPath: string };
-  metric: { name: string; selector: LabelSelector | null };
-  timestamp: string;
-  unix: number;
-  windowSeconds: number | null;
-  value: string;
-  /** decimal int64 text */
-  milliValue: string;
-}
-
-interface OracleOutput {
-  calls: { items?: Decoded[]; error?: string }[];
-  selectors: { labelSelector?: LabelSelector; error?: string }[];
-  resourceLists: { list?: unknown; error?: string }[];
-}
 
 /** The (resource, metric) pairs the discovery served here lists. */
 const PAIRS: CustomMetricResource[] = [
@@ -165,21 +133,12 @@ function selectorFor(metricSelector: string): LabelSelector | null {
 let binary = "";
 
 beforeAll(() => {
-  binary = goBinary(ORACLE_DIR, "custom-metrics-oracle", { timeoutMs: 15 * 60_000 });
-}, 16 * 60_000);
+  binary = customMetricsOracleBinary();
+}, ORACLE_BUILD_TIMEOUT_MS);
 
 /** Run the Go program against `host` (asynchronously: this process serves its requests meanwhile). */
 function runOracle(host: string, calls: Call[], selectors: string[], resourceLists: string[] = []): Promise<OracleOutput> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(binary, [], { stdio: ["pipe", "pipe", "pipe"], timeout: 120_000 });
-    let out = "";
-    let err = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-    child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(JSON.parse(out) as OracleOutput) : reject(new Error(`oracle exited ${code}: ${err}`))));
-    child.stdin.end(JSON.stringify({ host, calls, selectors, resourceLists }));
-  });
+  return runCustomMetricsOracle(binary, { host, calls, selectors, resourceLists });
 }
 
 /**
