@@ -7,7 +7,8 @@
  * metric with no Running pod fails; an Object `Value` target counts Running
  * and Ready pods, `getReadyPodsCount`). This loop writes what a kubelet would
  * report for each pod of the given namespaces — `phase: Running`, conditions
- * `PodScheduled`, `Initialized`, `ContainersReady` and `Ready` all `True` —
+ * `PodScheduled`, `Initialized`, `ContainersReady` and `Ready` all `True`,
+ * each container running and ready —
  * through the pods' `status` subresource (a JSON merge patch as
  * `system:masters`), and keeps the list of the pods it has made Ready, for
  * an exporter that exports a series per pod.
@@ -42,6 +43,7 @@ export interface Kubelet {
 
 interface PodItem {
   metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  spec: { containers: { name: string; image: string }[] };
   status?: { phase?: string; conditions?: { type: string; status: string }[] };
 }
 
@@ -83,6 +85,16 @@ export function startKubelet(client: ImpersonatingClient, namespaces: readonly s
               phase: "Running",
               startTime: now,
               conditions: READY_CONDITIONS.map((type) => ({ type, status: "True", lastProbeTime: null, lastTransitionTime: now })),
+              // what `kubectl get pods` counts in READY
+              containerStatuses: pod.spec.containers.map((c) => ({
+                name: c.name,
+                image: c.image,
+                imageID: "",
+                ready: true,
+                started: true,
+                restartCount: 0,
+                state: { running: { startedAt: now } },
+              })),
             },
           };
           const r = await client.request("PATCH", `/api/v1/namespaces/${ns}/pods/${pod.metadata.name}/status`, { body: patch, contentType: "application/merge-patch+json" });
