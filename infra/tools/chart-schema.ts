@@ -1,7 +1,7 @@
 /**
  * The chart's `values.schema.json`, written from two sources:
  * - the proxy's section (`backends`, `routes`, `passthrough`, `cache`,
- *   `discovery`, `clusterPolicies`, `admission.mode`,
+ *   `discovery`, `clusterPolicies`, `customMetrics` (plus the chart-only `objectResources`), `admission.mode`,
  *   `inProcessBridge.timeoutSeconds`) from the config loader's own zod schema
  *   (`shared/proxy/config.ts` `proxyConfigSchema`, through zod's
  *   `toJSONSchema`): one source of bounds, so helm refuses before install
@@ -108,7 +108,7 @@ function at(schema: JsonSchema, ...path: string[]): JsonSchema {
  *
  * @returns `backend` (one named backend: a network backend, since the chart
  *   renders the `inProcess` one itself from `inProcessBridge`), `backendName`,
- *   `routes`, `passthrough`, `cache`, `discovery`, `clusterPolicies`,
+ *   `routes`, `passthrough`, `cache`, `discovery`, `clusterPolicies`, `customMetrics`,
  *   `admissionMode`, `timeoutSeconds`
  * @throws Error when the loader's schema no longer has a part the chart maps
  */
