@@ -14,7 +14,8 @@ import { customAnswer, type CustomMetricItem } from "../../shared/values/custom-
 import { customApiResourceList, type CustomVersion } from "../../shared/k8s/custom-types.ts";
 import { parseDecimal } from "../../shared/k8s/quantity.ts";
 import { kubeConfigFor } from "../../shared/proxy/kube/client.ts";
-import type { DescribedObject } from "../../shared/values/custom-read.ts";
+import { MAX_PODS_PER_READ, type DescribedObject } from "../../shared/values/custom-read.ts";
+import { MAX_PODS_PER_READ as PROXY_MAX_PODS } from "../../shared/proxy/custom/pods.ts";
 import { parseSigningKeys, verifyRequest } from "../../shared/signing.ts";
 import type { Caller } from "../../shared/identity.ts";
 import { startFakeKubeApiServer, rbac, type FakeKubeApiServer } from "../fakes/kube-apiserver.ts";
@@ -253,6 +254,7 @@ describe("custom.metrics.k8s.io through the proxy", () => {
   });
 
   it("refuses a Pods read selecting more than MAX_PODS_PER_READ pods with 400 naming the limit, before the bridge", async () => {
+    expect(PROXY_MAX_PODS).toBe(MAX_PODS_PER_READ); // the proxy's copy of the bridge's limit
     const before = bridge.calls.length;
     const reply = await hpa(h, `${C2}/namespaces/big/pods/%2A/pod_requests?labelSelector=app%3Dmany`);
     expect(reply.status).toBe(400);

@@ -27,7 +27,6 @@
  */
 import { matchesLabels, MAX_SELECTOR_LENGTH, parseSelector, SelectorError } from "../../k8s/selector.ts";
 import { badRequest, StatusError } from "../../k8s/status.ts";
-import { MAX_PODS_PER_READ } from "../../values/custom-read.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import type { Logger } from "../log.ts";
@@ -36,6 +35,13 @@ import type { Logger } from "../log.ts";
 export const POD_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 /** `Accept` of the pod watch: each event's object as `PartialObjectMetadata`. */
 export const POD_WATCH_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+/**
+ * Most pods one Pods read may name: the bridge's `MAX_PODS_PER_READ`
+ * (shared/values/custom-read.ts), which refuses more. Not imported: that
+ * module brings the bridge's whole values read (~40 KiB) into the proxy's
+ * bundle for one number; test/proxy/proxy.custom.test.ts checks they agree.
+ */
+export const MAX_PODS_PER_READ = 1000;
 /** How long after an overflow (too many pods for the bounds) a Pods read starts the informer again, ms. */
 export const OVERFLOW_RETRY_MS = 60_000;
 /** Fixed estimate of one indexed pod besides its strings, bytes. */
