@@ -342,7 +342,9 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
         const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
         deps.clusterPolicies.authorize({ caller: c.get("caller")!, namespace: read.namespace, metric: metric.key, url, selector, resource: read.resource });
       }
-      const objects = await resolveObjects(custom, read, labelSelector, c.req.raw.signal);
+      // The objects, unless no backend serves the metric (404 below) or a passthrough adapter resolves them itself.
+      const type = forwarder.backendType(metric.key);
+      const objects = type === undefined || type === "passthrough" ? undefined : await resolveObjects(custom, read, labelSelector, c.req.raw.signal);
       const body = Buffer.from(JSON.stringify(objects === undefined ? {} : objects), "utf8");
       if (body.length > MAX_SIGNED_BODY_BYTES) {
         throw badRequest(`the objects of this read take ${body.length} bytes; a custom read carries at most ${MAX_SIGNED_BODY_BYTES}`);

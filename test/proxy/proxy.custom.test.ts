@@ -7,7 +7,10 @@
  * signature over the body with shared/signing.ts `verifyRequest` and answers
  * with the project's `customAnswer` for the pods or object it was sent.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { customAnswer, type CustomMetricItem } from "../../shared/values/custom-answer.ts";
@@ -105,15 +108,47 @@ async function startCustomBridge(): Promise<CustomBridge> {
   return bridge;
 }
 
+/** An existing custom-metrics adapter (prometheus-adapter-like): plain GETs with the proxy's own credentials; it resolves objects itself. */
+interface Adapter {
+  url: string;
+  calls: { method: string; path: string; authorization?: string; body: string }[];
+  close(): Promise<void>;
+}
+
+async function startAdapter(): Promise<Adapter> {
+  const adapter: Adapter = { url: "", calls: [], close: () => closeServer(server) };
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    adapter.calls.push({ method: req.method ?? "", path: req.url ?? "", ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}), body: Buffer.concat(chunks).toString("utf8") });
+    const path = new URL(req.url ?? "/", "http://adapter").pathname;
+    res.writeHead(200, { "Content-Type": "application/json" });
+    if (path === "/apis/external.metrics.k8s.io/v1beta1") return res.end(JSON.stringify({ kind: "APIResourceList", apiVersion: "v1", groupVersion: "external.metrics.k8s.io/v1beta1", resources: [] }));
+    const version = path.split("/")[3] as CustomVersion;
+    if (path === C2 || path === C1) return res.end(JSON.stringify(customApiResourceList(version, [{ resource: "pods", metric: "adapter_rps", namespaced: true }])));
+    const items: CustomMetricItem[] = [{ describedObject: { kind: "Pod", apiVersion: "v1", namespace: "team", name: "web-2" }, value: parseDecimal("11"), timestamp: Date.now() }];
+    res.end(customAnswer(version, "adapter_rps", null, items).text);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  adapter.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return adapter;
+}
+
 let pki: Pki;
 let bridge: CustomBridge;
+let adapter: Adapter;
+let tokenFile: string;
 
 beforeAll(async () => {
   pki = await createPki();
   bridge = await startCustomBridge();
+  adapter = await startAdapter();
+  tokenFile = join(mkdtempSync(join(tmpdir(), "emb-custom-")), "token");
+  writeFileSync(tokenFile, "proxy-sa-token\n");
 });
 afterAll(async () => {
   await bridge?.close();
+  await adapter?.close();
 });
 
 /** The HPA's RBAC (kube-system:horizontal-pod-autoscaler may get every custom metric) and a tenant allowed nothing custom. */
@@ -135,8 +170,10 @@ async function customProxy(options: { extraConfig?: string; objectsFake?: Custom
     "backends:",
     `  fns: { url: "${bridge.url}", timeoutSeconds: 2 }`,
     `  down: { url: "http://127.0.0.1:1", timeoutSeconds: 1 }`,
+    `  adapter: { url: "${adapter.url}", type: passthrough, bearerTokenFile: "${tokenFile}", timeoutSeconds: 2 }`,
     "routes:",
     '  - { metric: "down_.*", backend: down }',
+    '  - { metric: "adapter_.*", backend: adapter }',
     '  - { metric: "pod_.*|svc_.*|ns_.*|ing_.*|bad_.*|queue_.*", backend: fns }',
     "cache: { ttlSeconds: 0 }",
     options.custom ?? "customMetrics: { enabled: true, objects: { maxBytes: 4096, timeoutMs: 800 } }",
@@ -207,7 +244,7 @@ describe("custom.metrics.k8s.io through the proxy", () => {
       const list = (await hpa(h, path)).json();
       expect(list.groupVersion).toBe(gv);
       // unrouted_metric is listed by the backend but no route sends it there: not listed.
-      expect(list.resources.map((r: { name: string }) => r.name)).toEqual(["namespaces/ns_queue", "pods/pod_requests", "services/svc_latency"]);
+      expect(list.resources.map((r: { name: string }) => r.name)).toEqual(["namespaces/ns_queue", "pods/adapter_rps", "pods/pod_requests", "services/svc_latency"]);
       expect(list.resources.find((r: { name: string }) => r.name === "namespaces/ns_queue").namespaced).toBe(false);
     }
     expect((await hpa(h, "/apis/custom.metrics.k8s.io/v1")).status).toBe(404);
@@ -251,6 +288,17 @@ describe("custom.metrics.k8s.io through the proxy", () => {
       const list = (await hpa(h, `${C2}/namespaces/team/pods/%2A/pod_requests?labelSelector=app%3Dweb`)).json();
       return JSON.stringify(list.items.map((i: { describedObject: { name: string } }) => i.describedObject.name)) === JSON.stringify(["web-2", "web-3"]);
     }, 3000, "web-3 in and web-1 out");
+  });
+
+  it("sends a read routed to a passthrough adapter as the HPA's GET with the proxy's credentials, resolving no object", async () => {
+    const before = adapter.calls.length;
+    const podLists = objects.podRequests.length;
+    const reply = await hpa(h, `${C2}/namespaces/big/pods/%2A/adapter_rps?labelSelector=app%3Dmany`);
+    expect(reply.status, reply.text).toBe(200);
+    const call = adapter.calls.slice(before).find((c) => c.path.includes("adapter_rps"));
+    expect(call).toEqual({ method: "GET", path: "/apis/custom.metrics.k8s.io/v1beta2/namespaces/big/pods/%2A/adapter_rps?labelSelector=app%3Dmany", authorization: "Bearer proxy-sa-token", body: "" });
+    // the adapter resolves the 1001 pods itself: no 400 from the proxy's limit, no list
+    expect(objects.podRequests.length).toBe(podLists);
   });
 
   it("refuses a Pods read selecting more than MAX_PODS_PER_READ pods with 400 naming the limit, before the bridge", async () => {

@@ -54,7 +54,7 @@ import { metricKey } from "../../metric-name.ts";
 import { BackendError, CUSTOM_GROUP_PATH, DISCOVERY_PATH, type Backend, type BackendRequest, type BackendResponse, type CustomReadParts } from "./backend-contract.ts";
 import { CUSTOM_GROUP, CUSTOM_VERSIONS, customApiResourceList, type CustomVersion } from "../../k8s/custom-types.ts";
 import { digestKey } from "../cache-key.ts";
-import { routeFor, type ProxyConfig } from "../config.ts";
+import { routeFor, type BackendConfig, type ProxyConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import type { ProxyMetrics } from "../metrics.ts";
 import { backoffMs, checkMetricValueList, checkValueList, freshnessMs, ValueListError } from "./values.ts";
@@ -203,6 +203,17 @@ export class Forwarder {
     const backend = routeFor(this.#config, key);
     this.#routes.set(key, backend ?? NO_ROUTE);
     return backend;
+  }
+
+  /**
+   * The type of the backend the routes pick for a metric key (`bridge`,
+   * `passthrough`, `inProcess`), undefined when none serves it: a
+   * passthrough adapter resolves a custom read's objects itself, so the
+   * proxy reads none for it (app.ts).
+   */
+  backendType(key: string): BackendConfig["type"] | undefined {
+    const backend = this.#route(key);
+    return backend === undefined ? undefined : this.#clients.get(backend)?.config.type;
   }
 
   /** Entries and estimated bytes of the route memo (see {@link ROUTE_MEMO_BOUNDS}). */
