@@ -17,6 +17,7 @@ import { customAnswer, type CustomMetricItem } from "../../shared/values/custom-
 import { customApiResourceList, type CustomVersion } from "../../shared/k8s/custom-types.ts";
 import { parseDecimal } from "../../shared/k8s/quantity.ts";
 import { kubeConfigFor } from "../../shared/proxy/kube/client.ts";
+import { loadProxyConfig } from "../../shared/proxy/config.ts";
 import { MAX_PODS_PER_READ, type DescribedObject } from "../../shared/values/custom-read.ts";
 import { MAX_PODS_PER_READ as PROXY_MAX_PODS } from "../../shared/proxy/custom/pods.ts";
 import { parseSigningKeys, verifyRequest } from "../../shared/signing.ts";
@@ -406,6 +407,18 @@ describe("custom.metrics.k8s.io through the proxy", () => {
     expect(text).toMatch(/emb_proxy_requests_total\{code="200",kind="custom",metric="ns_queue"\}/);
     const line = h.logs.filter((l) => l.msg === "request" && (l as Record<string, unknown>)["resource"] === "namespaces").pop() as Record<string, unknown> | undefined;
     expect(line).toMatchObject({ metric: "ns_queue", namespace: "team", resource: "namespaces", backend: "fns", code: 200 });
+  });
+});
+
+describe("ProxyConfig customMetrics", () => {
+  const head = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ProxyConfig\nbackends:\n  fns: { url: \"http://127.0.0.1:1\" }\nroutes:\n  - { metric: \".*\", backend: fns }\n";
+  it("is off by default, with its bounds' defaults", () => {
+    expect(loadProxyConfig(head, "proxy.yaml").customMetrics).toEqual({ enabled: false, pods: { maxEntries: 50000, maxBytes: 33554432 }, objects: { maxBytes: 65536, timeoutMs: 2000 } });
+  });
+  it("refuses an object limit over 64 KiB, a deadline past 3 s and an unknown field, naming them", () => {
+    expect(() => loadProxyConfig(`${head}customMetrics: { enabled: true, objects: { maxBytes: 65537 } }`, "proxy.yaml")).toThrow(/customMetrics\.objects\.maxBytes/);
+    expect(() => loadProxyConfig(`${head}customMetrics: { objects: { timeoutMs: 5000 } }`, "proxy.yaml")).toThrow(/customMetrics\.objects\.timeoutMs/);
+    expect(() => loadProxyConfig(`${head}customMetrics: { enable: true }`, "proxy.yaml")).toThrow(/enable/);
   });
 });
 
