@@ -27,6 +27,8 @@ export interface CustomObjectsFake {
   forbidden: Set<string>;
   /** while true, pod lists are left unanswered (an informer that cannot sync) */
   holdPodLists: boolean;
+  /** while true, pod lists answer 403 Forbidden (the proxy lacks RBAC to list pods) */
+  forbidPodLists: boolean;
   /** every pod list and watch request: whether a watch, and its Accept header */
   podRequests: { watch: boolean; accept: string }[];
   /** every GET of an object or discovery path */
@@ -66,6 +68,7 @@ export function customObjectsFake(): CustomObjectsFake {
     objects: new Map(),
     forbidden: new Set(),
     holdPodLists: false,
+    forbidPodLists: false,
     podRequests: [],
     gets: [],
     setPod(namespace, name, labels) {
@@ -94,6 +97,10 @@ export function customObjectsFake(): CustomObjectsFake {
           return true;
         }
         if (fake.holdPodLists) return true; // never answered
+        if (fake.forbidPodLists) {
+          send(res, 403, STATUS(403, "Forbidden", 'pods is forbidden: User "system:serviceaccount:external-metrics-bridge:proxy" cannot list resource "pods" in API group "" at the cluster scope'));
+          return true;
+        }
         const partial = accept.split(",")[0]!.includes("as=PartialObjectMetadataList");
         const items = [...fake.pods].map(([key, labels]) => {
           const [namespace, name] = key.split("/") as [string, string];

@@ -461,6 +461,21 @@ describe("custom.metrics.k8s.io edge cases", () => {
     }
   });
 
+  it("says why the informer has not synced: the proxy may not list pods", async () => {
+    const objects = customObjectsFake();
+    objects.forbidPodLists = true;
+    const { h, fake } = await customProxy({ objectsFake: objects, custom: "customMetrics: { enabled: true, objects: { timeoutMs: 500 } }" });
+    try {
+      const reply = await hpa(h, `${C2}/namespaces/team/pods/%2A/pod_requests?labelSelector=app%3Dweb`);
+      expect(reply.status).toBe(503);
+      expect(reply.headers["retry-after"]).toBeUndefined();
+      expect(reply.json().message).toMatch(/has not listed the cluster's pods yet .*cannot list resource "pods"/);
+    } finally {
+      await h.close();
+      await fake.close();
+    }
+  });
+
   it("refuses Pods reads with 503 when the cluster has more pods than the informer may hold", async () => {
     const objects = customObjectsFake();
     for (let i = 0; i < 20; i++) objects.pods.set(`team/p-${i}`, { app: "web" });

@@ -76,6 +76,8 @@ export class PodIndex {
   /** when the bounds were last passed (ms), undefined when not */
   #overflowAt: number | undefined;
   #overflowReason = "";
+  /** the last list/watch failure (said in the 503 of a read that found the index not synced) */
+  #lastError: string | undefined;
 
   constructor(options: PodIndexOptions) {
     this.#o = options;
@@ -110,7 +112,7 @@ export class PodIndex {
       this.#overflowAt = undefined;
     }
     this.#start();
-    if (!this.#synced.done) await waitFor(this.#synced.promise, signal);
+    if (!this.#synced.done) await waitFor(this.#synced.promise, signal, () => this.#lastError);
     if (this.#overflowAt !== undefined) throw this.#overflowError();
     const names: string[] = [];
     for (const [name, labels] of this.#byNamespace.get(namespace) ?? []) {
@@ -160,7 +162,10 @@ export class PodIndex {
       onAdd: (obj) => this.#put(informer, obj),
       onUpdate: (obj) => this.#put(informer, obj),
       onDelete: (obj) => this.#remove(obj),
-      onError: (err, retryMs) => this.#o.log({ level: "warn", msg: "pod metadata list/watch failed", error: err.message, retryMs }),
+      onError: (err, retryMs) => {
+        this.#lastError = err.message;
+        this.#o.log({ level: "warn", msg: "pod metadata list/watch failed", error: err.message, retryMs });
+      },
     });
     this.#informer = informer;
     informer.start();
@@ -228,9 +233,16 @@ function deferred(): { promise: Promise<void>; resolve: () => void; done: boolea
   return { promise, resolve, done: false };
 }
 
-/** Wait for `promise` until `signal` aborts. @throws StatusError 503 (no Retry-After) when it aborts first */
-async function waitFor(promise: Promise<void>, signal: AbortSignal): Promise<void> {
-  const refused = () => new StatusError(503, "the proxy's pod metadata informer has not listed the cluster's pods yet (within the read's deadline); no value is reported");
+/**
+ * Wait for `promise` until `signal` aborts.
+ * @param lastError the informer's last list/watch failure, said in the refusal (e.g. the proxy's missing RBAC)
+ * @throws StatusError 503 (no Retry-After) when it aborts first
+ */
+async function waitFor(promise: Promise<void>, signal: AbortSignal, lastError: () => string | undefined): Promise<void> {
+  const refused = () => {
+    const error = lastError();
+    return new StatusError(503, `the proxy's pod metadata informer has not listed the cluster's pods yet (within the read's deadline)${error !== undefined ? `: ${error.slice(0, 300)}` : ""}; no value is reported`);
+  };
   if (signal.aborted) throw refused();
   let onAbort!: () => void;
   const aborted = new Promise<never>((_, reject) => {
