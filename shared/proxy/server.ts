@@ -177,6 +177,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       "request-memo": authorizer.requestMemoStats(),
       "token-review": authenticator.tokenCacheStats(),
       "route-memo": forwarder.routeMemo,
+      // custom.metrics.k8s.io (customMetrics.enabled): the pod index and the group resource → URL cache
+      ...(pods !== undefined ? { "custom-pods": pods.stats } : {}),
+      ...(objects !== undefined ? { "custom-resources": objects.cacheStats } : {}),
     };
   });
   if (config.customMetrics?.enabled === true && options.kube === undefined) {

@@ -405,6 +405,10 @@ describe("custom.metrics.k8s.io through the proxy", () => {
     await hpa(h, `${C2}/namespaces/team/metrics/ns_queue`);
     const text = await (await hpa(h, "/metrics")).text;
     expect(text).toMatch(/emb_proxy_requests_total\{code="200",kind="custom",metric="ns_queue"\}/);
+    // the pod index and the resource cache are bounded caches like the others
+    expect(text).toMatch(/emb_proxy_cache_entries\{cache="custom-pods"\} [1-9]/);
+    expect(text).toMatch(/emb_proxy_cache_bytes\{cache="custom-pods"\} [1-9]/);
+    expect(text).toMatch(/emb_proxy_cache_entries\{cache="custom-resources"\} [1-9]/);
     const line = h.logs.filter((l) => l.msg === "request" && (l as Record<string, unknown>)["resource"] === "namespaces").pop() as Record<string, unknown> | undefined;
     expect(line).toMatchObject({ metric: "ns_queue", namespace: "team", resource: "namespaces", backend: "fns", code: 200 });
   });
