@@ -305,6 +305,8 @@ async function main(argv: string[]): Promise<void> {
       ...(signingKeys ? { signingKeys } : {}),
       // The cluster policy layer (ProxyConfig clusterPolicies.enabled): status written by the Lease holder when there is a Lease.
       ...(config.clusterPolicies?.enabled ? { clusterPolicies: { kc, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } } : {}),
+      // custom.metrics.k8s.io (ProxyConfig customMetrics.enabled): the pod informer and object reads use the proxy's own client.
+      ...(config.customMetrics?.enabled ? { kube: kc } : {}),
       ...(opts.register
         ? { registration: { kc, target: { service: { ...service, port: opts.servicePort } }, ...(serving.isLeader ? { isLeader: serving.isLeader } : {}) } }
         : {}),

@@ -1,7 +1,7 @@
 /**
  * The chart's `values.schema.json`, written from two sources:
  * - the proxy's section (`backends`, `routes`, `passthrough`, `cache`,
- *   `discovery`, `clusterPolicies`, `admission.mode`,
+ *   `discovery`, `clusterPolicies`, `customMetrics` (plus the chart-only `objectResources`), `admission.mode`,
  *   `inProcessBridge.timeoutSeconds`) from the config loader's own zod schema
  *   (`shared/proxy/config.ts` `proxyConfigSchema`, through zod's
  *   `toJSONSchema`): one source of bounds, so helm refuses before install
@@ -42,6 +42,8 @@ export const SCHEMA_PATH = "infra/helm/external-metrics-bridge/values.schema.jso
 const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /** Pattern of a Go/Prometheus duration (`30s`, `1h30m`). */
 const DURATION = "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$";
+/** A group resource as the custom paths write it (shared/k8s/request-path.ts `isGroupResource`: the same pattern). */
+const GROUP_RESOURCE_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$";
 
 const str = (extra: JsonSchema = {}): JsonSchema => ({ type: "string", ...extra });
 const bool = (): JsonSchema => ({ type: "boolean" });
@@ -106,7 +108,7 @@ function at(schema: JsonSchema, ...path: string[]): JsonSchema {
  *
  * @returns `backend` (one named backend: a network backend, since the chart
  *   renders the `inProcess` one itself from `inProcessBridge`), `backendName`,
- *   `routes`, `passthrough`, `cache`, `discovery`, `clusterPolicies`,
+ *   `routes`, `passthrough`, `cache`, `discovery`, `clusterPolicies`, `customMetrics`,
  *   `admissionMode`, `timeoutSeconds`
  * @throws Error when the loader's schema no longer has a part the chart maps
  */
@@ -144,6 +146,7 @@ export function proxySections(): Record<string, JsonSchema> {
     cache: at(proxy, "properties", "cache"),
     discovery: at(proxy, "properties", "discovery"),
     clusterPolicies: at(proxy, "properties", "clusterPolicies"),
+    customMetrics: at(proxy, "properties", "customMetrics"),
     admissionMode: at(proxy, "properties", "admission", "properties", "mode"),
     timeoutSeconds: at(loaderBackend, "properties", "timeoutSeconds"),
   };
@@ -200,6 +203,18 @@ export function valuesSchema(): JsonSchema {
       cache: p["cache"]!,
       discovery: p["discovery"]!,
       clusterPolicies: p["clusterPolicies"]!,
+      customMetrics: {
+        ...p["customMetrics"]!,
+        properties: {
+          ...((p["customMetrics"]!["properties"] ?? {}) as Record<string, JsonSchema>),
+          objectResources: {
+            type: "array",
+            items: str({ pattern: GROUP_RESOURCE_PATTERN }),
+            uniqueItems: true,
+            description: "group resources Object reads describe (services, ingresses.networking.k8s.io): the proxy's ServiceAccount gets `get` on each",
+          },
+        },
+      },
       signing: obj({ secretName: str({ minLength: 1 }), secretKey: str({ minLength: 1 }) }),
       tls: obj({
         mode: { enum: ["secret", "existing", "certManager"] },

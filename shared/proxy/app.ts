@@ -8,6 +8,8 @@
  * | `GET /apis`, `/apis/external.metrics.k8s.io` | APIGroupList / APIGroup (plain JSON, so aggregated discovery falls back) |
  * | `GET /apis/external.metrics.k8s.io/v1beta1` | the held, merged APIResourceList of all backends (never waits on one, never 503) |
  * | `GET /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}` | forwarded to the routed backend |
+ * | `GET /apis/custom.metrics.k8s.io`, `…/{v1beta2,v1beta1}` | with ProxyConfig `customMetrics.enabled` only: APIGroup; the held, merged APIResourceList of each version (`/apis` then lists the group) |
+ * | `GET /apis/custom.metrics.k8s.io/{version}/…/{metric}` | a custom read (the shapes of request-path.ts `customMetricsRead`): its objects resolved (custom/pods.ts, custom/objects.ts), then forwarded |
  * | `GET /metrics` | Prometheus text |
  * | anything else | 404 Status (405 for other methods) |
  *
@@ -39,11 +41,17 @@ import type { Caller } from "../identity.ts";
 import { MAX_SELECTOR_LENGTH, type Selector } from "../k8s/selector.ts";
 import { badRequest, notFound, StatusError, toStatusError } from "../k8s/status.ts";
 import { apiGroupList, GROUP, GROUP_VERSION, VERSION } from "../k8s/types.ts";
-import { externalMetricsRead, notFoundPath, parseRequestTarget, type RequestTarget } from "../k8s/request-path.ts";
+import { canonicalQuery, customMetricsPath, customMetricsRead, externalMetricsRead, notFoundPath, parseRequestTarget, type CustomMetricsRead, type RequestTarget } from "../k8s/request-path.ts";
+import { customApiGroup, CUSTOM_GROUP, isCustomVersion } from "../k8s/custom-types.ts";
+import { EVERYTHING, parseSelector, SelectorError } from "../k8s/selector.ts";
+import { MAX_SIGNED_BODY_BYTES } from "../signing.ts";
+import type { ReadObjects } from "../values/custom-read.ts";
+import type { ObjectReader } from "./custom/objects.ts";
+import type { PodIndex } from "./custom/pods.ts";
 import { metricName } from "../metric-name.ts";
 import type { Authenticator } from "./authn/authenticate.ts";
 import type { Authorizer } from "./authz/authorize.ts";
-import { DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./forward/backend-contract.ts";
+import { CUSTOM_GROUP_PATH, DISCOVERY_PATH, VALUES_PATH_PREFIX } from "./forward/backend-contract.ts";
 import { BackendStatusError, type Answer, type Forwarder } from "./forward/forward.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -62,6 +70,12 @@ export interface ProxyAppDeps {
   notReady: () => string[];
   /** the cluster policy layer (policies.ts), asked after authorization and before forwarding; undefined: off */
   clusterPolicies?: Pick<ClusterPolicies, "authorize">;
+  /**
+   * custom.metrics.k8s.io (ProxyConfig `customMetrics.enabled`): the pod
+   * index of Pods reads, the object reader of Object reads, and the deadline
+   * (ms) of resolving them; undefined: the custom group is not served (404)
+   */
+  custom?: { pods: Pick<PodIndex, "select">; objects: Pick<ObjectReader, "read">; timeoutMs: number };
 }
 
 type Env = {
@@ -83,6 +97,8 @@ type Env = {
     rawTarget?: string;
     /** the parsed labelSelector remembered by the authorizer (only when the cluster policy layer is on) */
     selector?: Selector;
+    /** a custom read's described resource (`pods`, `namespaces`, `ingresses.networking.k8s.io`), logged */
+    resource?: string;
   };
 };
 
@@ -126,9 +142,24 @@ const MAX_LOGGED_TARGET = 1024;
 /** The origin of the canonical URL handed to the cluster policy layer (never resolved). */
 const CANONICAL_ORIGIN = "https://proxy.invalid";
 
-/** Whether `path` is a values read (`/apis/external.metrics.k8s.io/v1beta1/namespaces/…`): its answers never carry Retry-After. */
+/** A path below a custom.metrics.k8s.io version (a custom values read, or one that is not found). */
+const CUSTOM_VALUES_PATH = /^\/apis\/custom\.metrics\.k8s\.io\/[^/]+\/./;
+
+/** Whether `path` is a values read (External `…/v1beta1/namespaces/…`, or below a custom version): its answers never carry Retry-After. */
 function isValuesPath(path: string): boolean {
-  return path.startsWith(VALUES_PATH_PREFIX);
+  return path.startsWith(VALUES_PATH_PREFIX) || CUSTOM_VALUES_PATH.test(path);
+}
+
+/**
+ * The one value of query parameter `name` of a custom read ("" when absent).
+ * @throws StatusError 400 when given more than once or longer than {@link MAX_SELECTOR_LENGTH} characters
+ */
+function oneSelector(query: URLSearchParams, name: string): string {
+  const values = query.getAll(name);
+  if (values.length > 1) throw badRequest(`${name} is given ${values.length} times; at most once is accepted`);
+  const value = values[0] ?? "";
+  if (value.length > MAX_SELECTOR_LENGTH) throw badRequest(`${name} is ${value.length} characters long; at most ${MAX_SELECTOR_LENGTH} are accepted`);
+  return value;
 }
 
 /** Build the proxy app. */
@@ -184,6 +215,7 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
       durationMs: Math.round(seconds * 1000 * 10) / 10,
       ...(c.get("caller") ? { user: c.get("caller")!.user, authn: c.get("authn") } : {}),
       ...(metric !== undefined ? { metric } : {}),
+      ...(c.get("resource") !== undefined ? { resource: c.get("resource") } : {}),
       ...(c.get("backend") ? { backend: c.get("backend") } : {}),
       ...(c.get("cache") ? { cache: c.get("cache") } : {}),
       ...(error ? { error: error.message, ...(error.cause ? { cause: String((error.cause as Error)?.message ?? error.cause) } : {}) } : {}),
@@ -262,7 +294,77 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
     c.set("kind", "metrics");
     return new Response(await metrics.registry.metrics(), { status: 200, headers: { "Content-Type": metrics.registry.contentType, "X-Request-Id": c.get("requestId") } });
   });
-  app.get("/apis", (c) => send(c, json(apiGroupList())));
+  app.get("/apis", (c) => {
+    const list = apiGroupList();
+    // The custom group only when served: a proxy without it must not claim the API.
+    if (deps.custom !== undefined) list.groups.push(customApiGroup(true));
+    return send(c, json(list));
+  });
+  if (deps.custom !== undefined) {
+    const custom = deps.custom;
+    app.get(CUSTOM_GROUP_PATH, (c) => send(c, json(customApiGroup())));
+    const customDiscovery = (c: Context<Env>) => {
+      const version = c.req.param("version") ?? "";
+      if (!isCustomVersion(version)) throw notFoundPath(c.req.method, c.get("target")!.path);
+      c.set("kind", "custom-discovery");
+      const answer = forwarder.customDiscovery(version, c.get("requestId"));
+      c.set("cache", answer.cache);
+      return send(c, answer);
+    };
+    app.get(`${CUSTOM_GROUP_PATH}/:version`, customDiscovery);
+    app.get(`${CUSTOM_GROUP_PATH}/:version/`, customDiscovery);
+    app.get(`${CUSTOM_GROUP_PATH}/:version/*`, async (c) => {
+      const target = c.get("target")!;
+      // Exactly the shapes the Go client sends, read from the parsed parts (400 for a bad metric or resource).
+      const read = customMetricsRead(target.path);
+      if (read === undefined) throw notFoundPath(c.req.method, target.path);
+      c.set("kind", "custom");
+      const metric = metricName(read.metric);
+      c.set("metric", metric.key);
+      c.set("namespace", read.namespace);
+      c.set("resource", read.resource);
+      const labelSelector = oneSelector(target.query, "labelSelector");
+      const metricLabelSelector = oneSelector(target.query, "metricLabelSelector");
+      // What is forwarded (and keys the cache) is rebuilt from the parts: the path and the two selectors only.
+      const query = new URLSearchParams();
+      if (labelSelector !== "") query.set("labelSelector", labelSelector);
+      if (metricLabelSelector !== "") query.set("metricLabelSelector", metricLabelSelector);
+      const pathAndQuery = customMetricsPath(read) + canonicalQuery(query);
+      // The cluster policy layer: the read's resource, and its metric selector (contract C1).
+      if (deps.clusterPolicies !== undefined) {
+        let selector: Selector = EVERYTHING;
+        try {
+          if (metricLabelSelector !== "") selector = Object.freeze(parseSelector(metricLabelSelector, { maxLength: MAX_SELECTOR_LENGTH }));
+        } catch (err) {
+          if (err instanceof SelectorError) throw badRequest(`invalid metricLabelSelector: ${err.message}`);
+          throw err;
+        }
+        const url = new URL(pathAndQuery, CANONICAL_ORIGIN);
+        deps.clusterPolicies.authorize({ caller: c.get("caller")!, namespace: read.namespace, metric: metric.key, url, selector, resource: read.resource });
+      }
+      // The objects, unless no backend serves the metric (404 below) or a passthrough adapter resolves them itself.
+      const type = forwarder.backendType(metric.key);
+      const objects = type === undefined || type === "passthrough" ? undefined : await resolveObjects(custom, read, labelSelector, c.req.raw.signal);
+      const body = Buffer.from(JSON.stringify(objects === undefined ? {} : objects), "utf8");
+      if (body.length > MAX_SIGNED_BODY_BYTES) {
+        throw badRequest(`the objects of this read take ${body.length} bytes; a custom read carries at most ${MAX_SIGNED_BODY_BYTES}`);
+      }
+      const answer = await forwarder.customValues(
+        {
+          caller: c.get("caller")!,
+          requestId: c.get("requestId"),
+          pathAndQuery,
+          read: { target: read, metricLabelSelector, ...(objects !== undefined ? { objects } : {}) },
+          body,
+          signal: c.req.raw.signal,
+        },
+        metric,
+      );
+      c.set("backend", answer.backend);
+      c.set("cache", answer.cache);
+      return send(c, answer);
+    });
+  }
   app.get(`/apis/${GROUP}`, (c) => {
     const gv = { groupVersion: GROUP_VERSION, version: VERSION };
     return send(c, json({ kind: "APIGroup", apiVersion: "v1", name: GROUP, versions: [gv], preferredVersion: gv }));
@@ -307,6 +409,24 @@ export function createProxyApp(deps: ProxyAppDeps): Hono<Env> {
       : new StatusError(405, `method ${c.req.method} is not allowed; this API is read-only (GET)`);
   });
   return app;
+}
+
+/**
+ * The objects of a custom read (contract C3): a Pods read's pod names from
+ * the pod index, an Object read's object from the API, none for a namespace
+ * read. Both within `custom.timeoutMs` (and the caller's presence).
+ *
+ * @throws StatusError 400 for a selection of another resource than pods;
+ *   as custom/pods.ts `select` and custom/objects.ts `read`
+ */
+async function resolveObjects(custom: NonNullable<ProxyAppDeps["custom"]>, read: CustomMetricsRead, labelSelector: string, callerSignal: AbortSignal): Promise<ReadObjects | undefined> {
+  if (read.shape === "namespace") return undefined;
+  const signal = AbortSignal.any([callerSignal, AbortSignal.timeout(custom.timeoutMs)]);
+  if (read.shape === "selected") {
+    if (read.resource !== "pods") throw badRequest(`a selection of ${read.resource} (name "*") is not served: only pods/* (HPA type Pods)`, { name: "*", group: CUSTOM_GROUP, kind: read.resource });
+    return { pods: await custom.pods.select(read.namespace, labelSelector, signal) };
+  }
+  return { object: await custom.objects.read(read, signal) };
 }
 
 function json(body: unknown): Answer {

@@ -24,6 +24,9 @@
  * admission: { mode: Warn }    # serve the admission webhook on its own port (Warn | Deny; default: not served)
  *   # clientCA: /etc/…/ca.crt   # only kube-apiserver's client certificate may call it (optional)
  * clusterPolicies: { enabled: true, whenNoneApply: Defer }   # watch ExternalMetricPolicy objects (default off)
+ * customMetrics: { enabled: true }   # serve custom.metrics.k8s.io (default off; see below)
+ *   # pods: { maxEntries: 50000, maxBytes: 33554432 }   # the pod metadata informer's bounds: pods, bytes
+ *   # objects: { maxBytes: 65536, timeoutMs: 2000 }     # an Object read's GET: body bytes (≤ 64 KiB), deadline ms
  *   # limits: { maxNamespaceObjects: 1000, maxNamespaceSpecBytes: 1048576 }   # counts, bytes (optional)
  *   # resyncTimeoutSeconds: 300   # reads refused after the watch failed this long (optional)
  * ```
@@ -118,6 +121,19 @@ export const MAX_RESYNC_TIMEOUT_SECONDS = 24 * 60 * 60;
 /** A positive integer (counts and bytes of the policy layer's limits); at most 2^31 − 1. */
 const positiveInt = z.number().check(z.int(), z.positive(), z.maximum(2 ** 31 - 1));
 
+/** Largest body of an Object read's GET of the described object, bytes (64 KiB: the contract's bound; a larger object is a 503). */
+export const MAX_OBJECT_BYTES = 64 * 1024;
+/** Longest deadline of an Object read's GET (and of its group's discovery), ms: inside the HPA read's budget (config.ts {@link MAX_BACKEND_TIMEOUT_SECONDS}). */
+export const MAX_OBJECT_TIMEOUT_MS = 3000;
+/** Defaults of ProxyConfig `customMetrics` (off: no custom group, no APIService, no pod informer). */
+export const CUSTOM_METRICS_DEFAULTS = {
+  enabled: false,
+  /** the pod metadata informer: most pods kept, and most bytes (estimated: names and labels as UTF-16 plus 128 a pod) */
+  pods: { maxEntries: 50_000, maxBytes: 32 * 1024 * 1024 },
+  /** the described object's GET: body bytes, deadline ms */
+  objects: { maxBytes: MAX_OBJECT_BYTES, timeoutMs: 2000 },
+} as const;
+
 /** Schema of the ProxyConfig document. */
 export const proxyConfigSchema = z.strictObject({
   apiVersion: z.literal(PROXY_API_VERSION),
@@ -181,6 +197,34 @@ export const proxyConfigSchema = z.strictObject({
       resyncTimeoutSeconds: z.optional(z.number().check(z.positive(), z.maximum(MAX_RESYNC_TIMEOUT_SECONDS))),
     }),
     { enabled: false, whenNoneApply: "Defer" },
+  ),
+  /**
+   * custom.metrics.k8s.io (shared/proxy/custom/*): served, registered as
+   * APIServices v1beta2 and v1beta1, and its pod informer started (on the
+   * first Pods read) only when `enabled`
+   */
+  customMetrics: z._default(
+    z.strictObject({
+      /** serve custom.metrics.k8s.io (default false; the chart sets it from its values) */
+      enabled: z._default(z.boolean(), CUSTOM_METRICS_DEFAULTS.enabled),
+      /** bounds of the pod metadata informer (Pods reads): pods kept, bytes; past either, Pods reads are 503 until it shrinks */
+      pods: z._default(
+        z.strictObject({
+          maxEntries: z._default(positiveInt, CUSTOM_METRICS_DEFAULTS.pods.maxEntries),
+          maxBytes: z._default(z.number().check(z.int(), z.minimum(64 * 1024), z.maximum(1024 * 1024 * 1024)), CUSTOM_METRICS_DEFAULTS.pods.maxBytes),
+        }),
+        { ...CUSTOM_METRICS_DEFAULTS.pods },
+      ),
+      /** the described object's GET (Object reads): largest body, bytes (at most 64 KiB), and deadline, ms */
+      objects: z._default(
+        z.strictObject({
+          maxBytes: z._default(z.number().check(z.int(), z.minimum(1024), z.maximum(MAX_OBJECT_BYTES)), CUSTOM_METRICS_DEFAULTS.objects.maxBytes),
+          timeoutMs: z._default(z.number().check(z.int(), z.minimum(100), z.maximum(MAX_OBJECT_TIMEOUT_MS)), CUSTOM_METRICS_DEFAULTS.objects.timeoutMs),
+        }),
+        { ...CUSTOM_METRICS_DEFAULTS.objects },
+      ),
+    }),
+    { enabled: false, pods: { ...CUSTOM_METRICS_DEFAULTS.pods }, objects: { ...CUSTOM_METRICS_DEFAULTS.objects } },
   ),
   /** the validating admission webhook (shared/proxy/admission/admission.ts): served only when this section is present */
   admission: z.optional(
@@ -254,6 +298,21 @@ export interface ProxyConfig {
     /** longest time a kind's list and watch may fail before values reads are refused (503), seconds (default: policy/policies.ts `RESYNC_TIMEOUT_MS`, 300 s) */
     resyncTimeoutSeconds?: number;
   };
+  /**
+   * custom.metrics.k8s.io. `enabled` (default false): the custom group is
+   * listed, served and registered; off, its paths are 404 and no pod is
+   * listed. `pods`: the pod metadata informer's bounds (entries; bytes,
+   * estimated). `objects`: an Object read's GET (body bytes ≤ 64 KiB;
+   * deadline ms). Absent (a config built by hand): off.
+   */
+  customMetrics?: CustomMetricsSettings;
+}
+
+/** ProxyConfig `customMetrics` (see {@link ProxyConfig.customMetrics}). */
+export interface CustomMetricsSettings {
+  enabled: boolean;
+  pods: { maxEntries: number; maxBytes: number };
+  objects: { maxBytes: number; timeoutMs: number };
 }
 
 /**
@@ -343,6 +402,7 @@ function validate(sd: SourceDocument): ProxyConfig {
     discovery: raw.discovery,
     ...(raw.admission !== undefined ? { admission: raw.admission } : {}),
     clusterPolicies: raw.clusterPolicies,
+    customMetrics: raw.customMetrics,
   };
 }
 

@@ -17,7 +17,7 @@ const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 
 /** The instruments the proxy updates. */
 export interface ProxyMetrics {
   registry: Registry;
-  /** requests answered, by HTTP code, kind (values, discovery, other) and metric */
+  /** requests answered, by HTTP code, kind (values, discovery, custom, custom-discovery, other) and metric */
   requests: Counter<"code" | "kind" | "metric">;
   /** whole-request latency, seconds */
   requestDuration: Histogram<"kind">;

@@ -39,11 +39,13 @@ import { applyServerLimits, checkLimits, PROXY_LIMITS, serverOptions, type Serve
 import type { PolicySet } from "../policy/evaluate.ts";
 import { Forwarder } from "./forward/forward.ts";
 import type { KubeClient } from "./kube/client.ts";
+import { ObjectReader } from "./custom/objects.ts";
+import { PodIndex } from "./custom/pods.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics, recordRegistration, registerCacheSizes, registerServingCertificate, type ProxyMetrics } from "./metrics.ts";
 import { ClusterPolicies, type ClusterPoliciesOptions } from "./policy/policies.ts";
 import { createOffThreadCompiler } from "./policy/policy-worker.ts";
-import { registerAPIService, registerWebhookCABundle, API_SERVICE_NAME, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./tls/registration.ts";
+import { apiServicesFor, registerAPIService, registerWebhookCABundle, WEBHOOK_CONFIGURATION_NAME, type RegistrationTarget } from "./tls/registration.ts";
 import type { ServingMaterial } from "./tls/serving-material.ts";
 
 /** Everything {@link startProxy} needs. */
@@ -72,6 +74,13 @@ export interface ProxyOptions {
    * writes the objects' status (the Lease holder). Required then.
    */
   clusterPolicies?: Omit<ClusterPoliciesOptions, "whenNoneApply" | "log" | "metrics">;
+  /**
+   * How custom.metrics.k8s.io reads reach the API (the pod metadata
+   * informer, the described objects' GETs: custom/pods.ts, custom/objects.ts),
+   * with the proxy's own ServiceAccount. Required when the ProxyConfig has
+   * `customMetrics.enabled`.
+   */
+  kube?: KubeClient;
   host?: string;
   /** TCP port; 0 picks a free one */
   port?: number;
@@ -168,8 +177,17 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       "request-memo": authorizer.requestMemoStats(),
       "token-review": authenticator.tokenCacheStats(),
       "route-memo": forwarder.routeMemo,
+      // custom.metrics.k8s.io (customMetrics.enabled): the pod index and the group resource → URL cache
+      ...(pods !== undefined ? { "custom-pods": pods.stats } : {}),
+      ...(objects !== undefined ? { "custom-resources": objects.cacheStats } : {}),
     };
   });
+  if (config.customMetrics?.enabled === true && options.kube === undefined) {
+    throw new Error("the ProxyConfig sets customMetrics.enabled but the proxy has no Kubernetes client to list pods and read objects");
+  }
+  const customSettings = config.customMetrics?.enabled === true ? config.customMetrics : undefined;
+  const pods = customSettings !== undefined ? new PodIndex({ kc: options.kube!, ...customSettings.pods, log, now }) : undefined;
+  const objects = customSettings !== undefined ? new ObjectReader({ kc: options.kube!, ...customSettings.objects, now }) : undefined;
   if (config.clusterPolicies?.enabled === true && options.clusterPolicies === undefined) {
     throw new Error("the ProxyConfig sets clusterPolicies.enabled but the proxy has no Kubernetes client to watch the policy objects");
   }
@@ -217,7 +235,16 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
           serves: (key) => routeFor(config, key) !== undefined,
         })
       : undefined;
-  const app = createProxyApp({ authenticator, authorizer, forwarder, metrics, log, notReady, ...(clusterPolicies ? { clusterPolicies } : {}) });
+  const app = createProxyApp({
+    authenticator,
+    authorizer,
+    forwarder,
+    metrics,
+    log,
+    notReady,
+    ...(clusterPolicies ? { clusterPolicies } : {}),
+    ...(pods !== undefined && objects !== undefined ? { custom: { pods, objects, timeoutMs: customSettings!.objects.timeoutMs } } : {}),
+  });
   const listener = getRequestListener(app.fetch);
   const server = https.createServer(
     {
@@ -270,15 +297,19 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     const reg = options.registration;
     if (reg === undefined || serving.caPem === undefined || shuttingDown) return;
     if (reg.isLeader !== undefined && !reg.isLeader()) return; // one writer: the Lease holder
-    try {
-      const outcome = await registerAPIService(reg.kc, { ...reg.target, caPem: serving.caPem, since: servingSince }, { now });
-      registered = true;
-      recordRegistration(metrics, true, now());
-      log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: API_SERVICE_NAME, outcome });
-    } catch (err) {
-      recordRegistration(metrics, false, now());
-      log({ level: "error", msg: "APIService registration failed", apiService: API_SERVICE_NAME, error: (err as Error).message });
+    // v1beta1.external.metrics.k8s.io, and with customMetrics.enabled v1beta2 and v1beta1 of custom.metrics.k8s.io.
+    let all = true;
+    for (const apiService of apiServicesFor(customSettings !== undefined)) {
+      try {
+        const outcome = await registerAPIService(reg.kc, { ...reg.target, ...apiService, caPem: serving.caPem, since: servingSince }, { now });
+        log({ level: outcome === "unchanged" ? "info" : "warn", msg: "APIService registration", apiService: `${apiService.version}.${apiService.group}`, outcome });
+      } catch (err) {
+        all = false;
+        log({ level: "error", msg: "APIService registration failed", apiService: `${apiService.version}.${apiService.group}`, error: (err as Error).message });
+      }
     }
+    registered = all;
+    recordRegistration(metrics, all, now());
     if (config.admission === undefined) return;
     // The admission webhook is served with the same certificate: the same CA bundle (an absent configuration stays absent).
     try {
@@ -356,6 +387,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       }
       await admissionClosed;
       forwarder.close();
+      await pods?.stop();
       await clusterPolicies?.stop();
       await admission?.close();
       await policyCompiler?.close();

@@ -129,6 +129,12 @@ export interface FakeKubeApiServer {
   issueClientCertificate(user: string): Promise<{ certPem: string; keyPem: string }>;
   /** send every open watch an ERROR event with a 410 Gone Status (resourceVersion too old) and end it */
   expireWatches(): void;
+  /**
+   * Extra endpoints a suite serves itself (e.g. pods and described objects
+   * for custom metrics: test/proxy/custom-objects.fake.ts): asked after
+   * authentication, before the fake's own endpoints; true when it answered.
+   */
+  extraRoutes?: (req: IncomingMessage, res: ServerResponse, url: URL) => boolean;
   close(): Promise<void>;
 }
 
@@ -318,6 +324,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       return send(res, 401, status(401, "Unauthorized", "Unauthorized"));
     }
     const url = new URL(req.url ?? "/", "https://fake");
+    if (fake.extraRoutes?.(req, res, url) === true) return;
     const collection = p_collection(url.pathname);
     if (req.method === "GET" && collection !== undefined) {
       const watching = url.searchParams.get("watch") === "true" || url.searchParams.get("watch") === "1";

@@ -77,6 +77,27 @@ describe("request attributes (apiserver RequestInfoFactory)", () => {
     expect(info(`${V1}/namespaces/ns/team%7Cdepth`).resource).toBe("team|depth");
   });
 
+  it("reads the custom.metrics.k8s.io paths as requestinfo.go does (resource, name, the metric as subresource)", () => {
+    const C2 = "/apis/custom.metrics.k8s.io/v1beta2";
+    // a Pods read (the HPA sends `*` as %2A): name "*", verb get (a name: not a list), subresource the metric
+    expect(info(`${C2}/namespaces/team/pods/%2A/http_requests?labelSelector=app%3Dweb`)).toMatchObject({
+      isResourceRequest: true, verb: "get", apiGroup: "custom.metrics.k8s.io", apiVersion: "v1beta2", namespace: "team", resource: "pods", name: "*", subresource: "http_requests",
+    });
+    // get carries no selectors: the labelSelector is not a review attribute
+    expect(info(`${C2}/namespaces/team/pods/%2A/http_requests?labelSelector=app%3Dweb`).labelRequirements).toEqual([]);
+    expect(info(`${C2}/namespaces/team/pods/*/http_requests`)).toMatchObject({ resource: "pods", name: "*", subresource: "http_requests" });
+    // an Object read of a grouped resource: the resource as written, group suffix included
+    expect(info(`/apis/custom.metrics.k8s.io/v1beta1/namespaces/team/ingresses.networking.k8s.io/web/rps`)).toMatchObject({
+      verb: "get", apiVersion: "v1beta1", namespace: "team", resource: "ingresses.networking.k8s.io", name: "web", subresource: "rps",
+    });
+    // a namespace read: the `metrics` pseudo-resource, the metric as name
+    expect(info(`${C2}/namespaces/team/metrics/queue_depth`)).toMatchObject({ verb: "get", namespace: "team", resource: "metrics", name: "queue_depth", subresource: "" });
+    // a cluster-scoped object
+    expect(info(`${C2}/nodes/node-1/cpu_load`)).toMatchObject({ verb: "get", namespace: "", resource: "nodes", name: "node-1", subresource: "cpu_load" });
+    // discovery of a version is a non-resource get
+    expect(info(C2)).toMatchObject({ isResourceRequest: false, verb: "get", path: C2 });
+  });
+
   it("takes a name from fieldSelector=metadata.name only when the list options decode", () => {
     expect(info(`${V1}/namespaces/ns/m?fieldSelector=metadata.name%3Dx`)).toMatchObject({ verb: "list", name: "x" });
     expect(info(`${V1}/namespaces/ns/m?fieldSelector=metadata.name%3Dx&labelSelector=%3D%3D`).name).toBe("");

@@ -84,6 +84,15 @@ const PATHS = [
   "/healthz",
   "/openapi/v2",
   "/apis/metrics.k8s.io/v1beta1/namespaces/x/pods",
+  // custom.metrics.k8s.io (issue 26): the shapes the HPA's client sends, and near misses
+  "/apis/custom.metrics.k8s.io",
+  "/apis/custom.metrics.k8s.io/v1beta2",
+  "/apis/custom.metrics.k8s.io/v1beta2/namespaces/team-a/pods/%2A/http_requests",
+  "/apis/custom.metrics.k8s.io/v1beta2/namespaces/team-a/pods/*/http_requests",
+  "/apis/custom.metrics.k8s.io/v1beta1/namespaces/team-a/ingresses.networking.k8s.io/web/rps",
+  "/apis/custom.metrics.k8s.io/v1beta2/namespaces/team-a/metrics/queue_depth",
+  "/apis/custom.metrics.k8s.io/v1beta2/nodes/node-1/cpu_load",
+  "/apis/custom.metrics.k8s.io/v1beta2/namespaces/team-a/services/frontend/latency/extra",
 ];
 const QUERIES = [
   "",

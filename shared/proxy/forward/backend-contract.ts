@@ -12,6 +12,8 @@ import type { Caller } from "../../identity.ts";
 import { GROUP_VERSION } from "../../k8s/types.ts";
 import type { SigningKey } from "../../signing.ts";
 import type { ExternalValuesParts } from "../../values/request.ts";
+import type { CustomValuesRead } from "../../values/custom-read.ts";
+import { CUSTOM_GROUP } from "../../k8s/custom-types.ts";
 import type { BackendConfig } from "../config.ts";
 import type { LogRecord } from "../log.ts";
 
@@ -22,6 +24,11 @@ export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 export const DISCOVERY_PATH = `/apis/${GROUP_VERSION}`;
 /** The prefix of every values read (`…/namespaces/<ns>/<metric>`): its answers never carry Retry-After. */
 export const VALUES_PATH_PREFIX = `${DISCOVERY_PATH}/namespaces/`;
+/** The prefix of the custom.metrics.k8s.io paths (`/apis/custom.metrics.k8s.io`). */
+export const CUSTOM_GROUP_PATH = `/apis/${CUSTOM_GROUP}`;
+
+/** A custom read's parts as a backend in this process takes them (`CustomValuesRead` without the call's own fields). */
+export type CustomReadParts = Omit<CustomValuesRead, "caller" | "signal" | "requestId">;
 
 /** A backend's answer. */
 export interface BackendResponse {
@@ -56,6 +63,18 @@ export interface BackendRequest {
    * `readValues`), network backends send `pathAndQuery`. Absent for discovery.
    */
   values?: ExternalValuesParts;
+  /**
+   * a custom values read's typed parts (the pods or object the proxy
+   * resolved included): the in-process bridge reads these (`readCustom`);
+   * network backends send `pathAndQuery` (a bridge with `body`, POST)
+   */
+  custom?: CustomReadParts;
+  /**
+   * the JSON body of a custom read to a bridge backend (contract C2: `{"pods": […]}`,
+   * `{"object": {…}}` or `{}`): sent with POST and signed with
+   * `EMB-HMAC-SHA256-3`; absent: GET
+   */
+  body?: Uint8Array;
   /** the authenticated caller (signed to bridge backends) */
   caller: Caller;
   requestId: string;
@@ -84,7 +103,7 @@ export interface Backend {
   /** the deadline of one call, ms (`timeoutSeconds`) */
   readonly timeoutMs: number;
   /**
-   * Make one GET.
+   * Make one call: GET, or POST when `request.body` is set.
    * @throws BackendError (kinds as backends.ts {@link BackendClient.get})
    */
   get(request: BackendRequest): Promise<BackendResponse>;

@@ -154,7 +154,9 @@ export class BackendClient implements Backend {
   }
 
   /**
-   * GET `request.pathAndQuery` from the backend.
+   * GET `request.pathAndQuery` from the backend, or POST it with
+   * `request.body` (`Content-Type: application/json`; a custom read to a
+   * bridge, signed over the body with `EMB-HMAC-SHA256-3`).
    *
    * @throws BackendError `timeout` (no full answer within the timeout),
    *   `connect` (refused, reset, DNS, TLS), `too-large`, `protocol`,
@@ -168,18 +170,27 @@ export class BackendClient implements Backend {
     }
     const url = new URL(this.#prefix + request.pathAndQuery, this.#base);
     const headers: Record<string, string> = { accept: "application/json", "x-request-id": request.requestId, "user-agent": "external-metrics-bridge-proxy" };
+    const method = request.body !== undefined ? "POST" : "GET";
+    if (request.body !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = String(request.body.length);
+    }
     if (this.config.type === "bridge") {
       const key = this.#options.signingKeys()?.[0];
       if (key === undefined) throw new BackendError(this.name, "unsigned", `backend ${this.name} is a bridge backend but BRIDGE_SIGNING_KEYS is not set`);
       Object.assign(
         headers,
-        await signRequest({ method: "GET", url: url.href, caller: request.caller, requestId: request.requestId }, key, (this.#options.now ?? Date.now)()),
+        await signRequest(
+          { method, url: url.href, caller: request.caller, requestId: request.requestId, ...(request.body !== undefined ? { body: request.body } : {}) },
+          key,
+          (this.#options.now ?? Date.now)(),
+        ),
       );
     } else {
       const token = this.#bearerToken();
       if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
     }
-    return this.#send(url, headers, request.signal);
+    return this.#send(url, method, headers, request.body, request.signal);
   }
 
   #bearerToken(): string | undefined {
@@ -192,7 +203,7 @@ export class BackendClient implements Backend {
     return this.#token.value;
   }
 
-  #send(url: URL, headers: Record<string, string>, signal: AbortSignal | undefined): Promise<BackendResponse> {
+  #send(url: URL, method: "GET" | "POST", headers: Record<string, string>, body: Uint8Array | undefined, signal: AbortSignal | undefined): Promise<BackendResponse> {
     const transport = url.protocol === "https:" ? https : http;
     const timeoutMs = this.timeoutMs;
     if (signal?.aborted) return Promise.reject(new BackendError(this.name, "aborted", `the call to backend ${this.name} was cancelled: nobody waits for it`));
@@ -207,7 +218,7 @@ export class BackendClient implements Backend {
         req.destroy();
         reject(err);
       };
-      const req = transport.request(url, { method: "GET", headers, agent: this.#agent }, (res) => {
+      const req = transport.request(url, { method, headers, agent: this.#agent }, (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (chunk: Buffer) => {
@@ -232,7 +243,7 @@ export class BackendClient implements Backend {
       );
       req.on("error", (err) => fail(new BackendError(this.name, "connect", `backend ${this.name} is unreachable: ${err.message}`, { cause: err })));
       signal?.addEventListener("abort", onAbort, { once: true });
-      req.end();
+      req.end(body);
     });
   }
 

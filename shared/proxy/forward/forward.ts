@@ -51,12 +51,13 @@ import { callerKey, type Caller } from "../../identity.ts";
 import { EXTERNAL_METRICS_GROUP, internalError, MIN_RETRY_AFTER_SECONDS, notFound, serviceUnavailable, StatusError, toStatusError } from "../../k8s/status.ts";
 import { GROUP_VERSION, type APIResource, type APIResourceList } from "../../k8s/types.ts";
 import { metricKey } from "../../metric-name.ts";
-import { BackendError, DISCOVERY_PATH, type Backend, type BackendRequest, type BackendResponse } from "./backend-contract.ts";
+import { BackendError, CUSTOM_GROUP_PATH, DISCOVERY_PATH, type Backend, type BackendRequest, type BackendResponse, type CustomReadParts } from "./backend-contract.ts";
+import { CUSTOM_GROUP, CUSTOM_VERSIONS, customApiResourceList, type CustomVersion } from "../../k8s/custom-types.ts";
 import { digestKey } from "../cache-key.ts";
-import { routeFor, type ProxyConfig } from "../config.ts";
+import { routeFor, type BackendConfig, type ProxyConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import type { ProxyMetrics } from "../metrics.ts";
-import { backoffMs, checkValueList, freshnessMs, ValueListError } from "./values.ts";
+import { backoffMs, checkMetricValueList, checkValueList, freshnessMs, ValueListError } from "./values.ts";
 import type { ExternalValuesParts } from "../../values/request.ts";
 
 /**
@@ -116,6 +117,24 @@ export interface ValuesRequest {
   signal?: AbortSignal;
 }
 
+/**
+ * A custom.metrics.k8s.io values read, its objects resolved (app.ts):
+ * forwarded as a signed POST with `body` to a bridge backend, as a GET of
+ * `pathAndQuery` to a passthrough adapter (which resolves the objects
+ * itself), as typed parts (`read`) to the bridge in this process.
+ */
+export interface CustomValuesRequest {
+  caller: Caller;
+  requestId: string;
+  /** `customMetricsPath(read)` + the canonical query (`labelSelector`, `metricLabelSelector`) */
+  pathAndQuery: string;
+  /** the typed parts, objects included */
+  read: CustomReadParts;
+  /** the JSON body of contract C2 (`{"pods": […]}`, `{"object": {…}}`, `{}`), at most `MAX_SIGNED_BODY_BYTES` */
+  body: Uint8Array;
+  signal?: AbortSignal;
+}
+
 /** Options of {@link Forwarder}. */
 export interface ForwarderOptions {
   config: ProxyConfig;
@@ -145,6 +164,12 @@ export class Forwarder {
   #closed = false;
   /** metric names of the held discovery list (bounds the `metric` label) */
   #known = new Set<string>();
+  /** custom.metrics.k8s.io: per version, each backend's routed resources (`{resource}/{metric}`) from its last successful answer */
+  readonly #customListed = new Map<CustomVersion, Map<string, APIResource[]>>(CUSTOM_VERSIONS.map((v) => [v, new Map()]));
+  /** custom.metrics.k8s.io: the held APIResourceList answer of each version (placeholder until a backend lists one) */
+  readonly #customHeld = new Map<CustomVersion, Answer>(CUSTOM_VERSIONS.map((v) => [v, customDiscoveryAnswer(v, [])]));
+  /** metric keys listed by the held custom discovery (the `metric` label of custom reads) */
+  #customKnown = new Set<string>();
   /** metric key → backend name (or {@link NO_ROUTE}), see {@link #route} */
   readonly #routes = new BoundedMap<string, string>({ ...ROUTE_MEMO_BOUNDS, sizeOf: (key) => key.length * 2 + 64 });
 
@@ -180,14 +205,25 @@ export class Forwarder {
     return backend;
   }
 
+  /**
+   * The type of the backend the routes pick for a metric key (`bridge`,
+   * `passthrough`, `inProcess`), undefined when none serves it: a
+   * passthrough adapter resolves a custom read's objects itself, so the
+   * proxy reads none for it (app.ts).
+   */
+  backendType(key: string): BackendConfig["type"] | undefined {
+    const backend = this.#route(key);
+    return backend === undefined ? undefined : this.#clients.get(backend)?.config.type;
+  }
+
   /** Entries and estimated bytes of the route memo (see {@link ROUTE_MEMO_BOUNDS}). */
   get routeMemo(): { entries: number; bytes: number } {
     return { entries: this.#routes.size, bytes: this.#routes.bytes };
   }
 
-  /** The `metric` label for a metric key: the key when discovery listed it, else `other`. */
+  /** The `metric` label for a metric key: the key when discovery listed it (External or custom), else `other`. */
   metricLabel(key: string): string {
-    return this.#known.has(key) ? key : "other";
+    return this.#known.has(key) || this.#customKnown.has(key) ? key : "other";
   }
 
   /** Cache counters (hits, coalesced, loads, failures) of values reads. */
@@ -218,13 +254,69 @@ export class Forwarder {
     const key = valuesKey(request.caller, backend, request.pathAndQuery);
     const ttlMs = this.#config.cache.ttlSeconds * 1000;
     const load = async (signal: AbortSignal): Promise<Answer> => {
-      const response = await this.#valuesCall(client, request, signal);
+      const response = await this.#valuesCall(client, { pathAndQuery: request.pathAndQuery, values: request.parts, caller: request.caller, requestId: request.requestId, signal });
       return checkValues(client, response, ttlMs, this.#now());
     };
     const { value: promise, outcome } = this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
     this.#metrics.cache.inc({ result: outcome });
     const answer = await promise;
     return { ...answer, backend, cache: outcome };
+  }
+
+  /**
+   * Read custom metric values from the backend the routes pick (the same
+   * routes as External reads, by the metric's key): a bridge gets the signed
+   * POST with the body, a passthrough adapter the GET, the bridge in this
+   * process the typed parts. Cached, coalesced and backed off as External
+   * reads, keyed by the caller, the backend, the path + query and the body
+   * (the pods or object resolved). The answer is checked
+   * ({@link checkMetricValueList}: one item for an Object or namespace read).
+   *
+   * @throws StatusError as {@link values}; 404 naming the custom metric when no backend serves it
+   */
+  async customValues(request: CustomValuesRequest, metric: { key: string; requested: string }): Promise<Answer> {
+    const backend = this.#route(metric.key);
+    const target = request.read.target;
+    if (backend === undefined) {
+      throw notFound(`custom metric "${metric.requested}" for ${target.resource} is not served here: no route claims it and no passthrough backend is configured`, {
+        name: metric.requested,
+        group: CUSTOM_GROUP,
+        kind: target.resource,
+      });
+    }
+    const client = this.#clients.get(backend)!;
+    const body = client.config.type === "bridge" ? request.body : undefined;
+    const key = digestKey(JSON.stringify([callerKey(request.caller), backend, request.pathAndQuery, body !== undefined || client.config.type === "inProcess" ? Buffer.from(request.body).toString("utf8") : ""]));
+    const ttlMs = this.#config.cache.ttlSeconds * 1000;
+    const load = async (signal: AbortSignal): Promise<Answer> => {
+      const response = await this.#valuesCall(client, {
+        pathAndQuery: request.pathAndQuery,
+        custom: request.read,
+        ...(body !== undefined ? { body } : {}),
+        caller: request.caller,
+        requestId: request.requestId,
+        signal,
+      });
+      return checkCustom(client, response, target.version, target.shape !== "selected", ttlMs, this.#now());
+    };
+    const { value: promise, outcome } = this.#values.get(key, ttlMs, load, request.signal ? { signal: request.signal } : {});
+    this.#metrics.cache.inc({ result: outcome });
+    const answer = await promise;
+    return { ...answer, backend, cache: outcome };
+  }
+
+  /**
+   * The held custom.metrics.k8s.io APIResourceList of `version`: merged from
+   * every backend's last answer (each `{resource}/{metric}` kept only when
+   * the routes send the metric to that backend), never waiting on one,
+   * never an error; the placeholder before any backend listed one. Starts a
+   * background refresh as {@link discovery} does.
+   */
+  customDiscovery(version: CustomVersion, requestId: string): Answer {
+    if (this.#now() - this.#refreshedAt >= this.#config.discovery.ttlSeconds * 1000) {
+      void this.refreshDiscovery(requestId);
+    }
+    return { ...this.#customHeld.get(version)!, cache: "hit" };
   }
 
   /** Values reads answered from the cache: stored answers, stored failures (back-off), loads, in flight. */
@@ -237,9 +329,9 @@ export class Forwarder {
    * becomes a 503 without Retry-After, kept 1 s as back-off (not when the
    * call was cancelled); `unsigned` becomes a 500.
    */
-  async #valuesCall(client: Backend, request: ValuesRequest, signal: AbortSignal): Promise<BackendResponse> {
+  async #valuesCall(client: Backend, request: BackendRequest): Promise<BackendResponse> {
     try {
-      return await this.#send(client, { pathAndQuery: request.pathAndQuery, values: request.parts, caller: request.caller, requestId: request.requestId, signal });
+      return await this.#send(client, request);
     } catch (err) {
       if (!(err instanceof BackendError)) throw err;
       if (err.kind === "unsigned") throw internalError(err.message);
@@ -276,10 +368,12 @@ export class Forwarder {
       const answered = await Promise.all(
         [...this.#clients.values()].map(async (client) => {
           try {
+            const custom = this.#config.customMetrics?.enabled === true ? this.#refreshCustom(client, requestId) : undefined;
             const response = await this.#call(client, DISCOVERY_PATH, PROBE_CALLER, requestId);
             this.#listed.set(client.name, this.#routed(client, checkDiscovery(client, response)));
             this.#rebuild();
             this.#health(client.name, true, requestId);
+            await custom;
             return true;
           } catch (err) {
             // Calls cut by close() at shutdown say nothing about the backend.
@@ -314,6 +408,81 @@ export class Forwarder {
   close(): void {
     this.#closed = true;
     for (const client of this.#clients.values()) client.close();
+  }
+
+  /**
+   * Ask `client` for its custom.metrics.k8s.io lists (each version) and keep
+   * the routed resources of each answer. A backend that serves no custom
+   * metrics (404, or anything else that is not an APIResourceList) lists
+   * none; a failure keeps what it last listed. Never rejects, never changes
+   * the backend's health (External discovery decides that).
+   */
+  async #refreshCustom(client: Backend, requestId: string): Promise<void> {
+    await Promise.all(
+      CUSTOM_VERSIONS.map(async (version) => {
+        let response: BackendResponse;
+        try {
+          response = await this.#send(client, { pathAndQuery: `${CUSTOM_GROUP_PATH}/${version}`, caller: PROBE_CALLER, requestId }, true);
+        } catch {
+          return; // unreachable: keep what it listed
+        }
+        const listed = this.#customListed.get(version)!;
+        if (response.status === 404) listed.set(client.name, []);
+        else if (response.status === 200) {
+          const body = parseJson(response.body.toString("utf8")) as APIResourceList | undefined;
+          if (body?.kind !== "APIResourceList" || !Array.isArray(body.resources)) return;
+          listed.set(client.name, this.#customRouted(client, body));
+        } else return;
+        this.#rebuildCustom(version);
+      }),
+    );
+  }
+
+  /** The `{resource}/{metric}` entries of a custom list that the routes send to `client`, normalised (the placeholder dropped). */
+  #customRouted(client: Backend, list: APIResourceList): APIResource[] {
+    const out: APIResource[] = [];
+    const seen = new Set<string>();
+    for (const resource of list.resources) {
+      const name = resource?.name;
+      if (typeof name !== "string" || seen.has(name)) continue;
+      const slash = name.indexOf("/");
+      if (slash <= 0 || slash !== name.lastIndexOf("/")) continue;
+      let key: string;
+      try {
+        key = metricKey(name.slice(slash + 1));
+      } catch {
+        continue;
+      }
+      if (routeFor(this.#config, key) !== client.name) continue;
+      seen.add(name);
+      out.push({ name, singularName: "", namespaced: resource.namespaced ?? true, kind: "MetricValueList", verbs: ["get"] });
+    }
+    return out;
+  }
+
+  /** Merge every backend's custom resources of `version` (config order, first name wins) into its held answer. */
+  #rebuildCustom(version: CustomVersion): void {
+    const byName = new Map<string, APIResource>();
+    for (const client of this.#clients.values()) {
+      for (const resource of this.#customListed.get(version)!.get(client.name) ?? []) if (!byName.has(resource.name)) byName.set(resource.name, resource);
+    }
+    const names = [...byName.keys()].sort().slice(0, MAX_DISCOVERY_RESOURCES);
+    const pairs = names.map((n) => {
+      const r = byName.get(n)!;
+      const slash = n.indexOf("/");
+      return { resource: n.slice(0, slash), metric: n.slice(slash + 1), namespaced: r.namespaced };
+    });
+    let answer: Answer;
+    try {
+      answer = customDiscoveryAnswer(version, pairs);
+    } catch (err) {
+      this.#log({ level: "warn", msg: "custom metrics discovery from the backends cannot be merged; keeping the list held", error: (err as Error).message });
+      return;
+    }
+    this.#customHeld.set(version, answer);
+    const known = new Set<string>();
+    for (const v of CUSTOM_VERSIONS) for (const list of this.#customListed.get(v)!.values()) for (const r of list) known.add(metricKey(r.name.slice(r.name.indexOf("/") + 1)));
+    this.#customKnown = known;
   }
 
   /** The resources of `list` that the routes send to `client`, normalised. */
@@ -545,6 +714,30 @@ function parseJson(text: string): unknown {
 function discoveryAnswer(resources: APIResource[]): Answer {
   const list: APIResourceList = { kind: "APIResourceList", apiVersion: "v1", groupVersion: GROUP_VERSION, resources };
   return { status: 200, body: JSON.stringify(list), headers: {} };
+}
+
+/** The custom APIResourceList answer of `version` (shared/k8s/custom-types.ts `customApiResourceList`: placeholder when empty). @throws Error as that does */
+function customDiscoveryAnswer(version: CustomVersion, pairs: { resource: string; metric: string; namespaced: boolean }[]): Answer {
+  return { status: 200, body: JSON.stringify(customApiResourceList(version, pairs)), headers: {} };
+}
+
+/**
+ * Validate a custom values answer ({@link checkMetricValueList}) and say how
+ * long it may be stored, as {@link checkValues}.
+ *
+ * @throws StatusError 503 naming the backend and the bad field (no Retry-After, kept 1 s as back-off); otherwise as {@link backendFailure}
+ */
+function checkCustom(client: Backend, response: BackendResponse, version: CustomVersion, exactlyOne: boolean, ttlMs: number, nowMs: number): Answer {
+  const text = response.body.toString("utf8");
+  if (response.status !== 200) throw backendFailure(client, response, text, nowMs);
+  try {
+    checkMetricValueList(text, version, exactlyOne);
+  } catch (err) {
+    if (!(err instanceof ValueListError)) throw err;
+    const field = err.field ? ` (field ${err.field})` : "";
+    throw withBackoff(backendUnavailable(`backend ${client.name} answered 200 ${err.message}${field}; no value is reported`), DEFAULT_BACKOFF_MS);
+  }
+  return { status: 200, body: text, headers: NO_HEADERS, storeMs: freshnessMs(response.headers["cache-control"], ttlMs) };
 }
 
 function placeholder(): APIResource {

@@ -47,7 +47,25 @@ import { registerBridgeMetrics, type ProviderCache } from "../../observability/p
 import type { Provider } from "../../providers/types.ts";
 import { officialTransports } from "../../providers/gcp-monitoring/official-transports.ts";
 import { statusHttpAnswer, valuesHttpAnswer, type ValuesHttpAnswer } from "../../values/answer.ts";
-import { BackendError, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
+import { BackendError, CUSTOM_GROUP_PATH, DISCOVERY_PATH, MAX_RESPONSE_BYTES, type Backend, type BackendRequest, type BackendResponse, type CreateBackendOptions } from "./backend-contract.ts";
+import { StatusError } from "../../k8s/status.ts";
+import { isCustomVersion, type CustomVersion } from "../../k8s/custom-types.ts";
+import type { APIResourceList } from "../../k8s/types.ts";
+import type { CustomValuesOutcome, CustomValuesRead } from "../../values/custom-read.ts";
+
+/**
+ * What the in-process backend needs of the bridge for custom.metrics.k8s.io
+ * (contract C2: `BridgeApp.readCustom` and `customDiscovery`, added to the
+ * bridge by the bridge-routes work). Declared here, structurally, so this
+ * backend compiles before they land: a bridge without them serves no custom
+ * metrics (its custom paths answer 404 and it lists none).
+ */
+interface CustomBridge {
+  /** a custom values read: never throws, every failure a Status */
+  readCustom?: (read: CustomValuesRead) => Promise<CustomValuesOutcome>;
+  /** the custom group's APIResourceList of a version */
+  customDiscovery?: APIResourceList<string> | ((version: CustomVersion) => APIResourceList<string>) | Partial<Record<CustomVersion, APIResourceList<string>>>;
+}
 import type { BackendConfig } from "../config.ts";
 
 /** The bridge called in this process. */
@@ -128,22 +146,44 @@ export class InProcessBackend implements Backend {
     const caller = request.signal;
     if (caller?.aborted) throw this.#aborted();
     const parts = request.values;
-    if (parts === undefined) {
-      const path = request.pathAndQuery.split("?", 1)[0];
+    const custom = request.custom;
+    if (parts === undefined && custom === undefined) {
+      const path = request.pathAndQuery.split("?", 1)[0]!;
+      if (path === DISCOVERY_PATH || path === `${DISCOVERY_PATH}/`) {
+        return this.#response({ status: 200, body: this.#discovery, headers: { "content-type": "application/json", "cache-control": "no-store" } });
+      }
+      const list = path.startsWith(`${CUSTOM_GROUP_PATH}/`) ? this.#customDiscovery(path.slice(CUSTOM_GROUP_PATH.length + 1).replace(/\/$/, "")) : undefined;
       return this.#response(
-        path === DISCOVERY_PATH || path === `${DISCOVERY_PATH}/`
-          ? { status: 200, body: this.#discovery, headers: { "content-type": "application/json", "cache-control": "no-store" } }
+        list !== undefined
+          ? { status: 200, body: JSON.stringify(list), headers: { "content-type": "application/json", "cache-control": "no-store" } }
           : statusHttpAnswer(notFound(`the server could not find the requested resource (GET ${request.pathAndQuery.slice(0, 1024)})`)),
       );
+    }
+    const readCustom = (this.#bridge as Bridge & CustomBridge).readCustom;
+    if (custom !== undefined && readCustom === undefined) {
+      return this.#response(statusHttpAnswer(notFound(`backend ${this.name}: this bridge serves no custom metrics (GET ${request.pathAndQuery.slice(0, 1024)})`)));
     }
     // One signal (shared/deadline.ts): aborted at the deadline or when the caller's signal aborts; the read sees it as its signal.
     const call = callSignal(caller, timeoutMs);
     const signal = call.signal;
     const stopped = abortedPromise(signal);
     try {
+      if (custom !== undefined) {
+        // Typed parts, no JSON round trip (contract C2 `BridgeApp.readCustom`).
+        let outcome: CustomValuesOutcome;
+        try {
+          outcome = await Promise.race([readCustom!({ ...custom, caller: request.caller, requestId: request.requestId, signal }), stopped.promise]);
+        } catch (err) {
+          if (signal.aborted) throw err;
+          throw new BackendError(this.name, "protocol", `backend ${this.name} failed in process: ${(err as Error).message}`, { cause: err });
+        }
+        return this.#response(
+          outcome instanceof StatusError ? statusHttpAnswer(outcome) : { status: 200, body: outcome.text, headers: { "content-type": "application/json", "cache-control": "no-store" } },
+        );
+      }
       let outcome;
       try {
-        outcome = this.#bridge.readValues({ ...parts, caller: request.caller, requestId: request.requestId, signal });
+        outcome = this.#bridge.readValues({ ...parts!, caller: request.caller, requestId: request.requestId, signal });
         if (outcome instanceof Promise) outcome = await Promise.race([outcome, stopped.promise]);
       } catch (err) {
         if (signal.aborted) throw err;
@@ -159,6 +199,16 @@ export class InProcessBackend implements Backend {
       stopped.dispose();
       call.dispose();
     }
+  }
+
+  /** The bridge's custom APIResourceList of `version` (undefined: not a served version, or the bridge serves no custom metrics). */
+  #customDiscovery(version: string): APIResourceList<string> | undefined {
+    if (!isCustomVersion(version)) return undefined;
+    const discovery = (this.#bridge as Bridge & CustomBridge).customDiscovery;
+    if (discovery === undefined) return undefined;
+    if (typeof discovery === "function") return discovery(version);
+    if ("kind" in discovery && discovery.kind === "APIResourceList") return discovery as APIResourceList<string>;
+    return (discovery as Partial<Record<CustomVersion, APIResourceList<string>>>)[version];
   }
 
   /** An answer as a {@link BackendResponse} (header names lowercased). @throws BackendError `too-large` */

@@ -116,6 +116,56 @@ export function checkValueList(text: string): void {
 }
 
 /**
+ * Check a 200 answer of a custom.metrics.k8s.io read: a `MetricValueList`
+ * of `custom.metrics.k8s.io/<version>` (k8s.io/metrics
+ * `pkg/apis/custom_metrics/v1beta2/types.go`, `v1beta1/types.go`) whose
+ * every item has a `describedObject` with string `kind` and `name`, the
+ * metric's name (v1beta2 `metric.name`, v1beta1 `metricName`), an RFC 3339
+ * `timestamp`, an integer window when present (v1beta2 `windowSeconds`,
+ * v1beta1 `window`) and a `value` that is Quantity text whose `MilliValue()`
+ * fits int64 (as {@link checkValueList}). An Object or namespace read
+ * (`exactlyOne`) has exactly one item; a Pods read any number (a pod
+ * without data has none: the HPA counts it missing, never 0).
+ *
+ * @throws ValueListError naming the first bad field
+ */
+export function checkMetricValueList(text: string, version: "v1beta2" | "v1beta1", exactlyOne: boolean): void {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ValueListError("", "with a body that is not JSON");
+  }
+  if (!isObject(body) || body["kind"] !== "MetricValueList") throw new ValueListError("kind", "without a MetricValueList");
+  if (body["apiVersion"] !== `custom.metrics.k8s.io/${version}`) throw new ValueListError("apiVersion", `with apiVersion ${JSON.stringify(String(body["apiVersion"]).slice(0, 60))}, not custom.metrics.k8s.io/${version}`);
+  const items = body["items"];
+  if (!Array.isArray(items)) throw new ValueListError("items", "without an items list");
+  if (exactlyOne && items.length !== 1) throw new ValueListError("items", `with ${items.length} items for one object (exactly one is a value)`);
+  items.forEach((item: unknown, i) => {
+    const at = `items[${i}]`;
+    if (!isObject(item)) throw new ValueListError(at, `with ${at} not an object`);
+    const described = item["describedObject"];
+    if (!isObject(described) || typeof described["kind"] !== "string" || typeof described["name"] !== "string") {
+      throw new ValueListError(`${at}.describedObject`, `with ${at}.describedObject not an object reference (kind, name)`);
+    }
+    const name = version === "v1beta2" ? (isObject(item["metric"]) ? item["metric"]["name"] : undefined) : item["metricName"];
+    const nameField = version === "v1beta2" ? "metric.name" : "metricName";
+    if (typeof name !== "string") throw new ValueListError(`${at}.${nameField}`, `with ${at}.${nameField} not a string`);
+    const ts = item["timestamp"];
+    if (typeof ts !== "string" || !RFC3339.test(ts) || parseRfc3339(ts) === undefined) {
+      throw new ValueListError(`${at}.timestamp`, `with ${at}.timestamp not an RFC 3339 time: ${JSON.stringify(typeof ts === "string" ? ts.slice(0, 40) : ts)}`);
+    }
+    const windowField = version === "v1beta2" ? "windowSeconds" : "window";
+    const window = item[windowField];
+    if (window !== undefined && window !== null && !Number.isSafeInteger(window)) throw new ValueListError(`${at}.${windowField}`, `with ${at}.${windowField} not an integer`);
+    const value = parseQuantityText(item["value"], `${at}.value`);
+    if (!fitsMilliValue(value)) {
+      throw new ValueListError(`${at}.value`, `with ${at}.value ${JSON.stringify(item["value"])} too large for the HPA (its MilliValue does not fit int64)`);
+    }
+  });
+}
+
+/**
  * How long a values answer may be stored, ms: min(`ttlMs`, the backend's
  * `Cache-Control: max-age`). `no-store`, `no-cache` and `max-age=0` give 0
  * (only shared while in flight); a malformed `max-age` gives 0 (fail

@@ -236,6 +236,14 @@ export interface KubeClientOptions {
 export interface CallOptions {
   /** aborts the call (destroys the request); default: a deadline of {@link DEFAULT_REQUEST_TIMEOUT_MS} */
   signal?: AbortSignal;
+  /**
+   * the `Accept` header (default `application/json`), e.g.
+   * `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json`
+   * for a metadata-only list (apiserver `pkg/endpoints/handlers/response.go`)
+   */
+  accept?: string;
+  /** largest body (or watch event line) read, bytes (default and at most {@link MAX_RESPONSE_BYTES}) */
+  maxBytes?: number;
 }
 
 /** Per-call options carrying `signal` (kept from the client-node era: every call site passes one). */
@@ -344,7 +352,7 @@ export class KubeClient {
     // server, so it is sent once more on a new socket (as Node's documentation advises).
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#send<T>(method, path, payload, signal, undefined);
+        return await this.#send<T>(method, path, payload, signal, undefined, options);
       } catch (err) {
         if (attempt === 0 && (err as { reusedSocket?: boolean }).reusedSocket === true && !signal.aborted) continue;
         throw err;
@@ -358,11 +366,12 @@ export class KubeClient {
    *
    * @throws ApiError when the answer is not 2xx; the signal's reason when it aborts
    */
-  stream(path: string, onLine: (line: string) => void, options: { signal: AbortSignal }): Promise<void> {
-    return this.#send<void>("GET", path, undefined, options.signal, onLine);
+  stream(path: string, onLine: (line: string) => void, options: { signal: AbortSignal } & Omit<CallOptions, "signal">): Promise<void> {
+    return this.#send<void>("GET", path, undefined, options.signal, onLine, options);
   }
 
-  #send<T>(method: string, path: string, payload: Buffer | undefined, signal: AbortSignal, onLine: ((line: string) => void) | undefined): Promise<T> {
+  #send<T>(method: string, path: string, payload: Buffer | undefined, signal: AbortSignal, onLine: ((line: string) => void) | undefined, options: CallOptions = {}): Promise<T> {
+    const maxBytes = Math.min(options.maxBytes ?? MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES);
     if (signal.aborted) return Promise.reject(signal.reason);
     const what = `${method} ${path.split("?")[0]}`;
     let bearer: string | undefined;
@@ -390,7 +399,7 @@ export class KubeClient {
         method,
         path: prefix + path,
         headers: {
-          Accept: "application/json",
+          Accept: options.accept ?? "application/json",
           "User-Agent": "external-metrics-bridge-proxy",
           ...(bearer !== undefined ? { Authorization: `Bearer ${bearer}` } : {}),
           ...(payload !== undefined ? { "Content-Type": "application/json", "Content-Length": payload.length } : {}),
@@ -410,13 +419,13 @@ export class KubeClient {
         if (code === 401) this.#tokenFile?.resetOlderThan(startedAt + 1);
         res.on("error", (err) => finish(err));
         if (onLine !== undefined && code >= 200 && code < 300) {
-          readLines(res, onLine, (err) => {
+          readLines(res, onLine, maxBytes, (err) => {
             if (err !== undefined) req.destroy();
             finish(err);
           });
           return;
         }
-        readBody(res, (err, text) => {
+        readBody(res, maxBytes, (err, text) => {
           if (err !== undefined) {
             req.destroy();
             return finish(err);
@@ -486,17 +495,17 @@ export class KubeClient {
   }
 }
 
-/** Read a whole body, at most {@link MAX_RESPONSE_BYTES}. */
-function readBody(res: IncomingMessage, done: (err: Error | undefined, text?: string) => void): void {
+/** Read a whole body, at most `maxBytes` ({@link MAX_RESPONSE_BYTES} unless a call asks for less). */
+function readBody(res: IncomingMessage, maxBytes: number, done: (err: Error | undefined, text?: string) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let over = false;
   res.on("data", (chunk: Buffer) => {
     if (over) return;
     size += chunk.length;
-    if (size > MAX_RESPONSE_BYTES) {
+    if (size > maxBytes) {
       over = true;
-      return done(new ResponseTooLargeError(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`, MAX_RESPONSE_BYTES));
+      return done(new ResponseTooLargeError(`the answer is larger than ${maxBytes} bytes`, maxBytes));
     }
     chunks.push(chunk);
   });
@@ -507,7 +516,7 @@ function readBody(res: IncomingMessage, done: (err: Error | undefined, text?: st
 }
 
 /** Split a streamed body into lines; a line longer than {@link MAX_RESPONSE_BYTES} fails the stream. */
-function readLines(res: IncomingMessage, onLine: (line: string) => void, done: (err?: Error) => void): void {
+function readLines(res: IncomingMessage, onLine: (line: string) => void, maxBytes: number, done: (err?: Error) => void): void {
   res.setEncoding("utf8");
   let pending = "";
   let failed = false;
@@ -520,9 +529,9 @@ function readLines(res: IncomingMessage, onLine: (line: string) => void, done: (
       pending = pending.slice(nl + 1);
       if (line !== "") onLine(line);
     }
-    if (pending.length > MAX_RESPONSE_BYTES) {
+    if (pending.length > maxBytes) {
       failed = true;
-      done(new ResponseTooLargeError(`a watch event is larger than ${MAX_RESPONSE_BYTES} bytes`, MAX_RESPONSE_BYTES));
+      done(new ResponseTooLargeError(`a watch event is larger than ${maxBytes} bytes`, maxBytes));
     }
   });
   res.on("end", () => {

@@ -22,6 +22,12 @@ export interface InformerOptions<T extends KubeObject> {
   path: string;
   /** e.g. `metadata.name=foo` */
   fieldSelector?: string;
+  /**
+   * `Accept` of the list pages and of the watch (default `application/json`):
+   * client-go's metadata client asks `as=PartialObjectMetadataList` for a list
+   * and `as=PartialObjectMetadata` for a watch (`metadata/metadata.go`)
+   */
+  accept?: { list: string; watch: string };
   /** deadline of each page of a list, ms (default 10 000) */
   listTimeoutMs?: number;
   /** items asked for per page (`limit`), default {@link LIST_PAGE_SIZE}; halved for a page over {@link MAX_RESPONSE_BYTES} */
@@ -65,7 +71,7 @@ export interface PagedListOptions<T extends KubeObject> {
   fieldSelector?: string;
   /** items a page (default {@link LIST_PAGE_SIZE}; at least 1) */
   pageSize?: number;
-  /** the call options of each page, asked once a page (so each page has its own deadline) */
+  /** the call options of each page, asked once a page (so each page has its own deadline; `accept` too) */
   pageOptions: () => CallOptions;
   /** the whole list's cancellation: aborted, the list throws its reason */
   stop?: AbortSignal;
@@ -225,7 +231,10 @@ export class Informer<T extends KubeObject> {
     const { items, resourceVersion } = await listAllPages<T>(this.#kc, this.#o.path, {
       ...(this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}),
       pageSize: this.#pageSize,
-      pageOptions: () => ({ signal: AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]) }),
+      pageOptions: () => ({
+        signal: AbortSignal.any([stop, AbortSignal.timeout(this.#o.listTimeoutMs ?? 10_000)]),
+        ...(this.#o.accept !== undefined ? { accept: this.#o.accept.list } : {}),
+      }),
       stop,
       ...(this.#o.transform ? { transform: this.#o.transform } : {}),
       stats: this.stats,
@@ -295,7 +304,7 @@ export class Informer<T extends KubeObject> {
             else this.#o.onAdd?.(obj);
           }
         },
-        { signal },
+        { signal, ...(this.#o.accept !== undefined ? { accept: this.#o.accept.watch } : {}) },
       );
     } catch (err) {
       if (failure !== undefined) throw failure;

@@ -1,6 +1,8 @@
 /**
  * Self-registration: create or update APIService
- * `v1beta1.external.metrics.k8s.io` so the aggregator sends the group to this
+ * `v1beta1.external.metrics.k8s.io` (and, with ProxyConfig
+ * `customMetrics.enabled`, `v1beta2.custom.metrics.k8s.io` and
+ * `v1beta1.custom.metrics.k8s.io`: {@link apiServicesFor}) so the aggregator sends the group to this
  * proxy's Service and trusts its certificate (`spec.caBundle`, PEM; base64 on
  * the wire as a Go `[]byte`). kube-aggregator `pkg/apis/apiregistration/v1/types.go`.
  *
@@ -33,13 +35,39 @@
  */
 import { createHash } from "node:crypto";
 import { GROUP, VERSION } from "../../k8s/types.ts";
+import { CUSTOM_GROUP } from "../../k8s/custom-types.ts";
 import { apiDeadline, apiStatus, type APIService, type APIServiceSpec, type KubeClient } from "../kube/client.ts";
 
 /** Deadline of each APIService read or write, ms (as the Secret's, rotation.ts). */
 export const REGISTRATION_DEADLINE_MS = 5000;
 
-/** The APIService name. */
+/** The APIService name of the External Metrics API. */
 export const API_SERVICE_NAME = `${VERSION}.${GROUP}`;
+
+/** Which APIService: group, version and priorities (kube-aggregator `APIServiceSpec`). */
+export interface APIServiceId {
+  group: string;
+  version: string;
+  groupPriorityMinimum: number;
+  versionPriority: number;
+}
+
+/** `v1beta1.external.metrics.k8s.io` (priorities 100/100, as before). */
+export const EXTERNAL_API_SERVICE: APIServiceId = Object.freeze({ group: GROUP, version: VERSION, groupPriorityMinimum: 100, versionPriority: 100 });
+/**
+ * `v1beta2.custom.metrics.k8s.io` and `v1beta1.custom.metrics.k8s.io`, with
+ * the priorities prometheus-adapter's chart gives them (groupPriorityMinimum
+ * 100; versionPriority 200 for v1beta2, the preferred one, and 100 for v1beta1).
+ */
+export const CUSTOM_API_SERVICES: readonly APIServiceId[] = Object.freeze([
+  Object.freeze({ group: CUSTOM_GROUP, version: "v1beta2", groupPriorityMinimum: 100, versionPriority: 200 }),
+  Object.freeze({ group: CUSTOM_GROUP, version: "v1beta1", groupPriorityMinimum: 100, versionPriority: 100 }),
+]);
+
+/** The APIServices the proxy registers: External always, the custom ones when ProxyConfig `customMetrics.enabled`. */
+export function apiServicesFor(customMetrics: boolean): readonly APIServiceId[] {
+  return customMetrics ? [EXTERNAL_API_SERVICE, ...CUSTOM_API_SERVICES] : [EXTERNAL_API_SERVICE];
+}
 
 /** Annotation: hash of the spec fields the proxy wrote last (service, caBundle, insecureSkipTLSVerify), to tell a foreign edit from a peer's write. */
 export const REGISTERED_SPEC_ANNOTATION = "external-metrics-bridge.io/registered-spec";
@@ -69,13 +97,17 @@ export interface RegistrationTarget {
   since?: number;
   groupPriorityMinimum?: number;
   versionPriority?: number;
+  /** the APIService's group (default external.metrics.k8s.io) */
+  group?: string;
+  /** the APIService's version (default v1beta1); the object is named `{version}.{group}` */
+  version?: string;
 }
 
 /** The desired `spec`. */
 export function desiredSpec(target: RegistrationTarget): APIServiceSpec & { service: { namespace: string; name: string; port: number } } {
   return {
-    group: GROUP,
-    version: VERSION,
+    group: target.group ?? GROUP,
+    version: target.version ?? VERSION,
     service: { namespace: target.service.namespace, name: target.service.name, port: target.service.port },
     caBundle: Buffer.from(target.caPem).toString("base64"),
     insecureSkipTLSVerify: false,
@@ -138,8 +170,9 @@ export async function registerAPIService(
   options: { now?: () => number } = {},
 ): Promise<"created" | "updated" | "unchanged" | "superseded"> {
   const collection = "/apis/apiregistration.k8s.io/v1/apiservices";
-  const path = `${collection}/${API_SERVICE_NAME}`;
   const spec = desiredSpec(target);
+  const name = `${spec.version}.${spec.group}`;
+  const path = `${collection}/${name}`;
   const annotations = annotationsFor(specHash(spec), target.since);
   for (let attempt = 0; ; attempt++) {
     let current: APIService | undefined;
@@ -155,7 +188,7 @@ export async function registerAPIService(
           {
             apiVersion: "apiregistration.k8s.io/v1",
             kind: "APIService",
-            metadata: { name: API_SERVICE_NAME, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" }, annotations },
+            metadata: { name, labels: { "app.kubernetes.io/name": "external-metrics-bridge-proxy" }, annotations },
             spec,
           },
           apiDeadline(REGISTRATION_DEADLINE_MS),
@@ -169,8 +202,8 @@ export async function registerAPIService(
         (s?.service?.port ?? 443) === spec.service.port &&
         s?.caBundle === spec.caBundle &&
         s?.insecureSkipTLSVerify !== true &&
-        s?.group === GROUP &&
-        s?.version === VERSION;
+        s?.group === spec.group &&
+        s?.version === spec.version;
       if (same) return "unchanged";
       if (newerPeerWrite(current.metadata?.annotations, specHash(current.spec), target.since, (options.now ?? Date.now)())) return "superseded";
       // Without a time of ours, the recorded one is dropped: it no longer describes what is written.
@@ -178,7 +211,7 @@ export async function registerAPIService(
         path,
         {
           ...current,
-          metadata: { ...current.metadata, name: API_SERVICE_NAME, annotations: recorded(current.metadata?.annotations, annotations) },
+          metadata: { ...current.metadata, name, annotations: recorded(current.metadata?.annotations, annotations) },
           spec: { ...s, ...spec, groupPriorityMinimum: s?.groupPriorityMinimum ?? spec.groupPriorityMinimum, versionPriority: s?.versionPriority ?? spec.versionPriority },
         },
         apiDeadline(REGISTRATION_DEADLINE_MS),

@@ -86,6 +86,10 @@ discovery:
 {{ toYaml .Values.discovery | indent 2 }}
 clusterPolicies:
 {{ toYaml .Values.clusterPolicies | indent 2 }}
+{{- with .Values.customMetrics }}
+customMetrics:
+{{ toYaml (omit . "objectResources") | indent 2 }}
+{{- end }}
 {{- if .Values.admission.enabled }}
 admission:
   mode: {{ .Values.admission.mode }}
@@ -221,4 +225,15 @@ caBundle.
 {{- if and (eq .Values.tls.mode "existing") (not (include "emb.selfRegister" .)) (not (include "emb.caBundle" .)) }}
 {{ include "emb.refuse" (include "emb.caBundleMissing" .) }}
 {{- end -}}
+{{- end -}}
+
+
+{{/* The APIServices the chart renders and the proxy registers: External always; v1beta2 and v1beta1 of custom.metrics.k8s.io with customMetrics.enabled (priorities as prometheus-adapter's chart). A JSON list of {group, version, versionPriority}. */}}
+{{- define "emb.apiServices" -}}
+{{- $list := list (dict "group" "external.metrics.k8s.io" "version" "v1beta1" "groupPriorityMinimum" .Values.registration.groupPriorityMinimum "versionPriority" .Values.registration.versionPriority) -}}
+{{- if (.Values.customMetrics | default dict).enabled -}}
+{{- $list = append $list (dict "group" "custom.metrics.k8s.io" "version" "v1beta2" "groupPriorityMinimum" 100 "versionPriority" 200) -}}
+{{- $list = append $list (dict "group" "custom.metrics.k8s.io" "version" "v1beta1" "groupPriorityMinimum" 100 "versionPriority" 100) -}}
+{{- end -}}
+{{- toJson $list -}}
 {{- end -}}
