@@ -47,7 +47,7 @@ import { buildControlPlane, k8sModule, logTails, startControlPlane, waitFor, typ
 import { condition, workloadProbe, type Hpa, type WorkloadProbe } from "../k8s/hpa.ts";
 import { HPA_CONTROLLER, impersonatingClient, type ImpersonatingClient, type RawAnswer } from "../k8s/impersonate.ts";
 import { startKubelet, type Kubelet } from "../k8s/kubelet.ts";
-import { PROXY_NS, PROXY_SERVICE, placeholderDeployment, startBridgeBehindShippedProxy } from "../k8s/shipped.ts";
+import { placeholderDeployment, startBridgeBehindShippedProxy } from "../k8s/shipped.ts";
 
 const GROUP = "custom.metrics.k8s.io";
 const API_SERVICES = [`v1beta2.${GROUP}`, `v1beta1.${GROUP}`];
@@ -74,6 +74,9 @@ const WEB = { target: 10, min: 1, max: 6 };
 const ORDERS = { target: 5, min: 1, max: 4 };
 const EMAILS = { target: 4, min: 1, max: 6 };
 const REPORTS = { target: 3, min: 1, max: 6 };
+
+/** `helm template` values of the install: custom metrics on, the proxy's RBAC to get Queue objects */
+const CHART_ARGS = ["--set", "customMetrics.enabled=true", "--set-json", `customMetrics.objectResources=${JSON.stringify([QUEUE_RESOURCE])}`];
 
 const K8S = k8sModule();
 
@@ -285,6 +288,8 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
         backendTimeoutSeconds: BACKEND_TIMEOUT_SECONDS,
         context,
         proxyConfig: { customMetrics: { enabled: true } },
+        // the chart as a user installs it for these metrics: the APIServices the proxy may register, list/watch on pods, get on the described Queues
+        chartArgs: CHART_ARGS,
         apiServices: API_SERVICES,
       })),
     );
@@ -311,20 +316,6 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
         queueCrd(),
         { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
         { apiVersion: "v1", kind: "Namespace", metadata: { name: LEGACY_NS } },
-        // the proxy reads the described Queue objects with its own identity (contract C3): a cluster admin grants it
-        {
-          apiVersion: "rbac.authorization.k8s.io/v1",
-          kind: "ClusterRole",
-          metadata: { name: "external-metrics-bridge-read-queues" },
-          rules: [{ apiGroups: [QUEUE_GROUP], resources: ["queues"], verbs: ["get"] }],
-        },
-        {
-          apiVersion: "rbac.authorization.k8s.io/v1",
-          kind: "ClusterRoleBinding",
-          metadata: { name: "external-metrics-bridge-read-queues" },
-          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "external-metrics-bridge-read-queues" },
-          subjects: [{ kind: "ServiceAccount", name: PROXY_SERVICE, namespace: PROXY_NS }],
-        },
       ),
     });
     await waitFor("CRD queues.sqs.services.k8s.aws Established", async () => (await cp!.kubectl(["get", "queues", "-A"])).status === 0, { timeoutMs: 30_000, context });

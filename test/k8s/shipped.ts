@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse, parseAllDocuments, stringify } from "yaml";
+import { helmTemplate } from "../../infra/tools/validate.ts";
 import { freePorts, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -32,10 +33,15 @@ interface ManifestObject {
  * since Endpoints may not be loopback: the aggregator then dials
  * `127.0.0.1:<APIService spec.service.port>`.
  *
+ * @param chartArgs when given, the chart rendered with these `helm template`
+ *   arguments (`--set customMetrics.enabled=true`, …; infra/tools/validate.ts
+ *   `helmTemplate`, the same render the plain manifests are) instead of the
+ *   plain manifests: what a user who sets those values installs
  * @throws Error when the Deployment (with a `proxy` container and args) or the Service is missing
  */
-export function shippedManifests(): { install: object[]; proxyArgs: string[] } {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
+export function shippedManifests(chartArgs?: readonly string[]): { install: object[]; proxyArgs: string[] } {
+  const text = chartArgs === undefined ? readFileSync(join(ROOT, MANIFESTS), "utf8") : helmTemplate([...chartArgs]);
+  const docs = parseAllDocuments(text)
     .map((d) => d.toJS() as ManifestObject | null)
     .filter((d): d is ManifestObject => d !== null);
   const deployment = docs.find((d) => d.kind === "Deployment" && d.metadata.name === PROXY_SERVICE);
@@ -272,9 +278,11 @@ export async function startShippedProxy(
     env: NodeJS.ProcessEnv;
     /** more top-level ProxyConfig sections */
     proxyConfig?: Record<string, unknown>;
+    /** install the chart rendered with these `helm template` arguments instead of the plain manifests ({@link shippedManifests}) */
+    chartArgs?: readonly string[];
   },
 ): Promise<LoggedProcess> {
-  const shipped = shippedManifests();
+  const shipped = shippedManifests(options.chartArgs);
   await cp.kubectlOk(["apply", "-f", "-"], { input: shipped.install.map((d) => stringify(d)).join("---\n") });
   const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
   const proxyConfig = join(options.work, "proxy.yaml");
@@ -301,7 +309,8 @@ export async function startShippedProxy(
  * `bridgeConfig` on a free port, behind the shipped proxy
  * ({@link startShippedProxy}) on another, one backend `bridge` for every
  * metric, both signing with `signingKeys`, `proxyConfig` added to the
- * proxy's config; resolves when the APIServices `apiServices` (default
+ * proxy's config, the chart rendered with `chartArgs` installed instead of
+ * the plain manifests when given; resolves when the APIServices `apiServices` (default
  * {@link API_SERVICE}) are Available (90 s at most).
  *
  * @returns the started processes, bridge first (stop them in reverse)
@@ -316,6 +325,7 @@ export async function startBridgeBehindShippedProxy(
     backendTimeoutSeconds: number;
     context: () => string;
     proxyConfig?: Record<string, unknown>;
+    chartArgs?: readonly string[];
     apiServices?: readonly string[];
   },
 ): Promise<LoggedProcess[]> {
@@ -332,6 +342,7 @@ export async function startBridgeBehindShippedProxy(
       routes: [{ metric: ".*", backend: "bridge" }],
       env,
       ...(options.proxyConfig ? { proxyConfig: options.proxyConfig } : {}),
+      ...(options.chartArgs ? { chartArgs: options.chartArgs } : {}),
     });
     started.push(proxy);
     for (const name of options.apiServices ?? [API_SERVICE]) await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context, name });
