@@ -264,9 +264,9 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
           spec: {
             subjects: { serviceAccounts: ["kube-system/horizontal-pod-autoscaler"] },
             rules: [
-              { metric: PODS_METRIC, resources: ["pods"] },
-              { metric: QUEUE_METRIC, resources: [QUEUE_RESOURCE] },
-              { metric: NS_METRIC, resources: ["namespaces"] },
+              { metric: PODS_METRIC, resources: ["pods"], selector: {} },
+              { metric: QUEUE_METRIC, resources: [QUEUE_RESOURCE], selector: {} },
+              { metric: NS_METRIC, resources: ["namespaces"], selector: {} },
             ],
             defaultAction: "Deny",
           },
@@ -276,7 +276,7 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
           apiVersion: "external-metrics-bridge.io/v1alpha1",
           kind: "ExternalMetricPolicy",
           metadata: { name: "legacy-external", namespace: LEGACY_NS },
-          spec: { rules: [{ metric: ".*" }], defaultAction: "Allow" },
+          spec: { rules: [{ metric: ".*", selector: {} }], defaultAction: "Allow" },
         },
       ),
     );
@@ -348,17 +348,19 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
     expect(pod.status.phase).toBe("Running");
     expect(pod.status.conditions).toContainEqual(expect.objectContaining({ type: "Ready", status: "True" }));
 
-    // a load of 25 shared by web's pods, one series per pod; the namespace's backlog
+    // a load of 25 shared by web's pods, one series per pod (orders' pod has its own: a read selecting web's must not include it); the namespace's backlog
     loads.set("web", 25);
+    loads.set("orders", 30);
     backlogs.set(NS, 7);
     backlogs.set(LEGACY_NS, 7);
     const vector = await waitFor("a series per web pod in Prometheus", async () => {
-      const r = await prometheus!.query(`${POD_SERIES}{namespace="${NS}"}`);
+      const r = await prometheus!.query(`${POD_SERIES}{namespace="${NS}",pod=~"web-.*"}`);
       const result = (r.data?.result ?? []) as VectorSample[];
       return result.length === 2 ? result : undefined;
     }, { timeoutMs: 30_000, context });
     expect(vector.map((s) => s.metric["pod"]).sort()).toEqual(webPods);
     expect(vector.map((s) => s.value[1])).toEqual(["12.5", "12.5"]);
+    await prometheus!.waitForSeries(`${POD_SERIES}{namespace="${NS}",pod=~"orders-.*"}`, { value: "30" });
     await prometheus!.waitForSeries(`${NS_SERIES}{namespace="${NS}"}`, { value: "7" });
   }, TEST_TIMEOUT_MS);
 
@@ -425,6 +427,7 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
         },
       ),
     });
+    const messages: string[] = [];
     for (const p of reads) {
       const rbac = expectForbiddenStatus(await client!.get(p, { user: "nobody", groups: ["system:authenticated"] }), `nobody ${p}`);
       expect(rbac.message).toContain(`User "nobody" cannot get resource`);
@@ -432,6 +435,7 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
       const policy = expectForbiddenStatus(await client!.get(p, { user: "dev", groups: ["system:authenticated"] }), `dev ${p}`);
       expect(policy.message).toContain('user "dev"');
       expect(policy.message).not.toContain("cannot get resource"); // not kube-apiserver's RBAC: the bridge's policy
+      messages.push(`GET ${p}\n  nobody: ${rbac.message}\n  dev: ${policy.message}`);
     }
     // kubectl get --raw as the cluster admin: RBAC lets it through, no policy names it
     const admin = await cp!.kubectl(["get", "--raw", reads[2]!]);
@@ -439,8 +443,9 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
     expect(admin.stderr).toMatch(/Forbidden|forbidden/);
     // the HPA controller in a namespace whose policy allows External reads only
     const legacy = expectForbiddenStatus(await client!.get(`/apis/${GROUP}/v1beta2/namespaces/${LEGACY_NS}/metrics/${NS_METRIC}`, HPA_CONTROLLER), "legacy namespace");
-    expect(legacy.message).toContain(`"${NS_METRIC}" is forbidden`);
-    expect(legacy.message).toContain("namespaces");
+    expect(legacy.message).toContain(`namespaces.${GROUP} "${NS_METRIC}" is forbidden`);
+    expect(legacy.message).toContain("a custom read needs a rule");
+    console.log(`${K8S.version}: 403 answers\n${messages.join("\n")}\nthe HPA controller in ${LEGACY_NS}: ${legacy.message}`);
   }, TEST_TIMEOUT_MS);
 
   it("each HPA scales up and down on its series: Pods AverageValue, Object Value, Object AverageValue, namespace AverageValue", async () => {
@@ -499,7 +504,8 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
       { timeoutMs: 60_000, intervalMs: 1000, context },
     );
     console.log(`${K8S.version}: HPA ${LEGACY_NS}/reports conditions:\n${describeConditions(await legacyProbe.hpaOf(LEGACY_NS))}`);
-    expect(refused.message).toContain("forbidden");
+    expect(refused.message).toContain(`namespaces.${GROUP} "${NS_METRIC}" is forbidden`);
+    expect(refused.message).toContain("a custom read needs a rule");
     expect([...seen]).toEqual([2]);
   }, TEST_TIMEOUT_MS);
 
