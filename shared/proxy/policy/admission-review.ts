@@ -200,7 +200,8 @@ export function reviewHpa(req: AdmissionRequest, context: ReviewContext): Review
     else {
       // Unauthenticated caller: the policy and rule only, never what the policy allows.
       const v = d.deniedBy;
-      why = `policy ${v.policy} ${v.rule !== undefined ? `rules[${v.rule}]` : "(defaultAction)"} (the policy's content is shown only to an authenticated caller)`;
+      const by = v.rule !== undefined ? `rules[${v.rule}]` : v.reason === "no-rule-for-resource" ? `(no rule for ${m.check.resource})` : "(defaultAction)";
+      why = `policy ${v.policy} ${by} (the policy's content is shown only to an authenticated caller)`;
     }
     const message = `${at}: the HPA controller's read would be denied by cluster policy: ${why}`;
     if ((context.mode ?? "Warn") === "Deny") denials.push(message);
