@@ -21,6 +21,7 @@ import type { PolicySet } from "../../shared/policy/evaluate.ts";
 import { POLICY_LIMITS } from "../../shared/policy/schema.ts";
 import { kubeConfigFor } from "../../shared/proxy/kube/client.ts";
 import { ClusterPolicies, ClusterPolicyDenied } from "../../shared/proxy/policy/policies.ts";
+import { createOffThreadCompiler, type OffThreadCompiler } from "../../shared/proxy/policy/policy-worker.ts";
 import { createCustomValuesReader } from "../../shared/values/custom-read.ts";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "../fakes/kube-apiserver.ts";
 import { buildBridge } from "../helpers/bridge.ts";
@@ -324,9 +325,10 @@ ${policy(
   });
 });
 
-describe("the proxy's cluster policy layer with a resource", () => {
+describe("the proxy's cluster policy layer with a resource (policies compiled in its worker thread, as the proxy runs it)", () => {
   let fake: FakeKubeApiServer;
   let layer: ClusterPolicies;
+  let compiler: OffThreadCompiler;
   const HPA = { user: "system:serviceaccount:kube-system:horizontal-pod-autoscaler", groups: ["system:serviceaccounts", "system:authenticated"], extra: {} };
   const CUSTOM = "https://proxy/apis/custom.metrics.k8s.io/v1beta2";
 
@@ -343,7 +345,8 @@ describe("the proxy's cluster policy layer with a resource", () => {
         defaultAction: "Allow",
       },
     });
-    layer = new ClusterPolicies({ kc: kubeConfigFor(fake.url, fake.caPem, fake.token), whenNoneApply: "Deny", log: () => {}, debounceMs: 10, backoffMs: 50 });
+    compiler = createOffThreadCompiler();
+    layer = new ClusterPolicies({ kc: kubeConfigFor(fake.url, fake.caPem, fake.token), whenNoneApply: "Deny", log: () => {}, debounceMs: 10, backoffMs: 50, compile: compiler.compile });
     layer.start();
     const until = Date.now() + 10_000;
     while (!layer.ready() && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
@@ -351,6 +354,7 @@ describe("the proxy's cluster policy layer with a resource", () => {
   });
   afterAll(async () => {
     await layer?.stop();
+    await compiler?.close();
     await fake?.close();
   });
 
