@@ -231,8 +231,9 @@ describe("the CRDs", () => {
 });
 
 describe("the example policies", () => {
-  const docs = readdirSync(EXAMPLES)
-    .filter((f) => f.endsWith(".yaml"))
+  // the top directory and custom/ (the custom metrics example), as paths relative to EXAMPLES
+  const files = [...readdirSync(EXAMPLES), ...readdirSync(join(EXAMPLES, "custom")).map((f) => `custom/${f}`)].filter((f) => f.endsWith(".yaml"));
+  const docs = files
     .flatMap((f) => parseYamlDocuments(readFileSync(join(EXAMPLES, f), "utf8"), join("infra/examples/policies", f)))
     .filter((sd) => [POLICY_KIND, CLUSTER_POLICY_KIND].includes((sd.value as any).kind));
 
@@ -245,7 +246,7 @@ describe("the example policies", () => {
 
   it("validate against the CRDs' schemas (kubeconform, strict)", () => {
     const result = kubeconform(
-      readdirSync(EXAMPLES).filter((f) => f !== "bridge.yaml" && f !== "policy-tests.yaml" && !f.startsWith("hpa-")).map((f) => join(EXAMPLES, f)),
+      files.filter((f) => !/(^|\/)(bridge|policy-tests)\.yaml$/.test(f) && !f.startsWith("hpa-")).map((f) => join(EXAMPLES, f)),
       undefined,
       [schemaLocation],
     );
@@ -269,7 +270,7 @@ describe("the example policies", () => {
         namespace: p.namespace,
         defaultAction: p.defaultAction,
         subjects: p.subjects,
-        rules: p.rules.map((r) => [r.index, r.pattern.source, r.selectorText]),
+        rules: p.rules.map((r) => [r.index, r.pattern.source, r.resources, r.selectorText]),
       });
       expect(shape(policy!)).toEqual(shape(file));
       expect(policy!.source).toBe(file.namespace === undefined ? `${CLUSTER_POLICY_KIND}/${file.name}` : `${POLICY_KIND}/${file.namespace}/${file.name}`);
@@ -423,5 +424,13 @@ spec:
     expect(issues(`${BRIDGE}---\n${cluster("{ name: c }").replace("ClusterExternalMetricPolicy", "ClusterExternalMetricsPolicy")}`)).toEqual([
       'p.yaml:9:7: kind: expected kind ClusterExternalMetricPolicy, found "ClusterExternalMetricsPolicy"',
     ]);
+  });
+});
+
+describe("the custom metrics example", () => {
+  it("is among the checked examples, its rule naming pods and ingresses", () => {
+    const { policies, issues } = compilePolicies(parseYamlDocuments(readFileSync(join(EXAMPLES, "custom/team-a.yaml"), "utf8"), "custom/team-a.yaml"));
+    expect(issues).toEqual([]);
+    expect(policies.map((p) => [p.id, p.rules.map((r) => r.resources)])).toEqual([["team-a/web", [["pods", "ingresses.networking.k8s.io"]]]]);
   });
 });
