@@ -112,8 +112,20 @@ export interface Decision {
   message: string;
 }
 
-/** Most memoised (resource, metric name) pairs per policy (a request's name is always a configured one). */
+/**
+ * Most memoised (resource, metric name) pairs per policy (the bridge asks
+ * only about configured names; the proxy's cluster layer about what callers
+ * send, so the memo is bounded in bytes too).
+ */
 const MEMO_LIMIT = 4096;
+/** Most estimated bytes of one policy's memo (keys as UTF-16 plus 64 bytes an entry); a key over an eighth of it is not memoised. */
+const MEMO_BYTES = 512 * 1024;
+
+/** One policy's first-rule memo: rule index (-1: none) by key, and its estimated bytes. */
+interface RuleMemo {
+  rules: Map<string, number>;
+  bytes: number;
+}
 
 /** The user name of a service account (`pkg/serviceaccount/util.go` `MakeUsername`). */
 export function serviceAccountUser(namespace: string, name: string): string {
@@ -134,7 +146,7 @@ export class PolicySet {
   readonly defaultNote: string | undefined;
   readonly #cluster: CompiledPolicy[] = [];
   readonly #byNamespace = new Map<string, CompiledPolicy[]>();
-  readonly #memo = new Map<CompiledPolicy, Map<string, number>>();
+  readonly #memo = new Map<CompiledPolicy, RuleMemo>();
 
   /**
    * @param policies in load order (ids must be unique; the loader checks)
@@ -152,8 +164,14 @@ export class PolicySet {
         if (list === undefined) this.#byNamespace.set(p.namespace, [p]);
         else list.push(p);
       }
-      this.#memo.set(p, new Map());
+      this.#memo.set(p, { rules: new Map(), bytes: 0 });
     }
+  }
+
+  /** Entries and estimated bytes of `policy`'s first-rule memo (tests and metrics; zeros for a policy not in this set). */
+  memoStats(policy: CompiledPolicy): { entries: number; bytes: number } {
+    const memo = this.#memo.get(policy);
+    return { entries: memo?.rules.size ?? 0, bytes: memo?.bytes ?? 0 };
   }
 
   /** The policies that apply to `caller` in `namespace`, in evaluation order. */
@@ -167,21 +185,28 @@ export class PolicySet {
   /**
    * The first rule of `policy` whose pattern matches `metric` (a lookup key)
    * and whose `resources` include `resource` (default `external`), memoised
-   * per (resource, metric), at most {@link MEMO_LIMIT} pairs per policy.
+   * per (resource, metric), at most {@link MEMO_LIMIT} pairs and
+   * {@link MEMO_BYTES} per policy (then the memo starts over).
    */
   firstRule(policy: CompiledPolicy, metric: string, resource: string = EXTERNAL_RESOURCE): CompiledRule | undefined {
     let memo = this.#memo.get(policy);
     if (memo === undefined) {
-      memo = new Map();
+      memo = { rules: new Map(), bytes: 0 };
       this.#memo.set(policy, memo);
     }
     // "\u0000" is in neither a resource nor a lookup key
     const memoKey = resource === EXTERNAL_RESOURCE ? metric : `${resource}\u0000${metric}`;
-    const known = memo.get(memoKey);
+    const known = memo.rules.get(memoKey);
     if (known !== undefined) return known < 0 ? undefined : policy.rules[known];
     const rule = policy.rules.find((r) => r.resources.includes(resource) && r.pattern.matches(metric));
-    if (memo.size >= MEMO_LIMIT) memo.clear();
-    memo.set(memoKey, rule?.index ?? -1);
+    const bytes = 64 + memoKey.length * 2;
+    if (bytes > MEMO_BYTES / 8) return rule;
+    if (memo.rules.size >= MEMO_LIMIT || memo.bytes + bytes > MEMO_BYTES) {
+      memo.rules.clear();
+      memo.bytes = 0;
+    }
+    memo.rules.set(memoKey, rule?.index ?? -1);
+    memo.bytes += bytes;
     return rule;
   }
 

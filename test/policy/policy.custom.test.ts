@@ -222,6 +222,13 @@ describe("evaluation with a resource", () => {
     const first = decide(s, "pods", "http_requests_per_second");
     for (let i = 0; i < 10_000; i++) decide(s, `r${i}`, `m${i % 7}`);
     expect(decide(s, "pods", "http_requests_per_second")).toEqual(first);
+    const stats = s.memoStats(s.policies[0]!);
+    expect(stats.entries).toBeLessThanOrEqual(4096);
+    expect(stats.bytes).toBeLessThanOrEqual(512 * 1024);
+    // long, caller-chosen names and resources (the proxy evaluates what callers send): bounded in bytes, decisions unchanged
+    for (let i = 0; i < 2_000; i++) expect(decide(s, `${"r".repeat(300)}${i}`, `${"m".repeat(1_000)}${i}`).decision).toBe("Deny");
+    expect(s.memoStats(s.policies[0]!).bytes).toBeLessThanOrEqual(512 * 1024);
+    expect(decide(s, "pods", "x".repeat(100_000)).decision).toBe("Deny");
     expect(decide(s, "services", "http_requests_per_second").decision).toBe("Deny");
     expect(decide(s, undefined, "queue_messages_ready", "queue=team-a-jobs").decision).toBe("Allow");
   });
