@@ -107,7 +107,8 @@ function verdictLine(v: PolicyVerdict): string {
 export function describeDecision(request: ExplainedRequest, decision: Decision): string[] {
   const custom = isCustomResource(request.resource);
   const lines = [
-    `${decision.decision}: ${JSON.stringify(request.metric)}${custom ? ` on ${request.resource}` : ""} in namespace ${JSON.stringify(request.namespace)} ` +
+    `${decision.decision}: ${JSON.stringify(request.metric)}${custom ? ` on ${request.resource}` : ""} ` +
+      `${request.namespace === "" ? "of a cluster-scoped object" : `in namespace ${JSON.stringify(request.namespace)}`} ` +
       `with ${custom ? "metricLabelSelector" : "selector"} ${showSelector(selectorToString(request.selector))}`,
     `  caller: user ${JSON.stringify(request.caller.user)}, groups [${request.caller.groups.join(", ")}]`,
   ];

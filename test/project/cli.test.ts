@@ -493,6 +493,11 @@ describe("issue 26: resources: and custom reads", () => {
     expect(r.stdout).toContain('policy team-a/web has no rule for metric "http_requests_per_second" on resource "services": a custom read needs a rule naming its resource');
     expect(r.stdout).toContain("  denied by team-a/web (no rule for services)\n");
     expect(r.stdout).toContain('note: the config defines no custom metric "http_requests_per_second" for services (describes.resource)');
+    // a cluster-scoped object: namespace "", only cluster-scoped policies apply (team-a's does not)
+    const node = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "", "-m", "node_load", "--resource", "nodes");
+    expect(node.code).toBe(1);
+    expect(node.stdout).toContain('Deny: "node_load" on nodes of a cluster-scoped object with metricLabelSelector "" (every series)\n');
+    expect(node.stdout).toContain("no ExternalMetricPolicy applies to user \"system:serviceaccount:kube-system:horizontal-pod-autoscaler\" reading nodes for a cluster-scoped object, and the bridge's policy.defaultAction is Deny");
     const bad = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "x", "--resource", "Pods");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('policy explain: --resource "Pods" is not external or a lowercase group resource');
