@@ -309,8 +309,6 @@ export interface ClusterPolicyRequest {
    * URL is read and parsed here (400 when it does not parse).
    */
   selector?: Selector | undefined;
-  /** the read's resource (contract C1): `external` when absent; a custom read's group resource (`pods`, `namespaces`, …) */
-  resource?: string;
 }
 
 /** A 403 Forbidden of the cluster policy layer (as status.ts `forbidden`, a subclass so app.ts counts it apart from RBAC denials). */
