@@ -3,7 +3,7 @@
  * The admin CLI, `external-metrics-bridge` (`npm run cli -- …`):
  *
  *   policy lint [FILE…] [--config FILE] [--strict]  problems in policies
- *   policy explain [FILE…] --namespace NS --metric NAME [--selector SEL] [caller]
+ *   policy explain [FILE…] --namespace NS --metric NAME [--selector SEL] [--resource R] [caller]
  *                                               one decision, with the policy and rule that made it
  *   policy test FILE…                           table-driven expectations (ExternalMetricPolicyTest)
  *   check-hpa FILE… --config FILE               what the bridge does with each External metric of HPAs
@@ -123,8 +123,13 @@ function buildProgram(result: { code: number }): Command {
     .argument("[files...]", "policy files besides the config's")
     .option("-c, --config <file>", "the bridge config (its policies and policy.defaultAction)")
     .requiredOption("-n, --namespace <namespace>", "the request namespace")
-    .requiredOption("-m, --metric <name>", "the external metric name")
-    .option("-l, --selector <selector>", "the labelSelector as sent", "")
+    .requiredOption("-m, --metric <name>", "the metric name")
+    .option("-l, --selector <selector>", "the labelSelector as sent (for a custom read: its metricLabelSelector)", "")
+    .option(
+      "-r, --resource <resource>",
+      "what is read: external (the External Metrics API) or a custom.metrics.k8s.io group resource (pods, namespaces, ingresses.networking.k8s.io)",
+      "external",
+    )
     .option("--user <name>", "caller user name (default: the HPA controller)")
     .option("--group <name>", "caller group (repeatable)", collect, [] as string[])
     .option("--service-account <namespace/name>", "caller service account")

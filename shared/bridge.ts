@@ -9,10 +9,8 @@ import type { Hono } from "hono";
 import { createBridgeApp, type AuthorizationRequest, type BridgeOptions } from "./app.ts";
 import type { APIResourceList } from "./k8s/types.ts";
 import type { ReadValues } from "./values/read.ts";
-import type { CustomAuthorizationRequest, CustomValuesOutcome, CustomValuesRead } from "./values/custom-read.ts";
+import type { CustomValuesOutcome, CustomValuesRead } from "./values/custom-read.ts";
 import type { CustomGroupVersion, CustomVersion } from "./k8s/custom-types.ts";
-import { CUSTOM_GROUP } from "./k8s/custom-types.ts";
-import { forbidden } from "./k8s/status.ts";
 import type { Caller } from "./identity.ts";
 import type { Selector } from "./k8s/selector.ts";
 import type { BridgeConfig } from "./config/config.ts";
@@ -98,36 +96,10 @@ export function fromConfig(
   const hooks = policyHooks(config);
   const authenticate = signatureAuthenticator(runtime, hooks.authenticate);
   const authorize = rememberAllowed(hooks.authorize);
-  const authorizeCustom = interimCustomAuthorizer(config);
+  // custom reads: ExternalMetricPolicy rules naming the resource (`resources:`), fail closed (shared/policy/authorize.ts)
+  const authorizeCustom = hooks.authorizeCustom;
   const { app, readValues, discovery, readCustom, customDiscovery } = createBridgeApp({ config, providers, runtime, authenticate, authorize, authorizeCustom, ...options });
   return { app, readValues, discovery, readCustom, customDiscovery, config, providers, runtime };
-}
-
-/**
- * INTERIM (issue 26, contract C1): the custom-read decision until the
- * policy's `resources:` land. LEAD: at merge, replace this function's use
- * above with `hooks.authorizeCustom` (shared/policy/authorize.ts
- * `PolicyHooks.authorizeCustom`, `customPolicyAuthorizer`) and delete it.
- *
- * Fail closed: every custom read is denied (403), except where C1 itself
- * allows one without evaluating any rule: a config that runs open on
- * purpose — an explicit `policy: { defaultAction: Allow }` and no
- * ExternalMetricPolicy at all, so no policy applies and the bridge's
- * default decides (the logged running-open choice). Any policy present, an
- * implicit or explicit Deny default: denied, since no rule can name a
- * resource yet.
- */
-function interimCustomAuthorizer(config: BridgeConfig): (request: CustomAuthorizationRequest) => void {
-  const policy = config.policy;
-  const open = policy !== undefined && policy.implicit !== true && policy.defaultAction === "Allow" && policy.policies.policies.length === 0;
-  return (request) => {
-    if (open) return;
-    throw forbidden(
-      `${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: user ${JSON.stringify(request.caller.user)} may not read it in namespace ${JSON.stringify(request.namespace)}: ` +
-        `a custom read needs a policy rule naming the resource ${request.resource}`,
-      { name: request.metric, group: CUSTOM_GROUP, kind: request.resource },
-    );
-  };
 }
 
 /** Most remembered Allow decisions per selector (then that selector's are forgotten at once). */

@@ -1,13 +1,14 @@
 /**
- * `check-hpa FILE… --config FILE`: for each External metric of each
- * autoscaling/v2 HPA, the metric rule, the backend query (provider `plan`,
- * no network) and the policy decision for the HPA controller. See
+ * `check-hpa FILE… --config FILE`: for each External, Pods and Object metric
+ * of each autoscaling/v2 HPA, the metric rule, the backend query (External
+ * metrics: provider `plan`, no network) and the policy decision for the HPA
+ * controller (Pods and Object metrics with their resource). See
  * `shared/policy/check-hpa.ts`.
  */
 import { parseYamlDocuments } from "../../shared/config/yaml.ts";
 import { HPA_CONTROLLER } from "../../shared/identity.ts";
 import { showSelector } from "../../shared/policy/evaluate.ts";
-import { checkHpaDocuments } from "../../shared/policy/check-hpa.ts";
+import { checkHpaDocuments, type HpaMetricCheck } from "../../shared/policy/check-hpa.ts";
 import { buildProviders } from "../../shared/providers/registry.ts";
 import { EXIT, failOnIssues, plural, printJson, type Io, type OutputFormat } from "./io.ts";
 import { loadWorkspace, noteExcluded, policySetOf, type ExtraPolicies } from "./workspace.ts";
@@ -58,10 +59,10 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
     printJson(io, { caller: HPA_CONTROLLER.user, checks, failed, skipped, ...(note !== undefined ? { note } : {}) });
   } else {
     for (const s of skipped) io.out(`note: ${s.hpa} (${at(s.source, s.line)}): ${s.note}`);
-    if (checks.length === 0) io.out("no External metrics in autoscaling/v2 HorizontalPodAutoscalers");
+    if (checks.length === 0) io.out("no External, Pods or Object metrics in autoscaling/v2 HorizontalPodAutoscalers");
     for (const c of checks) {
       io.out(`${c.hpa} ${c.path} (${at(c.source, c.line)})`);
-      io.out(`  request: GET …/namespaces/${c.namespace}/${c.metric} labelSelector ${showSelector(c.selector)}`);
+      io.out(`  request: ${requestLine(c)}`);
       io.out(`  rule:    ${c.rule !== undefined ? `${c.rule.name} (provider ${c.rule.provider})` : "none"}`);
       if (c.query !== undefined) io.out(`  query:   ${c.query}`);
       if (c.decision !== undefined) io.out(`  policy:  ${c.decision.decision}: ${c.decision.message}`);
@@ -69,7 +70,20 @@ export function checkHpa(files: readonly string[], options: CheckHpaOptions, io:
       for (const p of c.problems) io.out(`  problem: ${p}`);
       io.out(`  ${c.ok ? "OK" : "FAIL"}`);
     }
-    io.out(`${plural(checks.length, "external metric")}, ${checks.length - failed} ok, ${failed} failing (caller ${HPA_CONTROLLER.user})`);
+    const what = checks.every((c) => c.type === "External") ? "external metric" : "metric";
+    io.out(`${plural(checks.length, what)}, ${checks.length - failed} ok, ${failed} failing (caller ${HPA_CONTROLLER.user})`);
   }
   return failed > 0 ? EXIT.FINDINGS : EXIT.OK;
+}
+
+/** The HPA controller's request for one metric, for people: the External or custom.metrics.k8s.io path and its selector. */
+function requestLine(c: HpaMetricCheck): string {
+  if (c.type === "External") return `GET …/namespaces/${c.namespace}/${c.metric} labelSelector ${showSelector(c.selector)}`;
+  const path =
+    c.type === "Pods"
+      ? `…/namespaces/${c.namespace}/pods/*/${c.metric}`
+      : c.resource === "namespaces"
+        ? `…/namespaces/${c.namespace}/metrics/${c.metric}`
+        : `…/namespaces/${c.namespace}/${c.resource}/${c.describedObject?.name ?? ""}/${c.metric}`;
+  return `GET custom.metrics.k8s.io ${path} (resource ${c.resource}) metricLabelSelector ${showSelector(c.selector)}`;
 }

@@ -1,7 +1,11 @@
 /**
  * `policy explain [FILE…] --namespace NS --metric NAME [--selector SEL]
- * [--user U --group G… | --service-account NS/NAME]`: the decision for one
- * request and the policy and rule that made it. The caller defaults to the
+ * [--resource RESOURCE] [--user U --group G… | --service-account NS/NAME]`:
+ * the decision for one request and the policy and rule that made it.
+ * `--resource` is `external` (the default) or a custom.metrics.k8s.io read's
+ * group resource (`pods`, `namespaces`, `ingresses.networking.k8s.io`); for
+ * a custom read `--selector` is its `metricLabelSelector` and the policies'
+ * `resources:` decide (evaluate.ts). The caller defaults to the
  * HPA controller. With the bridge config, also the backend query the
  * bridge would send for the request (the rule's provider's `plan`, the
  * code that builds the query it sends — e.g. a `prometheus` rule's value
@@ -11,8 +15,8 @@
 import { SelectorError, parseSelector } from "../../shared/k8s/selector.ts";
 import { StatusError } from "../../shared/k8s/status.ts";
 import { metricKey } from "../../shared/metric-name.ts";
-import { callerFrom, decisionJson, describeDecision } from "../../shared/policy/explain.ts";
-import type { Action } from "../../shared/policy/schema.ts";
+import { callerFrom, decisionJson, describeDecision, requestResource } from "../../shared/policy/explain.ts";
+import { isCustomResource, type Action } from "../../shared/policy/schema.ts";
 import { buildProviders } from "../../shared/providers/registry.ts";
 import { EXIT, failOnIssues, printJson, type Io, type OutputFormat } from "./io.ts";
 import { loadWorkspace, noteExcluded, policySetOf, type ExtraPolicies } from "./workspace.ts";
@@ -22,7 +26,10 @@ export interface ExplainOptions {
   config?: string | undefined;
   namespace: string;
   metric: string;
+  /** the labelSelector as sent; for a custom read the metricLabelSelector */
   selector: string;
+  /** `external` (default) or a custom read's group resource */
+  resource?: string | undefined;
   user?: string | undefined;
   group: string[];
   serviceAccount?: string | undefined;
@@ -41,28 +48,38 @@ export interface ExplainOptions {
 export function policyExplain(files: readonly string[], options: ExplainOptions, io: Io): number {
   let caller;
   let selector;
+  let resource;
   try {
     caller = callerFrom({ user: options.user, groups: options.group, serviceAccount: options.serviceAccount });
     selector = parseSelector(options.selector);
+    resource = requestResource(options.resource);
   } catch (err) {
-    const what = err instanceof SelectorError ? `invalid --selector: ${err.message}` : (err as Error).message;
+    const what = err instanceof SelectorError ? `invalid --selector: ${err.message}` : `${err instanceof Error && /^resource /.test(err.message) ? "--" : ""}${(err as Error).message}`;
     io.err(`policy explain: ${what}`);
     return EXIT.USAGE;
   }
   const ws = loadWorkspace(files, { config: options.config, extra: options.extra });
   if (ws.issues.length > 0) return failOnIssues(io, options.output, ws.issues);
   noteExcluded(ws, io.err);
-  const request = { caller, namespace: options.namespace, metric: options.metric, selector };
+  const custom = isCustomResource(resource);
+  const request = { caller, namespace: options.namespace, metric: options.metric, selector, resource };
   const key = metricKey(options.metric);
   const notes: string[] = [];
-  const undefinedMetric = ws.config !== undefined && !ws.config.metrics.some((m) => m.key === key);
+  const undefinedMetric =
+    ws.config !== undefined &&
+    (custom ? !ws.config.customMetrics.some((m) => m.key === key && m.describes?.resource === resource) : !ws.config.metrics.some((m) => m.key === key));
   if (undefinedMetric) {
-    notes.push(`the config defines no metric "${options.metric}": the bridge answers 404 before any policy is evaluated`);
+    notes.push(
+      custom
+        ? `the config defines no custom metric "${options.metric}" for ${resource} (describes.resource): the bridge answers 404 before any policy is evaluated`
+        : `the config defines no metric "${options.metric}": the bridge answers 404 before any policy is evaluated`,
+    );
   }
+  if (custom) notes.push("a custom read's backend query depends on the objects the proxy resolves (pods, the described object), so none is shown");
   // the query the bridge would send (the app authorizes first, then plans: both are shown)
   let query: string | undefined;
   let refused: string | undefined;
-  const rule = ws.config?.metrics.find((m) => m.key === key);
+  const rule = custom ? undefined : ws.config?.metrics.find((m) => m.key === key);
   if (ws.config !== undefined && rule !== undefined) {
     const provider = buildProviders(ws.config.providers, { env: {}, now: Date.now }).get(rule.provider);
     try {
@@ -76,7 +93,7 @@ export function policyExplain(files: readonly string[], options: ExplainOptions,
   const { policies, note } = policySetOf(ws, options.defaultAction);
   if (note !== undefined) notes.push(note);
   const decision =
-    policies?.evaluate({ caller, namespace: options.namespace, metric: key, selector }, { complete: true }) ??
+    policies?.evaluate({ caller, namespace: options.namespace, metric: key, selector, resource }, { complete: true }) ??
     ({ decision: "Allow", verdicts: [], byDefault: true, message: note ?? "" } as const);
   if (options.output === "json") printJson(io, { ...decisionJson(request, decision), ...(query !== undefined ? { query } : {}), notes });
   else {

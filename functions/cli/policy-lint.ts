@@ -1,7 +1,8 @@
 /**
  * `policy lint [FILE…] [--config FILE] [--kubeconfig FILE]`: schema errors,
- * bad patterns and selectors (errors), shadowed rules, patterns that match
- * no configured metric, selectors that match nothing, selectors that only
+ * bad patterns and selectors, bad or duplicate `resources` entries (errors),
+ * shadowed rules, patterns that match no configured metric, `resources`
+ * entries no metric rule of the config serves, selectors that match nothing, selectors that only
  * exclude values, selectors on labels the metric rule cannot map,
  * cluster-wide Allow defaults, and with `--config` the providers' advice
  * about its metric rules (`ruleWarnings`, as `config validate`) (warnings). See `shared/policy/lint.ts`.
@@ -66,7 +67,7 @@ export function policyLint(files: readonly string[], options: LintOptions, io: I
     };
   }
   const policies = [...ws.policies, ...ws.clusterPolicies];
-  findings.push(...lintPolicies(policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable));
+  findings.push(...lintPolicies(policies, ws.config?.metrics, ws.config?.policy?.defaultAction, unmappable, ws.config?.customMetrics));
   // the providers' advice about the config's metric rules (config validate prints the same)
   if (ws.config !== undefined && ws.configDocuments !== undefined) {
     for (const w of ruleWarnings(ws.config, ws.configDocuments)) findings.push({ ...w, severity: "warning" });

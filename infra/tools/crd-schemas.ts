@@ -7,8 +7,9 @@
  * {@link schemaFileName}), strict like the API server with field validation
  * `Strict` (kubectl's default): every object schema that lists `properties`
  * gets `additionalProperties: false` unless it has
- * `x-kubernetes-preserve-unknown-fields`, and `apiVersion`/`kind` must be the
- * CRD's. What JSON Schema cannot check is not checked here:
+ * `x-kubernetes-preserve-unknown-fields`, a list with
+ * `x-kubernetes-list-type: set` gets `uniqueItems: true` (the API server
+ * refuses duplicates in it), and `apiVersion`/`kind` must be the CRD's. What JSON Schema cannot check is not checked here:
  * `x-kubernetes-validations` (CEL) rules, which only the API server
  * evaluates.
  */
@@ -33,6 +34,8 @@ function strict(schema: Schema): Schema {
   }
   const items = schema["items"] as Schema | undefined;
   if (items !== undefined) out["items"] = strict(items);
+  // a set list: the API server refuses duplicates (structural schemas may not say uniqueItems themselves)
+  if (schema["x-kubernetes-list-type"] === "set") out["uniqueItems"] = true;
   const extra = schema["additionalProperties"];
   if (typeof extra === "object" && extra !== null) out["additionalProperties"] = strict(extra as Schema);
   return out;

@@ -23,6 +23,7 @@ import * as z from "./zod.ts";
 import { isGroupResource } from "../k8s/request-path.ts";
 import { metricKey } from "../metric-name.ts";
 import { notBuiltMessage, providerEntry, type ProviderInstanceConfig } from "../providers/registry.ts";
+import { sharedCacheSchema } from "../cache/shared-tier.ts";
 import type { MetricDescribes, MetricRule } from "../providers/types.ts";
 import { compileIdentifierPattern, PatternError } from "../policy/regex.ts";
 import { loadPolicyConfig, type PolicyConfig, type PolicyLoadOptions } from "../policy/load.ts";
@@ -184,10 +185,13 @@ function validateBridgeConfig(sd: SourceDocument): BridgeConfig {
       issues.push(issueAt(sd, ["providers", name, "type"], notBuiltMessage(entry.type)));
       continue;
     }
-    const { type: _type, ...rest } = entry;
+    const { type: _type, sharedCache, ...rest } = entry;
     const result = module.providerSchema.safeParse(rest);
+    // `sharedCache:` is every provider type's (the shared read tier: shared/cache/shared-tier.ts)
+    const tier = sharedCache === undefined ? undefined : sharedCacheSchema.safeParse(sharedCache);
+    if (tier !== undefined && !tier.success) issues.push(...zodIssues(sd, tier.error, ["providers", name, "sharedCache"]));
     if (!result.success) issues.push(...zodIssues(sd, result.error, ["providers", name]));
-    else providers[name] = { type: entry.type, config: result.data };
+    else providers[name] = { type: entry.type, config: result.data, ...(tier?.success === true ? { sharedCache: tier.data } : {}) };
   }
 
   const metrics: MetricRule[] = [];

@@ -8,6 +8,8 @@
  * (`pkg/api/errors/errors.go`: `<resource> "<name>" is forbidden: <reason>`).
  */
 import type { AuthorizationRequest } from "../values/request.ts";
+import type { CustomAuthorizationRequest } from "../values/custom-read.ts";
+import { CUSTOM_GROUP } from "../k8s/custom-types.ts";
 import type { LogRecord } from "../observability/log.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
@@ -46,6 +48,41 @@ export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRe
 }
 
 /**
+ * The 403 message for a denied custom read, worded like apimachinery's
+ * `NewForbidden` with the group resource `<resource>.custom.metrics.k8s.io`.
+ */
+export function customForbiddenMessage(request: { caller: Caller; namespace: string; metric: string; resource: string }, decision: Decision): string {
+  return (
+    `${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: ` +
+    `user ${JSON.stringify(request.caller.user)} may not read it in namespace ${JSON.stringify(request.namespace)}: ${decision.message}`
+  );
+}
+
+/**
+ * An `authorizeCustom` hook enforcing `policies` on custom.metrics.k8s.io
+ * reads (`shared/values/custom-read.ts` calls it before any provider read):
+ * the request's `resource` picks the rules (`resources:`), its `selector`
+ * is the parsed `metricLabelSelector`, and a policy without a rule naming
+ * the resource denies (evaluate.ts, reason `no-rule-for-resource`). For a
+ * cluster-scoped object (`namespace` "") only cluster-scoped policies apply.
+ *
+ * @throws StatusError 403, details `{ name: metric, group: custom.metrics.k8s.io, kind: resource }`
+ */
+export function customPolicyAuthorizer(policies: PolicySet): (request: CustomAuthorizationRequest) => void {
+  return (request) => {
+    const decision = policies.evaluate({
+      caller: request.caller,
+      namespace: request.namespace,
+      metric: request.metric,
+      selector: request.selector,
+      resource: request.resource,
+    });
+    if (decision.decision === "Allow") return;
+    throw forbidden(customForbiddenMessage(request, decision), { name: request.metric, group: CUSTOM_GROUP, kind: request.resource });
+  };
+}
+
+/**
  * The hooks for a config: every request's caller is the configured local
  * identity (the in-cluster proxy's signature verifier replaces it: pass it
  * in the options after these) and the policies decide. A config without a
@@ -55,10 +92,11 @@ export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRe
 export function policyHooks(config: BridgeConfig): PolicyHooks {
   const policy = config.policy;
   if (policy === undefined) {
-    return { authenticate: () => ANONYMOUS, authorize: policyAuthorizer(new PolicySet([], "Deny", IMPLICIT_DENY_NOTE)) };
+    const denyAll = new PolicySet([], "Deny", IMPLICIT_DENY_NOTE);
+    return { authenticate: () => ANONYMOUS, authorize: policyAuthorizer(denyAll), authorizeCustom: customPolicyAuthorizer(denyAll) };
   }
   const identity = policy.localIdentity;
-  return { authenticate: () => identity, authorize: policyAuthorizer(policy.policies) };
+  return { authenticate: () => identity, authorize: policyAuthorizer(policy.policies), authorizeCustom: customPolicyAuthorizer(policy.policies) };
 }
 
 /** The caller and decision hooks of a built bridge (shared/app.ts `BridgeOptions` takes them). */
@@ -67,6 +105,8 @@ export interface PolicyHooks {
   authenticate: (request: Request) => Caller | Promise<Caller>;
   /** the policies' decision: returns on Allow, throws StatusError 403 on Deny */
   authorize: (request: AuthorizationRequest) => void | Promise<void>;
+  /** the policies' decision on a custom.metrics.k8s.io read ({@link customPolicyAuthorizer}): returns on Allow, throws StatusError 403 on Deny */
+  authorizeCustom: (request: CustomAuthorizationRequest) => void | Promise<void>;
 }
 
 /**

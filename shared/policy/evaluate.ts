@@ -5,9 +5,13 @@
  *    caller, then the request namespace's ones whose subjects match (each
  *    group in load order);
  * 2. each gives Allow or Deny: the first rule whose `metric` pattern matches
- *    the whole lowercased metric name decides — `deny: true` → Deny;
- *    `selector: S` → Allow only if the request selector is a subset of S;
- *    no rule matches → the policy's `defaultAction`;
+ *    the whole lowercased metric name AND whose `resources` include the
+ *    request's resource (`external`, or a custom read's group resource)
+ *    decides — `deny: true` → Deny; `selector: S` → Allow only if the
+ *    request selector (a custom read's `metricLabelSelector`) is a subset of
+ *    S; no rule → the policy's `defaultAction` for an External read, and
+ *    Deny for a custom read (fail closed: a custom read needs a rule naming
+ *    its resource; issue 26, /work/wt/prompts/contracts26.md C1);
  * 3. the request is allowed only if every applicable policy allows it; with
  *    none applicable, the bridge's `policy.defaultAction` decides.
  *
@@ -19,7 +23,7 @@
 import { requirementToString, selectorToString, type Selector } from "../k8s/selector.ts";
 import type { Caller } from "../identity.ts";
 import type { MetricPattern } from "./regex.ts";
-import type { Action } from "./schema.ts";
+import { EXTERNAL_RESOURCE, isCustomResource, type Action } from "./schema.ts";
 import { PreparedSelector, selectorSubset } from "./subset.ts";
 
 /** One compiled rule of a policy. */
@@ -27,6 +31,8 @@ export interface CompiledRule {
   /** position in `spec.rules`, 0-based */
   index: number;
   pattern: MetricPattern;
+  /** the reads the rule covers: `external` and/or group resources (`pods`, `ingresses.networking.k8s.io`); `["external"]` when the rule has no `resources` */
+  resources: readonly string[];
   /** the selector the rule allows; undefined for a `deny: true` rule */
   selector: Selector | undefined;
   /** `selector` in selector syntax (`""`: every series) */
@@ -57,12 +63,18 @@ export interface PolicyRequest {
   namespace: string;
   /** the metric name's lookup key: lowercased, `/` for `|` (`shared/metric-name.ts`) */
   metric: string;
-  /** the request's parsed `labelSelector` */
+  /** the request's parsed `labelSelector`; for a custom read the parsed `metricLabelSelector` */
   selector: Selector;
+  /**
+   * what is read: `external` (the default) or a custom read's group resource
+   * as its path writes it (`pods`, `namespaces` for namespace metrics,
+   * `ingresses.networking.k8s.io`), exact and lowercase
+   */
+  resource?: string;
 }
 
 /** Why a policy decided as it did. */
-export type VerdictReason = "deny-rule" | "selector-subset" | "selector-not-subset" | "default-action";
+export type VerdictReason = "deny-rule" | "selector-subset" | "selector-not-subset" | "default-action" | "no-rule-for-resource";
 
 /** One applicable policy's answer. */
 export interface PolicyVerdict {
@@ -72,7 +84,7 @@ export interface PolicyVerdict {
   line: number;
   decision: Action;
   reason: VerdictReason;
-  /** index of the deciding rule (absent for `default-action`) */
+  /** index of the deciding rule (absent for `default-action` and `no-rule-for-resource`) */
   rule?: number;
   /** the deciding rule's `metric` pattern */
   pattern?: string;
@@ -100,8 +112,20 @@ export interface Decision {
   message: string;
 }
 
-/** Most memoised metric names per policy (a request's name is always a configured one). */
+/**
+ * Most memoised (resource, metric name) pairs per policy (the bridge asks
+ * only about configured names; the proxy's cluster layer about what callers
+ * send, so the memo is bounded in bytes too).
+ */
 const MEMO_LIMIT = 4096;
+/** Most estimated bytes of one policy's memo (keys as UTF-16 plus 64 bytes an entry); a key over an eighth of it is not memoised. */
+const MEMO_BYTES = 512 * 1024;
+
+/** One policy's first-rule memo: rule index (-1: none) by key, and its estimated bytes. */
+interface RuleMemo {
+  rules: Map<string, number>;
+  bytes: number;
+}
 
 /** The user name of a service account (`pkg/serviceaccount/util.go` `MakeUsername`). */
 export function serviceAccountUser(namespace: string, name: string): string {
@@ -122,7 +146,7 @@ export class PolicySet {
   readonly defaultNote: string | undefined;
   readonly #cluster: CompiledPolicy[] = [];
   readonly #byNamespace = new Map<string, CompiledPolicy[]>();
-  readonly #memo = new Map<CompiledPolicy, Map<string, number>>();
+  readonly #memo = new Map<CompiledPolicy, RuleMemo>();
 
   /**
    * @param policies in load order (ids must be unique; the loader checks)
@@ -140,8 +164,14 @@ export class PolicySet {
         if (list === undefined) this.#byNamespace.set(p.namespace, [p]);
         else list.push(p);
       }
-      this.#memo.set(p, new Map());
+      this.#memo.set(p, { rules: new Map(), bytes: 0 });
     }
+  }
+
+  /** Entries and estimated bytes of `policy`'s first-rule memo (tests and metrics; zeros for a policy not in this set). */
+  memoStats(policy: CompiledPolicy): { entries: number; bytes: number } {
+    const memo = this.#memo.get(policy);
+    return { entries: memo?.rules.size ?? 0, bytes: memo?.bytes ?? 0 };
   }
 
   /** The policies that apply to `caller` in `namespace`, in evaluation order. */
@@ -152,26 +182,51 @@ export class PolicySet {
     return out;
   }
 
-  /** The first rule of `policy` whose pattern matches `metric` (a lookup key), memoised. */
-  firstRule(policy: CompiledPolicy, metric: string): CompiledRule | undefined {
+  /**
+   * The first rule of `policy` whose pattern matches `metric` (a lookup key)
+   * and whose `resources` include `resource` (default `external`), memoised
+   * per (resource, metric), at most {@link MEMO_LIMIT} pairs and
+   * {@link MEMO_BYTES} per policy (then the memo starts over).
+   */
+  firstRule(policy: CompiledPolicy, metric: string, resource: string = EXTERNAL_RESOURCE): CompiledRule | undefined {
     let memo = this.#memo.get(policy);
     if (memo === undefined) {
-      memo = new Map();
+      memo = { rules: new Map(), bytes: 0 };
       this.#memo.set(policy, memo);
     }
-    const known = memo.get(metric);
+    // "\u0000" is in neither a resource nor a lookup key
+    const memoKey = resource === EXTERNAL_RESOURCE ? metric : `${resource}\u0000${metric}`;
+    const known = memo.rules.get(memoKey);
     if (known !== undefined) return known < 0 ? undefined : policy.rules[known];
-    const rule = policy.rules.find((r) => r.pattern.matches(metric));
-    if (memo.size >= MEMO_LIMIT) memo.clear();
-    memo.set(metric, rule?.index ?? -1);
+    const rule = policy.rules.find((r) => r.resources.includes(resource) && r.pattern.matches(metric));
+    const bytes = 64 + memoKey.length * 2;
+    if (bytes > MEMO_BYTES / 8) return rule;
+    if (memo.rules.size >= MEMO_LIMIT || memo.bytes + bytes > MEMO_BYTES) {
+      memo.rules.clear();
+      memo.bytes = 0;
+    }
+    memo.rules.set(memoKey, rule?.index ?? -1);
+    memo.bytes += bytes;
     return rule;
   }
 
   /** One policy's verdict on a request. */
   verdict(policy: CompiledPolicy, request: PolicyRequest, prepared?: PreparedSelector, requestedText?: string): PolicyVerdict {
     const base = { policy: policy.id, source: policy.source, line: policy.line };
-    const rule = this.firstRule(policy, request.metric);
+    const resource = request.resource ?? EXTERNAL_RESOURCE;
+    const custom = isCustomResource(resource);
+    const rule = this.firstRule(policy, request.metric, resource);
     if (rule === undefined) {
+      if (custom) {
+        return {
+          ...base,
+          decision: "Deny",
+          reason: "no-rule-for-resource",
+          explanation:
+            `policy ${policy.id} has no rule for metric "${request.metric}" on resource "${resource}": a custom read needs a rule ` +
+            `naming its resource in resources (the policy's defaultAction ${policy.defaultAction} decides External reads only)`,
+        };
+      }
       return {
         ...base,
         decision: policy.defaultAction,
@@ -179,7 +234,7 @@ export class PolicySet {
         explanation: `policy ${policy.id} has no rule for metric "${request.metric}" and its defaultAction is ${policy.defaultAction}`,
       };
     }
-    const at = `policy ${policy.id} rules[${rule.index}] (metric "${rule.pattern.source}")`;
+    const at = `policy ${policy.id} rules[${rule.index}] (metric "${rule.pattern.source}"${custom ? `, resource "${resource}"` : ""})`;
     const ruleInfo = { rule: rule.index, pattern: rule.pattern.source };
     if (rule.selector === undefined) {
       return { ...base, ...ruleInfo, decision: "Deny", reason: "deny-rule", explanation: `${at} is a deny rule` };
@@ -225,12 +280,14 @@ export class PolicySet {
     const applicable = this.applicable(request.caller, request.namespace);
     const who = `user ${JSON.stringify(request.caller.user)}`;
     if (applicable.length === 0) {
+      const resource = request.resource ?? EXTERNAL_RESOURCE;
+      const where = request.namespace === "" ? "for a cluster-scoped object" : `in namespace "${request.namespace}"`;
       return {
         decision: this.defaultAction,
         verdicts: [],
         byDefault: true,
         message:
-          `no ExternalMetricPolicy applies to ${who} in namespace "${request.namespace}", ` +
+          `no ExternalMetricPolicy applies to ${who} ${isCustomResource(resource) ? `reading ${resource} ` : ""}${where}, ` +
           `and the bridge's policy.defaultAction is ${this.defaultAction}` +
           (this.defaultNote !== undefined ? `: ${this.defaultNote}` : ""),
       };

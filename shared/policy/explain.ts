@@ -7,7 +7,8 @@ import { HPA_CONTROLLER, type Caller } from "../identity.ts";
 import { fromLabelSelector, parseSelector, selectorToString, type Selector } from "../k8s/selector.ts";
 import type { Decision, PolicyVerdict } from "./evaluate.ts";
 import { serviceAccountUser, showSelector } from "./evaluate.ts";
-import type { SelectorInput } from "./schema.ts";
+import { EXTERNAL_RESOURCE, isCustomResource, POLICY_LIMITS, type SelectorInput } from "./schema.ts";
+import { isGroupResource } from "../k8s/request-path.ts";
 
 /** A caller as written on the command line or in a test table. */
 export interface CallerSpec {
@@ -74,7 +75,27 @@ export interface ExplainedRequest {
   namespace: string;
   /** the metric name as given */
   metric: string;
+  /** the labelSelector; for a custom read the metricLabelSelector */
   selector: Selector;
+  /** `external` (absent) or a custom read's group resource */
+  resource?: string | undefined;
+}
+
+/**
+ * A resource as the tools take it (`--resource`, a test case's
+ * `resource:`): `external` or a lowercase group resource as the custom
+ * paths write it, as a rule's `resources` entries.
+ *
+ * @throws Error naming the value when it is neither
+ */
+export function requestResource(text: string | undefined): string {
+  if (text === undefined) return EXTERNAL_RESOURCE;
+  if (text.length > POLICY_LIMITS.resource || !isGroupResource(text)) {
+    throw new Error(
+      `resource ${JSON.stringify(text.slice(0, 80))} is not external or a lowercase group resource as the custom metrics paths write it (pods, namespaces, ingresses.networking.k8s.io)`,
+    );
+  }
+  return text;
 }
 
 /** One verdict, one line: `team-a/queues  Deny  rules[0] … (file:line)`; `(kind/namespace/name)` for a cluster object (line 0). */
@@ -84,9 +105,11 @@ function verdictLine(v: PolicyVerdict): string {
 
 /** A decision for people: a headline, then one line per applicable policy. */
 export function describeDecision(request: ExplainedRequest, decision: Decision): string[] {
+  const custom = isCustomResource(request.resource);
   const lines = [
-    `${decision.decision}: ${JSON.stringify(request.metric)} in namespace ${JSON.stringify(request.namespace)} ` +
-      `with selector ${showSelector(selectorToString(request.selector))}`,
+    `${decision.decision}: ${JSON.stringify(request.metric)}${custom ? ` on ${request.resource}` : ""} ` +
+      `${request.namespace === "" ? "of a cluster-scoped object" : `in namespace ${JSON.stringify(request.namespace)}`} ` +
+      `with ${custom ? "metricLabelSelector" : "selector"} ${showSelector(selectorToString(request.selector))}`,
     `  caller: user ${JSON.stringify(request.caller.user)}, groups [${request.caller.groups.join(", ")}]`,
   ];
   if (decision.byDefault) {
@@ -96,7 +119,10 @@ export function describeDecision(request: ExplainedRequest, decision: Decision):
   lines.push(`  applicable policies (${decision.verdicts.length}), every one must allow:`);
   for (const v of decision.verdicts) lines.push(`    ${verdictLine(v)}`);
   const d = decision.deniedBy;
-  if (d !== undefined) lines.push(`  denied by ${d.policy} ${d.rule !== undefined ? `rules[${d.rule}]` : "(its defaultAction)"}`);
+  if (d !== undefined) {
+    const by = d.rule !== undefined ? `rules[${d.rule}]` : d.reason === "no-rule-for-resource" ? `(no rule for ${request.resource})` : "(its defaultAction)";
+    lines.push(`  denied by ${d.policy} ${by}`);
+  }
   return lines;
 }
 
@@ -111,6 +137,7 @@ export function decisionJson(request: ExplainedRequest, decision: Decision): Rec
       groups: request.caller.groups,
       namespace: request.namespace,
       metric: request.metric,
+      resource: request.resource ?? EXTERNAL_RESOURCE,
       selector: selectorToString(request.selector),
     },
     deniedBy: decision.deniedBy ?? null,

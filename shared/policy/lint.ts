@@ -4,13 +4,18 @@
  * are the loader's ConfigIssues; the CLI reports both.)
  *
  * - a rule shadowed by earlier rules: the first rule whose metric matches
- *   decides, so a later rule that only matches names an earlier one already
- *   matches never decides. With the bridge config this is exact over the
- *   configured metric names; without it, only an identical or a
- *   match-everything earlier pattern is detected (regular-language
- *   inclusion is not attempted);
- * - a rule whose pattern matches no metric the config defines (a typo, or a
- *   metric that was renamed);
+ *   (for the resource read: `resources:`) decides, so a later rule that only
+ *   matches names an earlier one already matches, for every resource it
+ *   names, never decides. With the bridge config this is exact over the
+ *   configured metric names (External rules for `external`, the `describes:`
+ *   rules of each custom resource); without it, only an identical or a
+ *   match-everything earlier pattern over the same resources is detected
+ *   (regular-language inclusion is not attempted);
+ * - a rule whose pattern matches no metric the config defines for its
+ *   resources (a typo, or a metric that was renamed);
+ * - with the bridge config: a `resources` entry no metric rule of the config
+ *   serves (no `describes.resource` names it; `external` with no External
+ *   rule): the rule grants nothing there;
  * - a rule whose selector matches no label set (it denies everything but
  *   unsatisfiable requests; write `deny: true`);
  * - a cluster-scoped policy without subjects whose defaultAction is Allow:
@@ -33,6 +38,7 @@ import { requirementToString, type Requirement, type Selector } from "../k8s/sel
 import type { MetricRule } from "../providers/types.ts";
 import type { CompiledPolicy, CompiledRule } from "./evaluate.ts";
 import { isSatisfiable } from "./subset.ts";
+import { EXTERNAL_RESOURCE } from "./schema.ts";
 
 /** A lint finding; loader problems are `error`s, the checks here `warning`s. */
 export interface Finding extends ConfigIssue {
@@ -54,12 +60,18 @@ const EXCLUDING: ReadonlySet<string> = new Set(["notin", "!=", "!"]);
  */
 export type LabelMappingCheck = (rule: MetricRule, selector: Selector) => string | undefined;
 
+/** The metric rules a config serves for one `resources` entry: External rules for `external`, else the `describes:` rules of that resource. */
+function rulesOfResource(resource: string, metrics: readonly MetricRule[], customMetrics: readonly MetricRule[]): readonly MetricRule[] {
+  return resource === EXTERNAL_RESOURCE ? metrics : customMetrics.filter((m) => m.describes?.resource === resource);
+}
+
 /**
  * Lint compiled policies.
  *
- * @param metrics the bridge's metric rules, when the config is known
+ * @param metrics the bridge's External metric rules, when the config is known
  * @param bridgeDefault the bridge's `policy.defaultAction`, when known
  * @param unmappable with the config's providers: see {@link LabelMappingCheck}
+ * @param customMetrics the bridge's custom.metrics.k8s.io rules (`BridgeConfig.customMetrics`), when the config is known
  * @returns findings, every one a warning
  */
 export function lintPolicies(
@@ -67,23 +79,47 @@ export function lintPolicies(
   metrics: readonly MetricRule[] | undefined,
   bridgeDefault: "Allow" | "Deny" | undefined,
   unmappable?: LabelMappingCheck,
+  customMetrics: readonly MetricRule[] = [],
 ): Finding[] {
   const findings: Finding[] = [];
   const warn = (p: CompiledPolicy, line: number, path: string, message: string) =>
     findings.push({ severity: "warning", source: p.source, line, column: 1, path, message, policy: p.id });
-  const keys = metrics?.map((m) => m.key);
   for (const p of policies) {
     p.rules.forEach((rule, i) => {
       const path = `spec.rules[${rule.index}]`;
       const earlier = p.rules.slice(0, i);
-      if (keys !== undefined) {
-        const matched = keys.filter((k) => rule.pattern.matches(k));
-        if (matched.length === 0) {
-          warn(p, rule.line, `${path}.metric`, `pattern "${rule.pattern.source}" matches no metric the bridge defines (${keys.join(", ")})`);
+      if (metrics !== undefined) {
+        // (resource, metric key) pairs the rule may decide, over the resources the config serves
+        const pairs: { resource: string; key: string }[] = [];
+        const served: string[] = [];
+        rule.resources.forEach((resource, j) => {
+          const of = rulesOfResource(resource, metrics, customMetrics);
+          if (of.length === 0) {
+            warn(
+              p,
+              rule.line,
+              `${path}.resources[${j}]`,
+              resource === EXTERNAL_RESOURCE
+                ? "resource external: the bridge config defines no External metric, so the rule grants nothing there"
+                : `resource "${resource}": no metric rule of the bridge config describes it (describes.resource), so the rule grants nothing there`,
+            );
+            return;
+          }
+          for (const m of of) {
+            served.push(m.key);
+            if (rule.pattern.matches(m.key)) pairs.push({ resource, key: m.key });
+          }
+        });
+        const keys = [...new Set(served)];
+        const matched = [...new Set(pairs.map((x) => x.key))];
+        if (keys.length === 0) {
+          // every resource entry was reported above
+        } else if (matched.length === 0) {
+          warn(p, rule.line, `${path}.metric`, `pattern "${rule.pattern.source}" matches no metric the bridge defines${rule.resources.length === 1 && rule.resources[0] === EXTERNAL_RESOURCE ? "" : ` for ${rule.resources.join(", ")}`} (${keys.join(", ")})`);
         } else {
           const deciders = new Set<number>();
-          const covered = matched.every((k) => {
-            const first = earlier.find((r) => r.pattern.matches(k));
+          const covered = pairs.every(({ resource, key: k }) => {
+            const first = earlier.find((r) => r.resources.includes(resource) && r.pattern.matches(k));
             if (first !== undefined) deciders.add(first.index);
             return first !== undefined;
           });
@@ -115,10 +151,11 @@ export function lintPolicies(
         );
       }
       if (unmappable !== undefined && metrics !== undefined && rule.selector !== undefined) {
+        const ruleMetrics = [...new Set(rule.resources.flatMap((resource) => rulesOfResource(resource, metrics, customMetrics)))];
         for (const r of reqs) {
           const refused: string[] = [];
           let reason: string | undefined;
-          for (const m of metrics) {
+          for (const m of ruleMetrics) {
             if (!rule.pattern.matches(m.key)) continue;
             const why = unmappable(m, { requirements: [r] });
             if (why !== undefined) {
@@ -151,7 +188,8 @@ export function lintPolicies(
   return findings;
 }
 
-/** Whether `earlier` provably matches every name `later` matches (without the metric list). */
+/** Whether `earlier` provably matches every name `later` matches, for every resource `later` names (without the metric list). */
 function shadows(earlier: CompiledRule, later: CompiledRule): boolean {
+  if (!later.resources.every((r) => earlier.resources.includes(r))) return false;
   return MATCH_ALL.test(earlier.pattern.source) || earlier.pattern.source === later.pattern.source;
 }

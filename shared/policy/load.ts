@@ -14,7 +14,7 @@ import { ANONYMOUS, type Caller } from "../identity.ts";
 import { fromLabelSelector, parseSelector, SelectorError, selectorToString, type Selector } from "../k8s/selector.ts";
 import { PolicySet, serviceAccountUser, type CompiledPolicy, type CompiledRule } from "./evaluate.ts";
 import { checkPolicyPatterns, compileMetricPattern, PatternError } from "./regex.ts";
-import { CLUSTER_POLICY_KIND, clusterPolicySchema, POLICY_KIND, policySchema, policySettingsSchema, type Action, type SelectorInput } from "./schema.ts";
+import { CLUSTER_POLICY_KIND, clusterPolicySchema, EXTERNAL_RESOURCE, POLICY_KIND, policySchema, policySettingsSchema, type Action, type SelectorInput } from "./schema.ts";
 
 /** The bridge's compiled policy configuration (`BridgeConfig.policy`). */
 export interface PolicyConfig {
@@ -138,7 +138,14 @@ export function compilePolicy(sd: SourceDocument, issues: ConfigIssue[]): Compil
       }
     }
     if (pattern !== undefined) {
-      rules.push({ index, pattern, selector, selectorText: selector === undefined ? "" : selectorToString(selector), line: locate(sd, path).line });
+      rules.push({
+        index,
+        pattern,
+        resources: rule.resources ?? [EXTERNAL_RESOURCE],
+        selector,
+        selectorText: selector === undefined ? "" : selectorToString(selector),
+        line: locate(sd, path).line,
+      });
     }
   });
   if (issues.length > before) return undefined;

@@ -30,7 +30,7 @@ export const ACCEPTED = "Accepted";
  * over the cost bound of regex.ts `patternCost`),
  * `InvalidSelector` (a rule's selector does not parse: bad key, value or
  * operator), `InvalidSpec` (anything else: wrong kind, unknown field, a rule
- * with both selector and deny, …).
+ * with both selector and deny, a bad or duplicate `resources` entry, …).
  */
 export type AcceptedReason = "Valid" | "InvalidPattern" | "InvalidSelector" | "InvalidSpec";
 

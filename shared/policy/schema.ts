@@ -18,11 +18,15 @@
  *   rules:
  *     - metric: "queue_messages_(ready|delayed)"
  *       selector: { matchExpressions: [{ key: queue, operator: In, values: [team-a-jobs] }] }
+ *     - metric: http_requests_per_second          # custom.metrics.k8s.io reads of pods and ingresses
+ *       resources: [pods, ingresses.networking.k8s.io]
+ *       selector: {}
  *     - { metric: ".*", deny: true }
  *   defaultAction: Deny
  * ```
  */
 import * as z from "../config/zod.ts";
+import { isGroupResource } from "../k8s/request-path.ts";
 import { MAX_PATTERN_LENGTH } from "./regex.ts";
 
 /**
@@ -56,7 +60,60 @@ export const POLICY_LIMITS = {
   values: 256,
   /** characters of a rule's description */
   description: 1024,
+  /** entries of a rule's `resources` */
+  resources: 16,
+  /** characters of one `resources` entry: a plural (DNS-1123 label, 63) `.` a group (DNS-1123 subdomain, 253) */
+  resource: 63 + 1 + 253,
 } as const;
+
+/** The `resources` entry of the External Metrics API (`external.metrics.k8s.io`), and a rule's default. */
+export const EXTERNAL_RESOURCE = "external";
+
+/**
+ * Whether `resource` names a custom read's resource (anything but
+ * {@link EXTERNAL_RESOURCE}): a custom.metrics.k8s.io group resource.
+ */
+export function isCustomResource(resource: string | undefined): resource is string {
+  return resource !== undefined && resource !== EXTERNAL_RESOURCE;
+}
+
+/**
+ * A rule's `resources`: 1..{@link POLICY_LIMITS}.resources distinct entries,
+ * each `external` or a lowercase group resource as the custom paths write it
+ * (`shared/k8s/request-path.ts` `isGroupResource`: `pods`, `namespaces`,
+ * `ingresses.networking.k8s.io`). Checked by hand, the count first, so a
+ * hostile list (10,000 entries) costs one issue, not one per entry.
+ */
+export const resourcesSchema: z.ZodMiniType<string[]> = z.pipe(
+  z.unknown(),
+  z.transform((value, ctx): string[] => {
+    const fail = (message: string, path: PropertyKey[] = []) => {
+      ctx.issues.push({ code: "custom", message, input: value, path } as never);
+      return z.NEVER;
+    };
+    if (!Array.isArray(value)) return fail("resources must be a list: external and/or group resources (pods, ingresses.networking.k8s.io)");
+    if (value.length < 1 || value.length > POLICY_LIMITS.resources) {
+      return fail(`resources has ${value.length} entries: list 1 to ${POLICY_LIMITS.resources} (omit it for [external])`);
+    }
+    const seen = new Set<string>();
+    let bad = false;
+    value.forEach((entry: unknown, i) => {
+      if (typeof entry !== "string" || entry.length > POLICY_LIMITS.resource || !isGroupResource(entry)) {
+        const shown = typeof entry === "string" ? JSON.stringify(entry.length > 80 ? `${entry.slice(0, 80)}…` : entry) : JSON.stringify(entry ?? null);
+        fail(
+          `${shown} is not a resource: write external (the External Metrics API) or a lowercase group resource as the ` +
+            `custom metrics paths write it, at most ${POLICY_LIMITS.resource} characters (pods, namespaces, ingresses.networking.k8s.io)`,
+          [i],
+        );
+        bad = true;
+      } else if (seen.has(entry)) {
+        fail(`duplicate resource "${entry}"`, [i]);
+        bad = true;
+      } else seen.add(entry);
+    });
+    return bad ? z.NEVER : (value as string[]);
+  }),
+);
 
 /** A decision. */
 export const actionSchema = z.enum(["Allow", "Deny"]);
@@ -140,11 +197,13 @@ export const subjectsSchema = z
     ),
   );
 
-/** One rule: a metric pattern and either the selector it allows or `deny: true`. */
+/** One rule: a metric pattern, the resources it covers, and either the selector it allows or `deny: true`. */
 export const policyRuleSchema = z
   .strictObject({
     /** RE2 pattern matched against the whole lowercased metric name */
     metric: z.string().check(z.minLength(1), z.maxLength(MAX_PATTERN_LENGTH)),
+    /** the reads the rule covers: `external` and/or custom group resources (absent: `[external]`) */
+    resources: z.optional(resourcesSchema),
     /** the request's selector must be a subset of this one */
     selector: z.optional(selectorInputSchema),
     deny: z.optional(z.literal(true)),

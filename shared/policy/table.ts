@@ -21,6 +21,11 @@
  *     selector: { matchLabels: { queue: team-b-orders } }
  *     expect: Deny
  *     deniedBy: { policy: team-a/queues, rule: 0 }   # optional
+ *   - name: team-a's HPA reads its pods' request rate (custom.metrics.k8s.io)
+ *     namespace: team-a
+ *     resource: pods                        # default external; selector is then the metricLabelSelector
+ *     metric: http_requests_per_second
+ *     expect: Allow
  * ```
  *
  * ExternalMetricPolicy documents in the same file are used too.
@@ -31,7 +36,7 @@ import type { Caller } from "../identity.ts";
 import { SelectorError, type Selector } from "../k8s/selector.ts";
 import { metricKey } from "../metric-name.ts";
 import type { Decision, PolicySet } from "./evaluate.ts";
-import { callerFrom, requestSelector } from "./explain.ts";
+import { callerFrom, requestResource, requestSelector } from "./explain.ts";
 import { actionSchema, namespaceSchema, POLICY_API_VERSION, selectorInputSchema, serviceAccountRefSchema, type Action } from "./schema.ts";
 
 /** The kind of test tables. */
@@ -46,7 +51,10 @@ const caseSchema = z.strictObject({
       serviceAccount: z.optional(serviceAccountRefSchema),
     }),
   ),
-  namespace: namespaceSchema,
+  /** "" for a cluster-scoped object of a custom read */
+  namespace: z.union([namespaceSchema, z.literal("")]),
+  /** `external` (default) or a custom read's group resource */
+  resource: z.optional(z.string().check(z.minLength(1), z.maxLength(512))),
   metric: z.string().check(z.minLength(1), z.maxLength(512)),
   selector: z._default(selectorInputSchema, ""),
   expect: actionSchema,
@@ -77,6 +85,9 @@ export interface TestCase {
   caller: Caller;
   namespace: string;
   metric: string;
+  /** `external` or a custom read's group resource */
+  resource: string;
+  /** the labelSelector; for a custom read the metricLabelSelector */
   selector: Selector;
   expect: Action;
   deniedBy?: { policy: string; rule?: number | undefined } | undefined;
@@ -113,6 +124,13 @@ export function compileTestTable(sd: SourceDocument, issues: ConfigIssue[]): { t
       issues.push(issueAt(sd, [...path, "caller"], (err as Error).message));
       return;
     }
+    let resource: string;
+    try {
+      resource = requestResource(c.resource);
+    } catch (err) {
+      issues.push(issueAt(sd, [...path, "resource"], (err as Error).message));
+      return;
+    }
     let selector: Selector;
     try {
       selector = requestSelector(c.selector);
@@ -127,6 +145,7 @@ export function compileTestTable(sd: SourceDocument, issues: ConfigIssue[]): { t
       caller,
       namespace: c.namespace,
       metric: c.metric,
+      resource,
       selector,
       expect: c.expect,
       deniedBy: c.deniedBy,
@@ -139,7 +158,7 @@ export function compileTestTable(sd: SourceDocument, issues: ConfigIssue[]): { t
 export function runTestCases(cases: readonly TestCase[], policies: PolicySet): CaseResult[] {
   return cases.map((c) => {
     const decision = policies.evaluate(
-      { caller: c.caller, namespace: c.namespace, metric: metricKey(c.metric), selector: c.selector },
+      { caller: c.caller, namespace: c.namespace, metric: metricKey(c.metric), selector: c.selector, resource: c.resource },
       { complete: true },
     );
     let mismatch: string | undefined;

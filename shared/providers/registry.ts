@@ -20,6 +20,7 @@
  * imports the table); every table is written from that list
  * (`infra/tools/provider-tables.ts`).
  */
+import type { SharedCacheConfig } from "../cache/shared-tier.ts";
 import { isProviderType, type ProviderEntry } from "./provider-list.ts";
 import { PROVIDERS } from "./provider-loaders.ts";
 import type { MetricRule, Provider, ProviderModule, RuleFinding, RuntimeEnv } from "./types.ts";
@@ -38,6 +39,8 @@ export function providerEntry(type: string): ProviderEntry | undefined {
 export interface ProviderInstanceConfig {
   type: string;
   config: unknown;
+  /** the instance's `sharedCache:` (the shared read tier, shared/cache/shared-tier.ts); absent: none */
+  sharedCache?: SharedCacheConfig;
 }
 
 /** Implementations loaded so far in this process or isolate, by type. */

@@ -174,9 +174,9 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     this.cache.close();
   }
 
-  /** The label sets `selector` names for `rule` (400/404 as `resolveLabelSets`). */
-  labelSets(rule: MetricRule<Q>, selector: Selector): Record<string, string>[] {
-    return resolveLabelSets(rule.name, selector, this.#backend.labels(rule), MAX_SERIES_PER_REQUEST, this.#backend.noun);
+  /** The label sets `selector` names for `rule`, at most `maxSeries` (400/404 as `resolveLabelSets`). */
+  labelSets(rule: MetricRule<Q>, selector: Selector, maxSeries = MAX_SERIES_PER_REQUEST): Record<string, string>[] {
+    return resolveLabelSets(rule.name, selector, this.#backend.labels(rule), maxSeries, this.#backend.noun);
   }
 
   /**
@@ -189,7 +189,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   readonly #resolved = new WeakMap<Selector, Map<MetricRule<Q>, Map<string | undefined, Resolved<I>>>>();
 
   /** {@link labelSets} with their items and loaders, remembered in {@link #resolved} by the identity of `namespace` (failures are not remembered). */
-  #sets(rule: MetricRule<Q>, selector: Selector, namespace: string): Resolved<I> {
+  #sets(rule: MetricRule<Q>, selector: Selector, namespace: string, maxSeries?: number): Resolved<I> {
     const identity = this.#backend.identity?.(namespace);
     let byRule = this.#resolved.get(selector);
     if (byRule === undefined) this.#resolved.set(selector, (byRule = new Map()));
@@ -197,7 +197,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     if (byIdentity === undefined) byRule.set(rule, (byIdentity = new Map()));
     const known = byIdentity.get(identity);
     if (known !== undefined) return known;
-    const sets = Object.freeze(this.labelSets(rule, selector).map((set) => Object.freeze(set)));
+    const sets = Object.freeze(this.labelSets(rule, selector, maxSeries).map((set) => Object.freeze(set)));
     const items = sets.map((labels) => this.#item(rule, labels, identity));
     const resolved: Resolved<I> = {
       sets,
@@ -217,7 +217,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
 
   plan(request: PlanRequest<Q>): string {
     const identity = this.#backend.identity?.(request.namespace);
-    const items = this.labelSets(request.rule, request.selector).map((labels) => this.#item(request.rule, labels, identity));
+    const items = this.labelSets(request.rule, request.selector, request.maxSeries).map((labels) => this.#item(request.rule, labels, identity));
     return this.#backend.describe(request.rule, items);
   }
 
@@ -233,7 +233,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
    */
   peek(request: PlanRequest<Q>): Series[] | undefined {
     const rule = request.rule;
-    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace);
+    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace, request.maxSeries);
     const ttlMs = ruleCacheTtlMs(rule);
     const series: Series[] = [];
     for (let i = 0; i < sets.length; i++) {
@@ -247,7 +247,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
 
   async query(request: QueryRequest<Q>): Promise<Series[]> {
     const rule = request.rule;
-    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace);
+    const { sets, items, loads } = this.#sets(rule, request.selector, request.namespace, request.maxSeries);
     const ttlMs = ruleCacheTtlMs(rule);
     const omit = request.noData === "omit";
     // Every series must be read; the HPA sums them, so one failure fails the request

@@ -94,6 +94,14 @@ export interface PlanRequest<Q = unknown> {
    * Any other failure fails the read either way.
    */
   noData?: "fail" | "omit";
+  /**
+   * Most series the selector may name (default `MAX_SERIES_PER_REQUEST`,
+   * 100, `./label-mapping.ts`): a custom.metrics Pods read names one series
+   * per pod, up to `MAX_PODS_PER_READ` (1,000: shared/values/custom-read.ts),
+   * which the proxy resolved and signed; the series are then batched by the
+   * provider's `maxBatchSize` as any others.
+   */
+  maxSeries?: number;
 }
 
 /** What a provider receives for one request. */

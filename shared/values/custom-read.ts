@@ -198,7 +198,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     }
     const selector = describedSelector(describes, identifiers.map((i) => i.identifier), target.namespace, metricSelector.requirements);
     const provider = providers.get(rule.provider)!;
-    const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const } : {}) }, parts.signal, deadlineMs);
+    const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const, maxSeries: MAX_PODS_PER_READ } : {}) }, parts.signal, deadlineMs);
     const items = itemsOf(rule, describes, identifiers, series, now());
     if (!selected && items.length !== 1) {
       throw serviceUnavailable(`metric ${rule.name}: provider ${rule.provider} returned no series for ${target.resource}/${target.name}; no value is reported`);

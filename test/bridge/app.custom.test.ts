@@ -3,9 +3,11 @@
  * `BridgeApp.readCustom` (the proxy's in-process backend) answers exactly
  * what `POST` of the same read answers, with the same audit record and
  * counters (`kind="custom"`, policy decisions); a bridge built without a
- * custom decision denies every custom read (fail closed); the interim
- * decision of shared/bridge.ts allows only a bridge that runs open on
- * purpose; discovery exists only with custom rules. Values from a fake
+ * custom decision denies every custom read (fail closed); the bridge's
+ * decision (shared/bridge.ts: ExternalMetricPolicy `resources:`,
+ * shared/policy/authorize.ts) allows a custom read only by a rule naming
+ * its resource, or a bridge that runs open on purpose; discovery exists
+ * only with custom rules. Values from a fake
  * Prometheus API on 127.0.0.1 through the real `prometheus` provider (the
  * runtimes' contract is test/runtimes/custom-contract.ts).
  */
@@ -85,28 +87,31 @@ describe("the custom decision", () => {
     expect(prom.requests.length).toBe(asked); // denied before any backend call
   });
 
-  it("the interim decision (shared/bridge.ts) allows only a bridge running open on purpose: an implicit or a Deny default, or any policy, is 403", async () => {
+  it("the bridge's decision allows a custom read only by a rule naming its resource, or a bridge running open on purpose; an implicit or Deny default, an External-only rule or a policy's defaultAction Allow is 403", async () => {
     const withPolicy = (head: string) => customConfig(prom.url).replace(/^apiVersion[\s\S]*?defaults:/m, `${head}defaults:`);
     const HEAD = "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: BridgeConfig\n";
-    const policyDoc = `---
+    const policyDoc = (spec: string) => `---
 apiVersion: external-metrics-bridge.io/v1alpha1
 kind: ExternalMetricPolicy
 metadata: { name: all, namespace: team-a }
 spec:
-  rules:
-    - { metric: ".*", selector: {} }
+${spec}
 `;
-    const cases: [string, number][] = [
+    const cases: [string, number, RegExp?][] = [
       [customConfig(prom.url), 200],
-      [withPolicy(HEAD), 403],
-      [withPolicy(`${HEAD}policy: { defaultAction: Deny }\n`), 403],
-      [`${customConfig(prom.url)}${policyDoc}`, 403],
+      [withPolicy(HEAD), 403, /no ExternalMetricPolicy applies/],
+      [withPolicy(`${HEAD}policy: { defaultAction: Deny }\n`), 403, /no ExternalMetricPolicy applies/],
+      [`${customConfig(prom.url)}${policyDoc('  rules:\n    - { metric: ".*", selector: {} }')}`, 403, /a custom read needs a rule naming its resource/],
+      [`${customConfig(prom.url)}${policyDoc("  defaultAction: Allow\n  rules: []")}`, 403, /a custom read needs a rule naming its resource/],
+      [`${customConfig(prom.url)}${policyDoc('  rules:\n    - { metric: ".*", resources: [ingresses.networking.k8s.io], selector: {} }')}`, 403, /a custom read needs a rule naming its resource/],
+      [`${customConfig(prom.url)}${policyDoc('  rules:\n    - { metric: http_requests, resources: [pods], deny: true }\n    - { metric: ".*", resources: [pods], selector: {} }')}`, 403, /is a deny rule/],
+      [`${customConfig(prom.url)}${policyDoc('  rules:\n    - { metric: ".*", resources: [external, pods], selector: {} }')}`, 200],
     ];
-    for (const [text, code] of cases) {
+    for (const [text, code, message] of cases) {
       const bridge = buildBridge(text, "custom.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
       const res = await bridge.app.request(PODS, post(customReadBody({ pods: ["web-1"] })));
       expect(res.status, await res.clone().text()).toBe(code);
-      if (code === 403) expect((await res.json()).message).toMatch(/needs a policy rule naming the resource pods/);
+      if (message !== undefined) expect((await res.json()).message).toMatch(message);
     }
   });
 });

@@ -400,6 +400,32 @@ describe("real Kubernetes: ExternalMetricPolicy CRDs, live enforcement, status, 
     expect((await cp!.kubectl(["-n", "team-a", "get", "emp", "broken"])).stderr).toMatch(/NotFound/);
   }, TEST_TIMEOUT_MS);
 
+  it("resources: (issue 26): kube-apiserver's own CRD schema refuses a bad or duplicate entry; a valid list is stored, compiled and Accepted", async () => {
+    const withResources = (name: string, resources: string[]) => ({
+      apiVersion: API_VERSION,
+      kind: "ExternalMetricPolicy",
+      metadata: { name, namespace: "team-custom" },
+      spec: { rules: [{ metric: "http_requests_per_second", resources, selector: {} }], defaultAction: "Deny" },
+    });
+    await cp!.kubectlOk(["create", "namespace", "team-custom"]); // its own namespace: no other test reads there
+    // dry run: the schema answers before any webhook would (validation precedes validating admission)
+    const upper = await cp!.kubectl(["apply", "--dry-run=server", "-f", "-"], { input: yamlDocs(withResources("upper", ["Pods"])) });
+    show("kubectl apply of resources: [Pods]", upper.stderr);
+    expect(upper.status).not.toBe(0);
+    expect(upper.stderr).toMatch(/spec\.rules\[0\]\.resources\[0\]: Invalid value: "Pods": spec\.rules\[0\]\.resources\[0\] in body should match/);
+    const dup = await cp!.kubectl(["apply", "--dry-run=server", "-f", "-"], { input: yamlDocs(withResources("dup", ["pods", "external", "pods"])) });
+    show("kubectl apply of resources: [pods, external, pods]", dup.stderr);
+    expect(dup.status).not.toBe(0);
+    expect(dup.stderr).toMatch(/spec\.rules\[0\]\.resources\[2\]: Duplicate value: "pods"/);
+    const many = await cp!.kubectl(["apply", "--dry-run=server", "-f", "-"], { input: yamlDocs(withResources("many", Array.from({ length: 17 }, (_, i) => `r${i}`))) });
+    expect(many.stderr).toMatch(/spec\.rules\[0\]\.resources: Too many: 17: must have at most 16 items/);
+    await cp!.kubectlOk(["apply", "-f", "-"], { input: yamlDocs(withResources("web", ["pods", "ingresses.networking.k8s.io"])) });
+    expect(await acceptedCondition(["-n", "team-custom", "emp", "web"])).toMatchObject({ status: "True", reason: "Valid" });
+    const stored = JSON.parse(await cp!.kubectlOk(["-n", "team-custom", "get", "emp", "web", "-o", "json"])) as { spec: { rules: { resources: string[] }[] } };
+    expect(stored.spec.rules[0]!.resources).toEqual(["pods", "ingresses.networking.k8s.io"]);
+    await cp!.kubectlOk(["-n", "team-custom", "delete", "emp", "web"]);
+  }, TEST_TIMEOUT_MS);
+
   it("an HPA whose External metric the policy denies is created with an admission warning naming the policy and rule; its controller reports FailedGetExternalMetric", async () => {
     const allowed = await cp!.kubectl(["apply", "-f", "-"], { input: yamlDocs(...hpaOn("team-a", "jobs", "team-a-jobs")) });
     expect(allowed.status, allowed.stderr).toBe(0);

@@ -15,6 +15,10 @@
 //	  -> {"ok":true,"string":"a=x"}                     metav1.LabelSelectorAsSelector
 //	     ("labelSelector":null gives {"ok":true,"string":"","nothing":true});
 //	     "labels" works here too.
+//	{"op":"guessResource","input":"networking.k8s.io/v1","kind":"Ingress"}
+//	  -> {"ok":true,"string":"ingresses.networking.k8s.io"}
+//	     meta.UnsafeGuessKindToResource(schema.FromAPIVersionAndKind(input, kind)),
+//	     the plural's GroupResource().String()
 //
 // A request the oracle cannot answer (malformed JSON, unknown op) gets
 // {"ok":false,"protocolError":"..."} so callers can tell it apart from a
@@ -28,8 +32,10 @@ import (
 	"io"
 	"os"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 type request struct {
@@ -37,6 +43,8 @@ type request struct {
 	Op     string            `json:"op"`
 	Input  string            `json:"input"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Kind is the kind of a guessResource request (its apiVersion is Input).
+	Kind string `json:"kind,omitempty"`
 	// LabelSelector is a metav1.LabelSelector; JSON null (or absent) is a nil one.
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 }
@@ -57,6 +65,10 @@ func answer(req request) response {
 		return selector(req)
 	case "labelSelector":
 		return labelSelector(req)
+	case "guessResource":
+		plural, _ := meta.UnsafeGuessKindToResource(schema.FromAPIVersionAndKind(req.Input, req.Kind))
+		s := plural.GroupResource().String()
+		return response{OK: true, String: &s}
 	default:
 		return response{ProtocolError: fmt.Sprintf("unknown op %q", req.Op)}
 	}

@@ -31,6 +31,7 @@ import { acceptedCondition, compilePolicyObject, setCondition, type Condition } 
 import { MAX_PATTERN_LENGTH } from "../../shared/policy/regex.ts";
 import { CLUSTER_POLICY_KIND, POLICY_API_VERSION, POLICY_KIND, POLICY_LIMITS } from "../../shared/policy/schema.ts";
 import { writeCrdSchemas } from "../../infra/tools/crd-schemas.ts";
+import { isGroupResource } from "../../shared/k8s/request-path.ts";
 import { ensureSchemas, ensureTool, kubeconform, ROOT } from "../../infra/tools/validate.ts";
 
 const CRD_DIR = join(ROOT, "infra/helm/external-metrics-bridge/files/crds");
@@ -141,6 +142,16 @@ describe("the CRDs", () => {
     expect(sel.properties!["matchExpressions"]!.maxItems).toBe(POLICY_LIMITS.selectorTerms);
     expect(sel.properties!["matchLabels"]!.maxProperties).toBe(POLICY_LIMITS.selectorTerms);
     for (const list of ["users", "groups", "serviceAccounts"]) expect(spec.properties!["subjects"]!.properties![list]!.maxItems).toBe(POLICY_LIMITS.subjects);
+    expect(rule.properties!["resources"]).toMatchObject({ type: "array", minItems: 1, maxItems: POLICY_LIMITS.resources, "x-kubernetes-list-type": "set" });
+    expect(rule.properties!["resources"]!.items).toMatchObject({ type: "string", maxLength: POLICY_LIMITS.resource });
+    // the CRD's pattern is the path parser's isGroupResource
+    const pattern = new RegExp(rule.properties!["resources"]!.items!["pattern"]);
+    for (const r of ["external", "pods", "ingresses.networking.k8s.io", "Pods", "a/b", "-x", "x.", "", "queues.sqs.services.k8s.aws"]) {
+      expect(pattern.test(r), r).toBe(isGroupResource(r));
+    }
+    for (const kind of [POLICY_KIND, CLUSTER_POLICY_KIND]) {
+      expect(rootSchema(kind).properties!["spec"]!.properties!["rules"]!.items!.properties!["resources"]).toEqual(rule.properties!["resources"]);
+    }
   });
 
   it("have a Condition list keyed by type and observedGeneration in status", () => {
@@ -174,6 +185,20 @@ describe("the CRDs", () => {
     ["too-many-groups", (s) => { s.subjects.groups = Array.from({ length: POLICY_LIMITS.subjects + 1 }, (_, i) => `g${i}`); }, false],
     ["too-many-values", (s) => { s.rules[0].selector.matchExpressions[0].values = Array.from({ length: POLICY_LIMITS.values + 1 }, (_, i) => `v${i}`); }, false],
     ["long-description", (s) => { s.rules[1].description = "x".repeat(POLICY_LIMITS.description + 1); }, false],
+    // resources: (issue 26)
+    ["resources", (s) => { s.rules[0].resources = ["external", "pods", "namespaces", "ingresses.networking.k8s.io"]; }, true],
+    ["most-resources", (s) => { s.rules[0].resources = Array.from({ length: POLICY_LIMITS.resources }, (_, i) => `r${i}.example.com`); }, true],
+    ["longest-resource", (s) => { s.rules[0].resources = [`${"r".repeat(63)}.${"g".repeat(63)}.${"g".repeat(63)}.${"g".repeat(63)}.${"g".repeat(61)}`]; }, true],
+    ["too-many-resources", (s) => { s.rules[0].resources = Array.from({ length: POLICY_LIMITS.resources + 1 }, (_, i) => `r${i}`); }, false],
+    ["hostile-resources", (s) => { s.rules[0].resources = Array.from({ length: 10_000 }, (_, i) => `r${i}`); }, false],
+    ["no-resources", (s) => { s.rules[0].resources = []; }, false],
+    ["duplicate-resource", (s) => { s.rules[0].resources = ["pods", "external", "pods"]; }, false],
+    ["uppercase-resource", (s) => { s.rules[0].resources = ["Pods"]; }, false],
+    ["kind-not-resource", (s) => { s.rules[0].resources = ["Ingress.networking.k8s.io"]; }, false],
+    ["slash-resource", (s) => { s.rules[0].resources = ["networking.k8s.io/ingresses"]; }, false],
+    ["resource-too-long", (s) => { s.rules[0].resources = [`r.${"g".repeat(POLICY_LIMITS.resource)}`]; }, false],
+    ["resource-not-string", (s) => { s.rules[0].resources = [1]; }, false],
+    ["resources-not-list", (s) => { s.rules[0].resources = "pods"; }, false],
   ];
 
   it("refuse what the loader refuses, and accept what it accepts (kubeconform with the CRDs' schemas)", () => {
@@ -206,8 +231,9 @@ describe("the CRDs", () => {
 });
 
 describe("the example policies", () => {
-  const docs = readdirSync(EXAMPLES)
-    .filter((f) => f.endsWith(".yaml"))
+  // the top directory and custom/ (the custom metrics example), as paths relative to EXAMPLES
+  const files = [...readdirSync(EXAMPLES), ...readdirSync(join(EXAMPLES, "custom")).map((f) => `custom/${f}`)].filter((f) => f.endsWith(".yaml"));
+  const docs = files
     .flatMap((f) => parseYamlDocuments(readFileSync(join(EXAMPLES, f), "utf8"), join("infra/examples/policies", f)))
     .filter((sd) => [POLICY_KIND, CLUSTER_POLICY_KIND].includes((sd.value as any).kind));
 
@@ -220,7 +246,7 @@ describe("the example policies", () => {
 
   it("validate against the CRDs' schemas (kubeconform, strict)", () => {
     const result = kubeconform(
-      readdirSync(EXAMPLES).filter((f) => f !== "bridge.yaml" && f !== "policy-tests.yaml" && !f.startsWith("hpa-")).map((f) => join(EXAMPLES, f)),
+      files.filter((f) => !/(^|\/)(bridge|policy-tests)\.yaml$/.test(f) && !f.startsWith("hpa-")).map((f) => join(EXAMPLES, f)),
       undefined,
       [schemaLocation],
     );
@@ -244,7 +270,7 @@ describe("the example policies", () => {
         namespace: p.namespace,
         defaultAction: p.defaultAction,
         subjects: p.subjects,
-        rules: p.rules.map((r) => [r.index, r.pattern.source, r.selectorText]),
+        rules: p.rules.map((r) => [r.index, r.pattern.source, r.resources, r.selectorText]),
       });
       expect(shape(policy!)).toEqual(shape(file));
       expect(policy!.source).toBe(file.namespace === undefined ? `${CLUSTER_POLICY_KIND}/${file.name}` : `${POLICY_KIND}/${file.namespace}/${file.name}`);
@@ -398,5 +424,13 @@ spec:
     expect(issues(`${BRIDGE}---\n${cluster("{ name: c }").replace("ClusterExternalMetricPolicy", "ClusterExternalMetricsPolicy")}`)).toEqual([
       'p.yaml:9:7: kind: expected kind ClusterExternalMetricPolicy, found "ClusterExternalMetricsPolicy"',
     ]);
+  });
+});
+
+describe("the custom metrics example", () => {
+  it("is among the checked examples, its rule naming pods and ingresses", () => {
+    const { policies, issues } = compilePolicies(parseYamlDocuments(readFileSync(join(EXAMPLES, "custom/team-a.yaml"), "utf8"), "custom/team-a.yaml"));
+    expect(issues).toEqual([]);
+    expect(policies.map((p) => [p.id, p.rules.map((r) => r.resources)])).toEqual([["team-a/web", [["pods", "ingresses.networking.k8s.io"]]]]);
   });
 });

@@ -470,3 +470,82 @@ describe("config validate and policy lint on prometheus rules", () => {
     expect((await cli("policy", "lint", "--strict", "--config", PROM_CONFIG)).code).toBe(1);
   });
 });
+
+describe("issue 26: resources: and custom reads", () => {
+  const CX = "infra/examples/policies/custom";
+
+  it("policy explain --resource pods: the rule naming the resource decides; the headline names it; JSON carries it", async () => {
+    const r = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "http_requests_per_second", "--resource", "pods");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Allow: "http_requests_per_second" on pods in namespace "team-a" with metricLabelSelector "" (every series)\n');
+    expect(r.stdout).toContain('Allow policy team-a/web rules[0] (metric "http_requests_per_second", resource "pods") allows selector "" (every series)');
+    const json = JSON.parse((await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "http_requests_per_second", "-r", "ingresses.networking.k8s.io", "-o", "json")).stdout);
+    expect(json).toMatchObject({ decision: "Allow", request: { resource: "ingresses.networking.k8s.io", namespace: "team-a" }, verdicts: [{ rule: 0, reason: "selector-subset" }] });
+    // the default is external: the same metric as an External read is denied (the config defines none; no rule for it)
+    const ext = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "http_requests_per_second");
+    expect(ext.code).toBe(1);
+    expect(ext.stdout).toContain('note: the config defines no metric "http_requests_per_second"');
+  });
+
+  it("policy explain: a resource no rule names is denied (fail closed), a bad --resource is a usage error", async () => {
+    const r = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "http_requests_per_second", "--resource", "services");
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('policy team-a/web has no rule for metric "http_requests_per_second" on resource "services": a custom read needs a rule naming its resource');
+    expect(r.stdout).toContain("  denied by team-a/web (no rule for services)\n");
+    expect(r.stdout).toContain('note: the config defines no custom metric "http_requests_per_second" for services (describes.resource)');
+    // a cluster-scoped object: namespace "", only cluster-scoped policies apply (team-a's does not)
+    const node = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "", "-m", "node_load", "--resource", "nodes");
+    expect(node.code).toBe(1);
+    expect(node.stdout).toContain('Deny: "node_load" on nodes of a cluster-scoped object with metricLabelSelector "" (every series)\n');
+    expect(node.stdout).toContain("no ExternalMetricPolicy applies to user \"system:serviceaccount:kube-system:horizontal-pod-autoscaler\" reading nodes for a cluster-scoped object, and the bridge's policy.defaultAction is Deny");
+    const bad = await cli("policy", "explain", "--config", `${CX}/bridge.yaml`, "-n", "team-a", "-m", "x", "--resource", "Pods");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('policy explain: --resource "Pods" is not external or a lowercase group resource');
+  });
+
+  it("policy test: cases carry resource:, a bad one is refused with its field", async () => {
+    const r = await cli("policy", "test", `${CX}/policy-tests.yaml`);
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.stdout).toContain("5 cases, 5 passed, 0 failed");
+    const dir = mkdtempSync(join(tmpdir(), "emb-cli-"));
+    const table = join(dir, "t.yaml");
+    writeFileSync(
+      table,
+      readFileSync(join(ROOT, `${CX}/policy-tests.yaml`), "utf8").replace("config: bridge.yaml", `config: ${join(ROOT, CX, "bridge.yaml")}`).replace("resource: services", "resource: Services"),
+    );
+    const bad = await cli("policy", "test", table);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr + bad.stdout).toMatch(/cases\[2\]\.resource: resource "Services" is not external or a lowercase group resource/);
+  });
+
+  it("policy lint: refuses a duplicate entry; warns of a resource no rule of the config serves and shadowing per resource", async () => {
+    const r = await cli("policy", "lint", "--config", `${CX}/bridge.yaml`, `${FX}/resources-lint.yaml`);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("spec.rules[1]: rule never decides: every metric it matches (http_requests_per_second) is matched first by rules[0]");
+    expect(r.stdout).toContain('spec.rules[2].resources[0]: resource "services": no metric rule of the bridge config describes it (describes.resource), so the rule grants nothing there');
+    expect(r.stdout).toContain("spec.rules[2].resources[1]: resource external: the bridge config defines no External metric");
+    expect(r.stdout).not.toContain("spec.rules[3]"); // ingresses: not shadowed by the pods rules
+    expect(r.stdout).toContain("2 policies, 0 errors, 3 warnings");
+    const dup = await cliWithStdin(
+      "apiVersion: external-metrics-bridge.io/v1alpha1\nkind: ExternalMetricPolicy\nmetadata: { name: d, namespace: team-a }\nspec:\n  rules:\n    - { metric: m, resources: [pods, external, pods], selector: {} }\n",
+      "policy", "lint", "-",
+    );
+    expect(dup.code).toBe(1);
+    expect(dup.stdout).toContain('error: spec.rules[0].resources[2]: duplicate resource "pods"');
+  });
+
+  it("check-hpa: Pods and Object metrics are decided with their resource; a resource no rule names fails", async () => {
+    const r = await cli("check-hpa", "--config", `${CX}/bridge.yaml`, `${FX}/hpa-custom.yaml`, "-o", "json");
+    expect(r.code).toBe(1);
+    const { checks } = JSON.parse(r.stdout);
+    expect(checks.map((c: any) => [c.path, c.type, c.resource, c.ok])).toEqual([
+      ["spec.metrics[0]", "Pods", "pods", true],
+      ["spec.metrics[1]", "Object", "ingresses.networking.k8s.io", true],
+      ["spec.metrics[2]", "Object", "services", false],
+    ]);
+    expect(checks[2].problems).toEqual(['404: custom metric "http_requests_per_second" for services is not defined by this bridge', "403 Forbidden: denied by team-a/web (no rule for services)"]);
+    const text = await cli("check-hpa", "--config", `${CX}/bridge.yaml`, `${FX}/hpa-custom.yaml`);
+    expect(text.stdout).toContain("request: GET custom.metrics.k8s.io …/namespaces/team-a/pods/*/http_requests_per_second (resource pods) metricLabelSelector");
+    expect(text.stdout).toContain("3 metrics, 2 ok, 1 failing");
+  });
+});

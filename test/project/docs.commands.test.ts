@@ -94,6 +94,7 @@ const RULES: [RegExp, Rule][] = [
   // the worked policy examples (docs/policy.md): clean lint and tests; the explain and check-hpa examples show a denial
   [/^npm run cli -- policy (lint|test) infra\/examples\/policies\/|^npm run cli -- policy lint --config infra\/examples\/policies\/bridge\.yaml$/, { run: "as-is", code: 0 }],
   [/^npm run cli -- (check-hpa|policy explain) --config infra\/examples\/policies\/bridge\.yaml\b/, { run: "as-is", code: 1, why: "team-a's HPA on team-b's queue is denied, as the page explains" }],
+  [/^npm run cli -- policy explain --config infra\/examples\/policies\/custom\/bridge\.yaml .*--resource pods$/, { run: "as-is", code: 0 }],
   // the README's CLI lines, in a directory of the user's own files (the example ones under the README's names)
   [/^npm run cli -- policy lint --config bridge\.yaml policies\/\*\.yaml$|^npm run cli -- policy test policy-tests\.yaml$|^npm run cli -- config validate bridge\.yaml proxy\.yaml$/, { run: "as-is", code: 0, cwd: "workspace" }],
   [/^npm run cli -- (policy explain --config bridge\.yaml --namespace team-a --metric queue_messages_ready --selector queue=team-b-orders|check-hpa --config bridge\.yaml hpa\.yaml)$/, { run: "as-is", code: 1, cwd: "workspace", why: "a read of another team's queue: Deny" }],

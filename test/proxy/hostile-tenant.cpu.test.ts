@@ -165,8 +165,8 @@ describe("a CPU budget no request and no object can exceed", () => {
 describe("caps of a reviewed HPA", () => {
   it("more than 64 External metrics (or 256 metrics) is refused in either mode, before the metrics are parsed, with a short answer", async () => {
     for (const [n, message] of [
-      [65, /spec\.metrics: 65 External metrics, more than the 64/],
-      [200, /spec\.metrics: 200 External metrics, more than the 64/],
+      [65, /spec\.metrics: 65 External, Pods and Object metrics, more than the 64/],
+      [200, /spec\.metrics: 200 External, Pods and Object metrics, more than the 64/],
     ] as const) {
       const a = await post(h, "/admission/hpa", reviewOf(`cap-${n}`, HPA_KIND, hugeHpa(n)));
       const response = JSON.parse(a.text).response;

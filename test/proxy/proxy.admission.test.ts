@@ -14,6 +14,7 @@ import { parseYamlDocuments } from "../../shared/config/yaml.ts";
 import { PolicySet } from "../../shared/policy/evaluate.ts";
 import { compilePolicies } from "../../shared/policy/load.ts";
 import { MAX_ADMISSION_BODY_BYTES, MAX_WARNING_CHARS } from "../../shared/proxy/admission/admission.ts";
+import { MAX_HPA_EXTERNAL_METRICS } from "../../shared/policy/check-hpa.ts";
 import { startFakeKubeApiServer } from "../fakes/kube-apiserver.ts";
 import { createPki, eventually, proxyConfigText, startEchoBackend, startHarness, V1, type EchoBackend, type Harness, type Pki } from "./proxy.harness.ts";
 
@@ -26,6 +27,9 @@ spec:
   rules:
     - metric: "sqs_.*"
       selector: { matchLabels: { queue: team-a-jobs } }
+    - metric: http_requests_per_second
+      resources: [pods, ingresses.networking.k8s.io, namespaces]
+      selector: { matchLabels: { verb: GET } }
 `;
 
 function policySet(): PolicySet {
@@ -194,6 +198,47 @@ describe("/admission/hpa", () => {
       const res = await post(deny, "/admission/hpa", review("u-5", kind, v1, extra));
       expect(res.json.response).toEqual({ uid: "u-5", allowed: true });
     }
+  });
+});
+
+describe("/admission/hpa: Pods and Object metrics (custom.metrics.k8s.io reads)", () => {
+  const pods = (selector: unknown) => ({ type: "Pods", pods: { metric: { name: "http_requests_per_second", selector }, target: { type: "AverageValue", averageValue: "10" } } });
+  const object = (apiVersion: string, kind: string, selector: unknown) => ({
+    type: "Object",
+    object: { describedObject: { apiVersion, kind, name: "web" }, metric: { name: "http_requests_per_second", selector }, target: { type: "Value", value: "100" } },
+  });
+  const GET = { matchLabels: { verb: "GET" } };
+
+  it("checks them against the policies with their resource (pods; the described object's group resource; namespaces) and the metric's selector as the metricLabelSelector", async () => {
+    const ok = hpa([pods(GET), object("networking.k8s.io/v1", "Ingress", GET), object("v1", "Namespace", GET)]);
+    for (const h of [warn, deny]) {
+      const res = await post(h, "/admission/hpa", review("c-1", HPA_KIND, ok));
+      expect(res.json.response).toEqual({ uid: "c-1", allowed: true });
+    }
+  });
+
+  it("Deny mode refuses a Pods metric outside the rule's selector and an Object metric of a resource no rule names (fail closed), naming each", async () => {
+    const bad = hpa([pods({ matchLabels: { verb: "POST" } }), object("v1", "Service", GET), object("networking.k8s.io/v1", "Ingress", undefined)]);
+    const res = await post(deny, "/admission/hpa", review("c-2", HPA_KIND, bad));
+    const r = res.json.response;
+    expect(r).toMatchObject({ uid: "c-2", allowed: false, status: { code: 403, reason: "Forbidden" } });
+    const parts = r.status.message.split("; ");
+    expect(parts).toEqual([
+      expect.stringMatching(/^spec\.metrics\[0\] \(Pods "http_requests_per_second" on pods\): the HPA controller's read would be denied by cluster policy: policy team-a\/queues rules\[1\]/),
+      expect.stringMatching(/^spec\.metrics\[1\] \(Object "http_requests_per_second" on services\): .*policy team-a\/queues \(no rule for services\)/),
+      expect.stringMatching(/^spec\.metrics\[2\] \(Object "http_requests_per_second" on ingresses\.networking\.k8s\.io\): .*policy team-a\/queues rules\[1\]/),
+    ]);
+    expect(r.status.message).not.toContain("verb");
+    // Warn mode: the same, as warnings; no "no backend serves" warning for custom metrics (the proxy's routes know those)
+    const warned = await post(warn, "/admission/hpa", review("c-3", HPA_KIND, bad));
+    expect(warned.json.response.allowed).toBe(true);
+    expect(warned.json.response.warnings).toHaveLength(3);
+  });
+
+  it("counts Pods and Object metrics toward the per-HPA bound", async () => {
+    const many = hpa(Array.from({ length: MAX_HPA_EXTERNAL_METRICS + 1 }, (_, i) => (i % 2 === 0 ? pods(GET) : object("v1", "Service", GET))));
+    const res = await post(warn, "/admission/hpa", review("c-4", HPA_KIND, many));
+    expect(res.json.response).toMatchObject({ allowed: false, status: { code: 422, message: expect.stringContaining(`${MAX_HPA_EXTERNAL_METRICS + 1} External, Pods and Object metrics`) } });
   });
 });
 

@@ -43,8 +43,17 @@ export const MAX_TEMPLATE_LENGTH = 4096;
 /** Longest `lookbackSeconds`, seconds (one day). */
 export const MAX_LOOKBACK_SECONDS = 86_400;
 
-/** Most series one value query sums (keeps the query text a few KiB). */
-export const MAX_SERIES_PER_QUERY = 100;
+/**
+ * Most series one value query may sum (`maxBatchSize` at most): a Pods read
+ * of custom.metrics.k8s.io names up to 1,000 pods (shared/values/custom-read.ts
+ * `MAX_PODS_PER_READ`), which one query then reads whole (≈ 40 KiB of query
+ * text; VictoriaMetrics refuses a query longer than its `-search.maxQueryLen`,
+ * 16 KiB by default).
+ */
+export const MAX_SERIES_PER_QUERY = 1000;
+
+/** Series one value query sums by default (keeps the query text a few KiB, which every server accepts). */
+export const DEFAULT_SERIES_PER_QUERY = 100;
 
 /** A legacy Prometheus metric name (`IsValidLegacyMetricName`), not reserved (`__`). */
 export const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -183,8 +192,13 @@ const commonFields = {
   timeoutSeconds: z._default(z.number().check(z.positive(), z.maximum(MAX_BACKEND_TIMEOUT_SECONDS)), 2),
   /** how long a read waits for others to share its query, seconds (default 0.01) */
   batchWindowSeconds: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0.01),
-  /** most series one query sums (default and most 100: a query's `=~` alternation of 100 values is cheap for Prometheus, and with refresh-ahead it saves ≥ 500× the queries, bench P2-prometheus) */
-  maxBatchSize: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SERIES_PER_QUERY)), MAX_SERIES_PER_QUERY),
+  /**
+   * most series one query sums (default 100: a query's `=~` alternation of
+   * 100 values is cheap for Prometheus, and with refresh-ahead it saves
+   * ≥ 500× the queries, bench P2-prometheus; at most 1,000, so a Pods read of
+   * 1,000 pods is one query, bench P7)
+   */
+  maxBatchSize: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SERIES_PER_QUERY)), DEFAULT_SERIES_PER_QUERY),
   /**
    * Refresh-ahead (`../refresh-ahead.ts`): reload every series read since
    * its last load shortly before its cached value expires, batched (one

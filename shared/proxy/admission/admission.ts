@@ -6,7 +6,7 @@
  *
  * | path | objects | checks |
  * |---|---|---|
- * | `POST /admission/hpa` | `autoscaling/v2` HorizontalPodAutoscaler, CREATE/UPDATE | each External metric as the HPA controller would read it: the cluster policies' decision for its identity, plus check-hpa's config-free checks |
+ * | `POST /admission/hpa` | `autoscaling/v2` HorizontalPodAutoscaler, CREATE/UPDATE | each External, Pods and Object metric as the HPA controller would read it: the cluster policies' decision for its identity (Pods and Object metrics with their resource, `pods` or the described object's group resource, and the metric's selector as the metricLabelSelector), plus check-hpa's config-free checks |
  * | `POST /admission/policies` | ExternalMetricPolicy / ClusterExternalMetricPolicy, CREATE/UPDATE | compiles as the proxy's watch does (shared/policy/objects.ts `compilePolicyObject`: RE2 patterns, selectors, schema): invalid → refused (422, file-free `<field>: <problem>` naming the rule index); lint findings (shadowed rules, …) → warnings |
  *
  * Anything else (other kinds or versions, DELETE/CONNECT, subresources) is
@@ -49,7 +49,7 @@
  * call is what `failurePolicy: Ignore` admits, so an answer is the only way
  * an object too costly to check is kept out. (Without the review's uid — the
  * worker could not even read it — the answer is a 503 Status, a failed call.)
- * An HPA with more than {@link MAX_HPA_EXTERNAL_METRICS} External metrics (or
+ * An HPA with more than {@link MAX_HPA_EXTERNAL_METRICS} External, Pods and Object metrics (or
  * {@link MAX_HPA_METRICS} metrics) is refused in both modes (422) before its
  * metrics are parsed; a denial's message is cut to
  * {@link MAX_STATUS_MESSAGE_CHARS} characters, its causes to
@@ -105,7 +105,7 @@ export const MAX_ADMISSION_BODY_BYTES = 3 * 1024 * 1024;
 /**
  * Largest body accepted on `/admission/hpa`, bytes: an HPA (object and, on
  * UPDATE, oldObject) is a few KiB, one at {@link MAX_HPA_EXTERNAL_METRICS}
- * External metrics with long names and selectors far under this; a larger
+ * External, Pods and Object metrics with long names and selectors far under this; a larger
  * review is refused (`allowed: false`, 422) after its first bytes, without
  * the rest being read.
  */

@@ -157,7 +157,7 @@ export function reviewHpa(req: AdmissionRequest, context: ReviewContext): Review
     const message =
       count.metrics > MAX_HPA_METRICS
         ? `spec.metrics: ${count.metrics} metrics, more than the ${MAX_HPA_METRICS} the external metrics proxy's webhook reviews; split the HorizontalPodAutoscaler`
-        : `spec.metrics: ${count.external} External metrics, more than the ${MAX_HPA_EXTERNAL_METRICS} the external metrics proxy's webhook reviews; split the HorizontalPodAutoscaler`;
+        : `spec.metrics: ${count.external} External, Pods and Object metrics, more than the ${MAX_HPA_EXTERNAL_METRICS} the external metrics proxy's webhook reviews; split the HorizontalPodAutoscaler`;
     return {
       response: {
         uid: req.uid,
@@ -179,15 +179,19 @@ export function reviewHpa(req: AdmissionRequest, context: ReviewContext): Review
   const warnings: (string | UnlessServed)[] = [];
   const denials: string[] = [];
   for (const m of checked.metrics) {
-    const at = `spec.metrics[${m.index}] (External "${m.check.metric}")`;
+    const at =
+      m.check.type === "External" ? `spec.metrics[${m.index}] (External "${m.check.metric}")` : `spec.metrics[${m.index}] (${m.check.type} "${m.check.metric}" on ${m.check.resource})`;
     for (const problem of m.check.problems) {
       if (problem.startsWith(POLICY_DENIED)) continue; // the decision below says more
       warnings.push(`${at}: ${problem}`);
     }
-    warnings.push({
-      unlessServed: metricKey(m.check.metric),
-      text: `${at}: no backend of the external metrics proxy serves this metric, so the HPA's read would fail with 404`,
-    });
+    // the served External metrics are known here; the custom ones are the proxy's routes' business
+    if (m.check.type === "External") {
+      warnings.push({
+        unlessServed: metricKey(m.check.metric),
+        text: `${at}: no backend of the external metrics proxy serves this metric, so the HPA's read would fail with 404`,
+      });
+    }
     const d = m.check.decision;
     if (d === undefined || d.decision !== "Deny") continue;
     if (d.byDefault && (context.whenNoneApply ?? "Defer") === "Defer") continue;
@@ -196,7 +200,8 @@ export function reviewHpa(req: AdmissionRequest, context: ReviewContext): Review
     else {
       // Unauthenticated caller: the policy and rule only, never what the policy allows.
       const v = d.deniedBy;
-      why = `policy ${v.policy} ${v.rule !== undefined ? `rules[${v.rule}]` : "(defaultAction)"} (the policy's content is shown only to an authenticated caller)`;
+      const by = v.rule !== undefined ? `rules[${v.rule}]` : v.reason === "no-rule-for-resource" ? `(no rule for ${m.check.resource})` : "(defaultAction)";
+      why = `policy ${v.policy} ${by} (the policy's content is shown only to an authenticated caller)`;
     }
     const message = `${at}: the HPA controller's read would be denied by cluster policy: ${why}`;
     if ((context.mode ?? "Warn") === "Deny") denials.push(message);

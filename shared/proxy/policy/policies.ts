@@ -93,6 +93,8 @@ import type { Caller } from "../../identity.ts";
 import { EXTERNAL_METRICS_GROUP, badRequest, StatusError } from "../../k8s/status.ts";
 import { MAX_SELECTOR_LENGTH, parseSelector, SelectorError, type Selector } from "../../k8s/selector.ts";
 import { PolicySet, type CompiledPolicy, type PolicyVerdict } from "../../policy/evaluate.ts";
+import { EXTERNAL_RESOURCE, isCustomResource } from "../../policy/schema.ts";
+import { CUSTOM_GROUP } from "../../k8s/custom-types.ts";
 import { ACCEPTED, acceptedCondition, compilePolicyObject, MAX_CONDITION_MESSAGE, setCondition, type Condition, type PolicyObjectResult } from "../../policy/objects.ts";
 import { apiDeadline, apiStatus, microTime, type KubeClient, type KubeObject, type ObjectMeta } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
@@ -283,12 +285,22 @@ interface Enforced {
 export interface ClusterPolicyRequest {
   caller: Caller;
   namespace: string;
-  /** the metric's lookup key (lowercased, `/` for `|`: shared/metric-name.ts) */
+  /** the metric's lookup key (lowercased, `/` for `|`: shared/metric-name.ts `metricName(...).key`) */
   metric: string;
-  /** the request URL (its `labelSelector` is read when `selector` is not given) */
+  /**
+   * what is read: `external` (absent) or a custom read's group resource as
+   * its path writes it (`pods`, `namespaces` for namespace metrics,
+   * `ingresses.networking.k8s.io`); policy rules decide by their
+   * `resources:` (shared/policy/evaluate.ts). For a cluster-scoped object
+   * `namespace` is "" and only cluster-scoped policies apply.
+   */
+  resource?: string | undefined;
+  /** the request URL (its `labelSelector`, for a custom read its `metricLabelSelector`, is read when `selector` is not given) */
   url: URL;
   /**
-   * The request's `labelSelector` already parsed (request-info.ts
+   * The request's `labelSelector` (for a custom read: its
+   * `metricLabelSelector`, the series selector; the pods' `labelSelector`
+   * is not a cloud selector and is not checked) already parsed (request-info.ts
    * `RequestInfo.labelSelector`, carried by the authorizer's memo:
    * authz/authorize.ts `authorizeRequest(…, withSelector)`), so a read parses its
    * selector once. The caller vouches that it is the URL's only
@@ -297,8 +309,6 @@ export interface ClusterPolicyRequest {
    * URL is read and parsed here (400 when it does not parse).
    */
   selector?: Selector | undefined;
-  /** the read's resource (contract C1): `external` when absent; a custom read's group resource (`pods`, `namespaces`, …) */
-  resource?: string;
 }
 
 /** A 403 Forbidden of the cluster policy layer (as status.ts `forbidden`, a subclass so app.ts counts it apart from RBAC denials). */
@@ -538,21 +548,25 @@ export class ClusterPolicies {
       this.#count("unavailable");
       throw new StatusError(503, `the cluster policy layer of the proxy cannot decide reads in namespace ${JSON.stringify(request.namespace)}: ${over}`);
     }
-    const selector = request.selector ?? this.#selector(request.url);
-    const decision = enforced.set.evaluate({ caller: request.caller, namespace: request.namespace, metric: request.metric, selector });
+    const resource = request.resource ?? EXTERNAL_RESOURCE;
+    const custom = isCustomResource(resource);
+    const selector = request.selector ?? this.#selector(request.url, custom ? "metricLabelSelector" : "labelSelector");
+    const decision = enforced.set.evaluate({ caller: request.caller, namespace: request.namespace, metric: request.metric, selector, resource });
     const deny = (message: string) => {
       this.#count("deny");
+      const [group, kind] = custom ? [CUSTOM_GROUP, resource] : [EXTERNAL_METRICS_GROUP, "externalmetrics"];
       return new ClusterPolicyDenied(
         403,
-        `externalmetrics.${EXTERNAL_METRICS_GROUP} ${JSON.stringify(request.metric)} is forbidden: ` +
+        `${kind}.${group} ${JSON.stringify(request.metric)} is forbidden: ` +
           `user ${JSON.stringify(request.caller.user)} may not read it in namespace ${JSON.stringify(request.namespace)}: ${message}`,
-        { name: request.metric, group: EXTERNAL_METRICS_GROUP, kind: "externalmetrics" },
+        { name: request.metric, group, kind },
       );
     };
     if (decision.byDefault) {
       if (this.whenNoneApply === "Deny") {
+        const scope = request.namespace === "" ? "for a cluster-scoped object" : `in namespace ${JSON.stringify(request.namespace)}`;
         throw deny(
-          `denied by the cluster policy layer: no ClusterExternalMetricPolicy or ExternalMetricPolicy in namespace ${JSON.stringify(request.namespace)} ` +
+          `denied by the cluster policy layer: no ClusterExternalMetricPolicy or ExternalMetricPolicy ${scope} ` +
             `applies to this user, and the proxy's clusterPolicies.whenNoneApply is Deny`,
         );
       }
@@ -617,15 +631,15 @@ export class ClusterPolicies {
     }
   }
 
-  #selector(url: URL): Selector {
-    const text = labelSelectorOf(url.searchParams);
+  #selector(url: URL, parameter: "labelSelector" | "metricLabelSelector"): Selector {
+    const text = parameter === "labelSelector" ? labelSelectorOf(url.searchParams) : singleParameter(url.searchParams, parameter);
     const known = this.#selectors.get(text);
     if (known !== undefined) return known;
     let selector: Selector;
     try {
       selector = parseSelector(text, { maxLength: MAX_SELECTOR_LENGTH });
     } catch (err) {
-      if (err instanceof SelectorError) throw badRequest(`invalid labelSelector ${JSON.stringify(text.slice(0, 200))}: ${err.message}`);
+      if (err instanceof SelectorError) throw badRequest(`invalid ${parameter} ${JSON.stringify(text.slice(0, 200))}: ${err.message}`);
       throw err;
     }
     Object.freeze(selector);
@@ -1128,6 +1142,13 @@ function describe(e: Entry): string {
 }
 
 /** A deny verdict with the policy's kind: `ExternalMetricPolicy team-a/narrow: policy team-a/narrow rules[0] … does not imply "queue=a"`. */
+/** The one value of a query parameter ("" when absent); 400 when it is given more than once (as `labelSelectorOf`). */
+function singleParameter(query: URLSearchParams, name: string): string {
+  const values = query.getAll(name);
+  if (values.length > 1) throw badRequest(`${name} may be given only once`);
+  return values[0] ?? "";
+}
+
 function verdictText(v: PolicyVerdict): string {
   const kind = v.policy.includes("/") ? "ExternalMetricPolicy" : "ClusterExternalMetricPolicy";
   return `${kind} ${v.policy}: ${v.explanation}`;

@@ -64,6 +64,8 @@ export interface PortableRule {
   index: number;
   /** the `metric` pattern as written */
   metric: string;
+  /** the rule's `resources` (`["external"]` when absent) */
+  resources: string[];
   /** the allowed selector; undefined for a deny rule */
   selector: Selector | undefined;
   selectorText: string;
@@ -89,7 +91,7 @@ export function portablePolicy(p: CompiledPolicy): PortablePolicy {
     namespace: p.namespace,
     id: p.id,
     subjects: p.subjects === undefined ? undefined : { users: [...p.subjects.users], groups: [...p.subjects.groups] },
-    rules: p.rules.map((r) => ({ index: r.index, metric: r.pattern.source, selector: r.selector, selectorText: r.selectorText, line: r.line })),
+    rules: p.rules.map((r) => ({ index: r.index, metric: r.pattern.source, resources: [...r.resources], selector: r.selector, selectorText: r.selectorText, line: r.line })),
     defaultAction: p.defaultAction,
     source: p.source,
     line: p.line,
@@ -110,7 +112,7 @@ export function restorePolicy(q: PortablePolicy, compile: (source: string) => Me
     namespace: q.namespace,
     id: q.id,
     subjects: q.subjects === undefined ? undefined : { users: new Set(q.subjects.users), groups: new Set(q.subjects.groups) },
-    rules: q.rules.map((r) => ({ index: r.index, pattern: compile(r.metric), selector: r.selector, selectorText: r.selectorText, line: r.line })),
+    rules: q.rules.map((r) => ({ index: r.index, pattern: compile(r.metric), resources: r.resources, selector: r.selector, selectorText: r.selectorText, line: r.line })),
     defaultAction: q.defaultAction,
     source: q.source,
     line: q.line,
