@@ -62,6 +62,10 @@ const QUEUE_METRIC = "queue_backlog";
 /** namespace metric, from the series {@link NS_SERIES} */
 const NS_METRIC = "jobs_backlog";
 const NS_SERIES = "app_jobs_backlog";
+/** Object metric of a cluster-scoped object (a Node: the root-scoped path shape, read with kubectl; no HPA reads it), from {@link NODE_SERIES} */
+const NODE_METRIC = "node_load";
+const NODE_SERIES = "app_node_load";
+const NODE = "node-a";
 /** SQS queue names (fauxqs) of the two Queue objects `orders` and `emails` */
 const SQS_QUEUES = { orders: "shop-orders", emails: "shop-emails" } as const;
 /** bridge deadline (2 s) < proxy → bridge (4 s) < the aggregator's 5 s */
@@ -76,7 +80,7 @@ const EMAILS = { target: 4, min: 1, max: 6 };
 const REPORTS = { target: 3, min: 1, max: 6 };
 
 /** `helm template` values of the install: custom metrics on, the proxy's RBAC to get Queue objects */
-const CHART_ARGS = ["--set", "customMetrics.enabled=true", "--set-json", `customMetrics.objectResources=${JSON.stringify([QUEUE_RESOURCE])}`];
+const CHART_ARGS = ["--set", "customMetrics.enabled=true", "--set-json", `customMetrics.objectResources=${JSON.stringify([QUEUE_RESOURCE, "nodes"])}`];
 
 const K8S = k8sModule();
 
@@ -113,6 +117,7 @@ function samples(): ExportedSample[] {
     for (const pod of pods) out.push({ name: POD_SERIES, labels: { namespace: NS, pod }, value: load / pods.length });
   }
   for (const [namespace, value] of backlogs) out.push({ name: NS_SERIES, labels: { namespace }, value });
+  out.push({ name: NODE_SERIES, labels: { node: NODE }, value: 0.25 });
   return out;
 }
 
@@ -253,6 +258,12 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
               describes: { resource: "namespaces", objectLabel: "namespace" },
               query: { series: NS_SERIES, selectorLabels: { namespace: "namespace" } },
             },
+            {
+              name: NODE_METRIC,
+              provider: "prom",
+              describes: { resource: "nodes", objectLabel: "node" },
+              query: { series: NODE_SERIES, selectorLabels: { node: "node" } },
+            },
           ],
           // no policy applies: Deny (a cluster's default)
           policy: { defaultAction: "Deny" },
@@ -267,6 +278,23 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
               { metric: PODS_METRIC, resources: ["pods"], selector: {} },
               { metric: QUEUE_METRIC, resources: [QUEUE_RESOURCE], selector: {} },
               { metric: NS_METRIC, resources: ["namespaces"], selector: {} },
+            ],
+            defaultAction: "Deny",
+          },
+        },
+        {
+          // no namespace: cluster scope, the only policies that apply to a cluster-scoped object (contract C1). It
+          // applies to the HPA controller's reads in every namespace too, and a custom read that a policy has no
+          // rule for is denied whatever its defaultAction: so it names the namespaced reads as well (the namespace
+          // policies narrow them)
+          apiVersion: "external-metrics-bridge.io/v1alpha1",
+          kind: "ExternalMetricPolicy",
+          metadata: { name: "hpa-custom-metrics" },
+          spec: {
+            subjects: { serviceAccounts: ["kube-system/horizontal-pod-autoscaler"] },
+            rules: [
+              { metric: NODE_METRIC, resources: ["nodes"], selector: {} },
+              { metric: ".*", resources: ["pods", "namespaces", QUEUE_RESOURCE], selector: {} },
             ],
             defaultAction: "Deny",
           },
@@ -316,6 +344,8 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
         queueCrd(),
         { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
         { apiVersion: "v1", kind: "Namespace", metadata: { name: LEGACY_NS } },
+        // a Node object only (no kubelet behind it): the cluster-scoped object a root-scoped read describes
+        { apiVersion: "v1", kind: "Node", metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } },
       ),
     });
     await waitFor("CRD queues.sqs.services.k8s.aws Established", async () => (await cp!.kubectl(["get", "queues", "-A"])).status === 0, { timeoutMs: 30_000, context });
@@ -371,7 +401,7 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
       const list = (await readRaw(`/apis/${GROUP}/${version}`)) as { kind: string; groupVersion: string; resources: { name: string; namespaced: boolean; kind: string; verbs: string[] }[] };
       expect(list.kind).toBe("APIResourceList");
       expect(list.groupVersion).toBe(`${GROUP}/${version}`);
-      expect(list.resources.map((r) => r.name).sort()).toEqual([`namespaces/${NS_METRIC}`, `pods/${PODS_METRIC}`, `${QUEUE_RESOURCE}/${QUEUE_METRIC}`].sort());
+      expect(list.resources.map((r) => r.name).sort()).toEqual([`namespaces/${NS_METRIC}`, `nodes/${NODE_METRIC}`, `pods/${PODS_METRIC}`, `${QUEUE_RESOURCE}/${QUEUE_METRIC}`].sort());
       for (const r of list.resources) expect(r).toMatchObject({ kind: "MetricValueList", verbs: ["get"] });
     }
     const apis = (await readRaw("/apis")) as { groups: { name: string }[] };
@@ -400,6 +430,15 @@ describe(`real Kubernetes ${K8S.version}: HPAs on custom.metrics.k8s.io (Pods, O
       const ns = await readAsHpa(path(version, `metrics/${NS_METRIC}`));
       expect(ns.items).toHaveLength(1);
       expect(ns.items[0]).toMatchObject({ describedObject: { kind: "Namespace", name: NS, apiVersion: "/v1" }, value: "7" });
+    }
+
+    // the root-scoped shape: a cluster-scoped object, decided by the cluster-scoped policy; kubectl get --raw as the HPA controller
+    for (const version of ["v1beta2", "v1beta1"]) {
+      const raw = await cp!.kubectlOk(["get", "--raw", `/apis/${GROUP}/${version}/nodes/${NODE}/${NODE_METRIC}`, "--as", HPA_CONTROLLER.user, ...HPA_CONTROLLER.groups.flatMap((g) => ["--as-group", g])]);
+      const node = JSON.parse(raw) as { items: Record<string, unknown>[] };
+      expect(node.items).toHaveLength(1);
+      expect(node.items[0]).toMatchObject({ describedObject: { kind: "Node", name: NODE }, value: "250m" });
+      expect(node.items[0]!["describedObject"]).not.toHaveProperty("namespace");
     }
 
     // a Queue ACK has not given a URL yet, and one that does not exist: 404 Status, no value
