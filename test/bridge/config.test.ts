@@ -73,7 +73,7 @@ metrics:
     );
     const rule = config.metrics[0]!;
     expect(rule).toMatchObject({ name: "Depth", key: "depth", maxAgeSeconds: 3, cacheTTLSeconds: 3 });
-    expect(rule.query).toEqual({ queueLabel: "queue", queueNameTemplate: "{queue}", attribute: "ApproximateNumberOfMessages" });
+    expect(rule.query).toEqual({ queueLabel: "queue", queueNameTemplate: "{queue}", attribute: "ApproximateNumberOfMessages", queueIdentifier: "name" });
     expect(config.providers["sqs"]).toEqual({
       type: "aws-sqs",
       config: { region: "eu-west-1", credentials: { source: "default" }, timeoutSeconds: 2, maxAttempts: 2 },
