@@ -190,9 +190,14 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     audit.decision = "allow";
     if (allowed !== undefined) allowed.n++;
 
+    const selected = target.shape === "selected";
+    // a labelSelector that selects no pod (e.g. a Deployment whose pods are gone): nothing to read, and `pod in ()` is no selector
+    if (selected && identifiers.length === 0) {
+      audit.items = 0;
+      return customAnswer(target.version, requested, wireSelector, []);
+    }
     const selector = describedSelector(describes, identifiers.map((i) => i.identifier), target.namespace, metricSelector.requirements);
     const provider = providers.get(rule.provider)!;
-    const selected = target.shape === "selected";
     const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const, maxSeries: MAX_PODS_PER_READ } : {}) }, parts.signal, deadlineMs);
     const items = itemsOf(rule, describes, identifiers, series, now());
     if (!selected && items.length !== 1) {

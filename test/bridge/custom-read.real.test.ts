@@ -124,6 +124,17 @@ describe("a Pods read", () => {
     expect(h.decisions.map((d) => [d.resource, d.metric, d.namespace])).toEqual([["pods", "http_requests", "team-a"]]);
   });
 
+  it("answers an empty list when the labelSelector selected no pod, after the policy, without a backend call", async () => {
+    const h = harness(prom.url);
+    const before = await prom.requests();
+    const r = await h.read(PODS, { objects: { pods: [] } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ kind: "MetricValueList", items: [] });
+    expect(h.decisions.map((d) => d.resource)).toEqual(["pods"]);
+    expect(await prom.requests()).toBe(before);
+    expect((await harness(prom.url, true).read(PODS, { objects: { pods: [] } })).status).toBe(403);
+  });
+
   it("never reads another namespace's pod of the given name (namespaceLabel), and only the pods given", async () => {
     const r = await harness(prom.url).read(PODS, { objects: { pods: ["web-3"] } });
     expect(r.status).toBe(200);
@@ -211,8 +222,8 @@ describe("a namespace read and the policy", () => {
 describe("building the read", () => {
   it("refuses a rule whose query does not map the labels the bridge sets, naming the rule", () => {
     const text = config(prom.url).replace("describes: { resource: pods, objectLabel: pod, namespaceLabel: namespace }", "describes: { resource: pods, objectLabel: pod, namespaceLabel: ns }");
-    const bridge = buildBridge(text, "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
-    expect(() => createCustomValuesReader({ config: bridge.config, providers: bridge.providers, now: () => Date.now(), authorize: () => {} })).toThrow(
+    // the bridge builds its custom read at start-up (shared/app.ts), so building the bridge is what refuses it
+    expect(() => buildBridge(text, "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} })).toThrow(
       /metric http_requests \(describes pods\): its query cannot be read by pod and ns: .*ns/,
     );
   });
