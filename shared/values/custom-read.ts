@@ -177,7 +177,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
       throw err;
     }
     audit.provider = rule.provider;
-    const identifiers = identifiersOf(rule, describes, parts);
+    // the policy first: a caller it denies learns nothing of the object (its identifier, a missing label or status field)
     try {
       await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
     } catch (err) {
@@ -189,6 +189,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     }
     audit.decision = "allow";
     if (allowed !== undefined) allowed.n++;
+    const identifiers = identifiersOf(rule, describes, parts);
 
     const selected = target.shape === "selected";
     // a labelSelector that selects no pod (e.g. a Deployment whose pods are gone): nothing to read, and `pod in ()` is no selector

@@ -162,7 +162,9 @@ describe("a Pods read", () => {
     expect(cases[0]!.body.message).toMatch(/must carry the pods/);
     expect(cases[1]!.body.message).toMatch(/at most 1000 pods/);
     expect(cases[4]!.body.message).toMatch(/may not constrain "pod"/);
-    expect(h.decisions).toEqual([]);
+    // the policy decides first (a caller it denies learns nothing of the objects), before any backend call;
+    // a metricLabelSelector on the pod label and the path without a rule are refused before it
+    expect(h.decisions.map((d) => d.resource)).toEqual(["pods", "pods", "pods"]);
   });
 });
 
@@ -186,8 +188,8 @@ describe("an Object read", () => {
     expect(notString.status).toBe(404);
     const swapped = await h.read(QUEUE, { objects: queueObject(QUEUE_URL, "mail") });
     expect(swapped.status).toBe(400);
-    // none of them reached the policy, let alone Prometheus
-    expect(h.decisions).toEqual([]);
+    // each was decided by the policy first (a caller it denies learns nothing of the object: test/bridge/app.custom.test.ts)
+    expect(h.decisions.map((d) => d.resource)).toEqual(Array(4).fill("queues.sqs.services.k8s.aws"));
   });
 
   it("a series that does not exist is a 503 without Retry-After (client-go would retry it ten times), never 0", async () => {
