@@ -1,0 +1,65 @@
+/**
+ * dynalite (an offline DynamoDB-compatible server, `dynalite` npm) on
+ * 127.0.0.1 for the shared read tier's tests and benchmark: started on a
+ * free port, tables made through the real AWS SDK (partition key `k`, as
+ * shared/cache/dynamodb-tier.ts expects), stopped with its connections.
+ */
+import { CreateTableCommand, DynamoDBClient, ScanCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+// @ts-expect-error dynalite ships no types
+import dynalite from "dynalite";
+
+/** A running dynalite. */
+export interface Dynalite {
+  /** `http://127.0.0.1:PORT` */
+  endpoint: string;
+  client: DynamoDBClient;
+  /** create table `name` (key `k`, string) and wait until it is active */
+  createTable(name: string): Promise<void>;
+  /** every item of `table` */
+  scan(table: string): Promise<Record<string, AttributeValue>[]>;
+  /** stop listening and drop every connection (the port then refuses) */
+  stop(): Promise<void>;
+}
+
+/** The `sharedCache:` flow mapping of a tier on `table` of `endpoint` (static test keys, one region). */
+export function sharedCacheYaml(endpoint: string, table: string, extra = ""): string {
+  return `{ type: dynamodb, table: ${table}, region: us-east-1, endpoint: ${endpoint}, credentials: { source: static, accessKeyId: test, secretAccessKey: test }${extra} }`;
+}
+
+/** Start dynalite on 127.0.0.1 (a free port). Tables are in memory. */
+export async function startDynalite(): Promise<Dynalite> {
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 }) as Server;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const client = new DynamoDBClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "test", secretAccessKey: "test" }, maxAttempts: 1 });
+  let stopped = false;
+  return {
+    endpoint,
+    client,
+    createTable: async (name) => {
+      await client.send(
+        new CreateTableCommand({
+          TableName: name,
+          AttributeDefinitions: [{ AttributeName: "k", AttributeType: "S" }],
+          KeySchema: [{ AttributeName: "k", KeyType: "HASH" }],
+          BillingMode: "PAY_PER_REQUEST",
+        }),
+      );
+    },
+    scan: async (table) => (await client.send(new ScanCommand({ TableName: table, ConsistentRead: true }))).Items ?? [],
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      client.destroy();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
