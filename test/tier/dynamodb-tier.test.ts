@@ -121,7 +121,6 @@ describe("shared read tier on DynamoDB (dynalite, real SDK, fauxqs)", () => {
       if (n > 1) expect((bySource["tier-hit"] ?? 0) + (bySource["tier-wait"] ?? 0)).toBeGreaterThan(0);
       close(instances);
     }
-    console.log("CALLS", JSON.stringify(calls));
     expect(calls[1]).toBeGreaterThanOrEqual(3);
     expect(calls[10]).toBeLessThanOrEqual(calls[1]! * 1.1);
     expect(calls[50]).toBeLessThanOrEqual(calls[1]! * 1.1);
