@@ -7,6 +7,7 @@
 import { CreateTableCommand, DynamoDBClient, ScanCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { sqsConfigHead } from "../helpers/emulator.ts";
 // @ts-expect-error dynalite ships no types
 import dynalite from "dynalite";
 
@@ -26,6 +27,18 @@ export interface Dynalite {
 /** The `sharedCache:` flow mapping of a tier on `table` of `endpoint` (static test keys, one region). */
 export function sharedCacheYaml(endpoint: string, table: string, extra = ""): string {
   return `{ type: dynamodb, table: ${table}, region: us-east-1, endpoint: ${endpoint}, credentials: { source: static, accessKeyId: test, secretAccessKey: test }${extra} }`;
+}
+
+/** A config whose `sqs` provider reads `sqsEndpoint` through the tier `sharedCache` (a flow mapping), one rule `depth` with a 1 s TTL. */
+export function tierConfig(sqsEndpoint: string, sharedCache: string, options: { maxAgeSeconds?: number; timeoutSeconds?: number } = {}): string {
+  return `${sqsConfigHead(sqsEndpoint, { timeoutSeconds: options.timeoutSeconds ?? 2 })}    sharedCache: ${sharedCache}
+metrics:
+  - name: depth
+    provider: sqs
+    maxAgeSeconds: ${options.maxAgeSeconds ?? 30}
+    cacheTTLSeconds: 1
+    query: { queueLabel: queue }
+`;
 }
 
 /** Start dynalite on 127.0.0.1 (a free port). Tables are in memory. */

@@ -17,22 +17,10 @@ import type { RuntimeEnv } from "../../shared/providers/types.ts";
 import { buildBridge, type Bridge } from "../helpers/bridge.ts";
 import { sqsConfigHead, startEmulator, type Emulator } from "../helpers/emulator.ts";
 import { startHangingServer } from "../helpers/hanging-server.ts";
-import { sharedCacheYaml, startDynalite, type Dynalite } from "./dynalite.ts";
+import { sharedCacheYaml, startDynalite, tierConfig, type Dynalite } from "./dynalite.ts";
 import { startSqsFront, type SqsFront } from "./sqs-front.ts";
 
 const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
-
-/** A config whose `sqs` provider reads `sqsEndpoint` through the tier `sharedCache` (a flow mapping), one rule `depth` with a 1 s TTL. */
-export function tierConfig(sqsEndpoint: string, sharedCache: string, options: { maxAgeSeconds?: number; timeoutSeconds?: number } = {}): string {
-  return `${sqsConfigHead(sqsEndpoint, { timeoutSeconds: options.timeoutSeconds ?? 2 })}    sharedCache: ${sharedCache}
-metrics:
-  - name: depth
-    provider: sqs
-    maxAgeSeconds: ${options.maxAgeSeconds ?? 30}
-    cacheTTLSeconds: 1
-    query: { queueLabel: queue }
-`;
-}
 
 /** One bridge instance with its own metrics and log. */
 interface Instance {
