@@ -5,9 +5,12 @@
  * shared/cache/dynamodb-tier.ts expects), stopped with its connections.
  */
 import { CreateTableCommand, DynamoDBClient, ScanCommand, type AttributeValue } from "@aws-sdk/client-dynamodb";
+import { spawn } from "node:child_process";
 import type { Server } from "node:http";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { sqsConfigHead } from "../helpers/emulator.ts";
+import { freePort } from "../helpers/ports.ts";
 // @ts-expect-error dynalite ships no types
 import dynalite from "dynalite";
 
@@ -41,14 +44,44 @@ metrics:
 `;
 }
 
-/** Start dynalite on 127.0.0.1 (a free port). Tables are in memory. */
-export async function startDynalite(): Promise<Dynalite> {
-  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 }) as Server;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+/**
+ * Start dynalite on 127.0.0.1 (a free port). Tables are in memory.
+ *
+ * @param options.process run it in a child process of its own (`dynalite`'s
+ *   CLI), as a real DynamoDB is: its work and garbage collection then do not
+ *   share the bridge's event loop (the benchmark's latency figures)
+ */
+export async function startDynalite(options: { process?: boolean } = {}): Promise<Dynalite> {
+  let close: () => Promise<void>;
+  let endpoint: string;
+  if (options.process) {
+    const port = await freePort();
+    const cli = createRequire(import.meta.url).resolve("dynalite/cli.js");
+    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", String(port), "--createTableMs", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise<void>((resolve, reject) => {
+      child.once("exit", (code) => reject(new Error(`dynalite exited ${code}`)));
+      child.stdout!.on("data", (c: Buffer) => /listening/.test(c.toString()) && resolve());
+    });
+    endpoint = `http://127.0.0.1:${port}`;
+    close = async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    };
+  } else {
+    const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 }) as Server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    close = () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+  }
   const client = new DynamoDBClient({ region: "us-east-1", endpoint, credentials: { accessKeyId: "test", secretAccessKey: "test" }, maxAttempts: 1 });
   let stopped = false;
   return {
@@ -69,10 +102,7 @@ export async function startDynalite(): Promise<Dynalite> {
       if (stopped) return;
       stopped = true;
       client.destroy();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await close();
     },
   };
 }
