@@ -119,6 +119,8 @@ describe("the shared read tier's integration point", () => {
     const reordered = config(cw.endpoint).replace("    timeoutSeconds: 0.5\n    maxAttempts: 1\n", "    maxAttempts: 1\n    timeoutSeconds: 0.5\n");
     expect(reordered).not.toBe(config(cw.endpoint));
     expect(digest(reordered)).toBe(base);
+    // key order never matters (a module's parse may build its object in any order)
+    expect(configDigest({ type: "t", config: { a: 1, b: { c: 2, d: [3] } } })).toBe(configDigest({ type: "t", config: { b: { d: [3], c: 2 }, a: 1 } }));
     expect(digest(config(cw.endpoint).replace("timeoutSeconds: 0.5", "timeoutSeconds: 1"))).not.toBe(base);
     expect(digest(config("http://127.0.0.1:1"))).not.toBe(base);
     expect(digest(config(cw.endpoint, "    sharedCache: { type: dynamodb, table: other, region: us-east-1 }"))).not.toBe(base);
