@@ -27,7 +27,22 @@
  * ({@link sharedCacheSchema}).
  */
 import * as z from "../config/zod.ts";
-import type { Reading } from "../providers/series.ts";
+import type { Decimal } from "../k8s/quantity.ts";
+
+/**
+ * One series' value as the tier stores and answers it: the provider's
+ * `Reading` (`../providers/series.ts`, a `Series` without its labels),
+ * written out here so that this contract imports nothing of the providers
+ * (which import it).
+ */
+export interface Reading {
+  /** the exact decimal value */
+  value: Decimal;
+  /** ms since epoch at which the backend observed the value */
+  timestamp: number;
+  /** set when the value aggregates `[timestamp − window, timestamp]` */
+  windowSeconds?: number;
+}
 
 /** Longest tier deadline, ms: a tier call must leave most of the 3 s read budget (shared/deadline.ts) to a direct read. */
 export const MAX_TIER_TIMEOUT_MS = 1000;
