@@ -108,6 +108,12 @@ describe("the shared read tier's integration point", () => {
     provider.close();
   });
 
+  it("a rule with cacheTTLSeconds: 0 never touches the tier", async () => {
+    const { bridge, tier } = build(config(cw.endpoint).replace("cacheTTLSeconds: 10", "cacheTTLSeconds: 0"));
+    expect((await read(bridge, "jobs")).body.items[0].value).toBe("8");
+    expect(tier.requests).toHaveLength(0);
+  });
+
   it("without a runtime tier (the CLI tools) sharedCache: is ignored", async () => {
     const bridge = buildBridge(config(cw.endpoint), "test.yaml", { env: {}, now: () => NOW }, { log: () => {} });
     expect((await read(bridge, "jobs")).body.items[0].value).toBe("8");
