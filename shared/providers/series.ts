@@ -307,10 +307,12 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   async #load(item: I, signal: AbortSignal, rule: MetricRule<Q>, labels: Readonly<Record<string, string>>, namespace: string): Promise<Reading> {
     try {
       const tier = this.#tier;
-      if (tier === undefined) return await this.batcher.load(item, signal);
+      const ttlMs = ruleCacheTtlMs(rule);
+      // a rule that re-uses nothing (cacheTTLSeconds: 0) has nothing to share: its reads never touch the tier
+      if (tier === undefined || ttlMs <= 0) return await this.batcher.load(item, signal);
       const outcome = await tier.tier.read({
         key: tierKey(this.name, tier.configDigest, item.key),
-        ttlMs: ruleCacheTtlMs(rule),
+        ttlMs,
         series: { provider: this.name, ruleIndex: rule.index ?? -1, labels, namespace },
         load: (loadSignal) => this.batcher.load(item, loadSignal),
         signal,
