@@ -106,20 +106,20 @@ describe("shared read tier on DynamoDB across Node server processes", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("6 processes reading one series for three TTLs make the backend calls of one process (≤ 1.1×)", async () => {
+  it("6 processes reading one series for ten TTLs make the backend calls of one process (≤ 1.1×)", async () => {
     const [single] = await fleet(1, "procs-1");
     let before = front.reads;
-    await readFor([single!], 3200, 50, "4");
+    await readFor([single!], 10_200, 50, "4");
     const one = front.reads - before;
     await stopServer(single!);
 
     const six = await fleet(6, "procs-6");
     before = front.reads;
-    await readFor(six, 3200, 50, "4");
+    await readFor(six, 10_200, 50, "4");
     const many = front.reads - before;
-    expect(one).toBeGreaterThanOrEqual(3);
+    expect(one).toBeGreaterThanOrEqual(10);
     expect(many).toBeLessThanOrEqual(one * 1.1);
-  }, 60_000);
+  }, 120_000);
 
   it("a lease holder killed while its backend call hangs stalls the others by at most one lease", async () => {
     const [holder, ...others] = await fleet(3, "killed", ", leaseMs: 1000");

@@ -93,14 +93,16 @@ describe("shared read tier on DynamoDB (dynalite, real SDK, fauxqs)", () => {
     await Promise.all([sqs?.stop(), other?.stop(), ddb?.stop()]);
   });
 
-  it("N = 1, 10 and 50 instances reading one series for three TTLs make the backend calls of one instance (≤ 1.1×)", async () => {
+  it("N = 1, 10 and 50 instances reading one series for ten TTLs make the backend calls of one instance (≤ 1.1×)", async () => {
     const calls: Record<number, number> = {};
     for (const n of [1, 10, 50]) {
       const table = `fleet-${n}`;
       await ddb.createTable(table);
-      const instances = fleet(n, tierConfig(front.endpoint, sharedCacheYaml(ddb.endpoint, table)));
+      // the tier's longest deadline: this test measures sharing across the fleet, not the fallback (tested below), and
+      // 50 instances and dynalite share this process's event loop with whatever else the machine runs
+      const instances = fleet(n, tierConfig(front.endpoint, sharedCacheYaml(ddb.endpoint, table, ", timeoutMs: 1000")));
       const before = front.reads;
-      await readFor(instances, 3200, 50, "4");
+      await readFor(instances, 10_200, 50, "4");
       calls[n] = front.reads - before;
       const bySource = sources(instances);
       // every local miss went through the tier, none directly; the loads are the backend calls
@@ -109,10 +111,10 @@ describe("shared read tier on DynamoDB (dynalite, real SDK, fauxqs)", () => {
       if (n > 1) expect((bySource["tier-hit"] ?? 0) + (bySource["tier-wait"] ?? 0)).toBeGreaterThan(0);
       close(instances);
     }
-    expect(calls[1]).toBeGreaterThanOrEqual(3);
+    expect(calls[1]).toBeGreaterThanOrEqual(10);
     expect(calls[10]).toBeLessThanOrEqual(calls[1]! * 1.1);
     expect(calls[50]).toBeLessThanOrEqual(calls[1]! * 1.1);
-  }, 60_000);
+  }, 120_000);
 
   it("without a tier the same 10 instances call the backend once each per TTL (the control)", async () => {
     const text = `${sqsConfigHead(front.endpoint, { timeoutSeconds: 2 })}metrics:
