@@ -239,7 +239,16 @@ async function firstRead(client: FrontProxyClient, proxyUrl: string, proxyCa: st
     await new Promise((r) => setTimeout(r, 100));
     first = await client.get(`${proxyUrl}${PODS_PATH}`, proxyCa);
   }
-  if (first.status !== 200) throw new Error(`the first Pods read through the proxy answered ${first.status}: ${first.text.slice(0, 400)}`);
+  if (first.status !== 200) {
+    let status: { reason?: string; message?: string } = {};
+    try {
+      status = JSON.parse(first.text) as typeof status;
+    } catch {
+      // not a Status: quoted as text below
+    }
+    const said = typeof status.message === "string" ? `${status.reason ?? ""} "${status.message}"` : first.text.slice(0, 400);
+    throw new Error(`the first Pods read through the proxy answered ${first.status} ${said}`);
+  }
   const answer = JSON.parse(first.text) as { kind?: string; items?: { describedObject?: { name?: string; namespace?: string }; metricName?: string }[] };
   const names = new Set((answer.items ?? []).map((i) => `${i.describedObject?.namespace}/${i.describedObject?.name}`));
   const expected = deploymentPods(PODS).map((p) => `${NAMESPACE}/${p.name}`);
