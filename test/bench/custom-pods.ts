@@ -11,8 +11,9 @@
  *
  * - the proxy (shared/proxy, `customMetrics: { enabled: true }`, its cache
  *   off: every read is resolved, forwarded and signed `EMB-HMAC-SHA256-3`),
- *   with the fake Kubernetes API in its process: 1,000 pods of Deployment
- *   `web` (`app=web`) and 20 of another app in the namespace, served as
+ *   with the fake Kubernetes API in its process: in each of 20 namespaces
+ *   (`BENCH_NAMESPACES`), 1,000 pods of Deployment `web` (`app=web`) and 20
+ *   of another app, served as
  *   metadata (`PartialObjectMetadataList` and watch) to the proxy's pod
  *   informer, and the HPA controller's SubjectAccessReview allowed;
  * - the bridge (functions/node.ts, verifying signatures) with one Pods rule
@@ -25,15 +26,19 @@
  *
  * The client presents the front-proxy certificate and `X-Remote-*` headers
  * of the HPA controller (as kube-apiserver does) and asks the HPA's exact
- * path, `…/v1beta2/namespaces/team-bench/pods/%2A/http_requests?labelSelector=app%3Dweb`.
+ * path, `…/v1beta2/namespaces/team-bench-<n>/pods/%2A/http_requests?labelSelector=app%3Dweb`,
+ * read i in namespace i mod 20: as 20 HPAs would, so reads in flight at
+ * the same time are distinct (identical ones would share one load at the
+ * proxy and at the bridge, which measures coalescing, not a read).
  * Every answer is checked: 2xx with exactly 1,000 items (a count of
  * `"describedObject"` in the body); anything else exits 1, as does a
  * backend query count above one per read or any other request at the fake.
  *
  * Backend queries per read: with the bridge's cache off each read is one
- * query; identical reads in flight at the same moment share one load
- * (coalescing), so the figure is under 1 when reads overlap, never over;
- * every query must answer all the pods (one query is the whole read).
+ * query; identical reads in flight at the same moment (the same namespace,
+ * 20 reads apart) share one load, so the figure can be a little under 1,
+ * never over; every query must answer all the pods (one query is the whole
+ * read).
  *
  * Pre-warm: `BENCH_PREWARM` reads (default 3,000; quick 300) go through each
  * scenario closed loop, 8 at a time, unmeasured, past V8's tier-up of the
@@ -43,23 +48,29 @@
  * Environment: `BENCH_RATE` reads per second (default 100),
  * `BENCH_DURATION` measured seconds per scenario (default 10),
  * `BENCH_WARMUP` seconds at the same rate before (default 2),
- * `BENCH_PREWARM`, `BENCH_CONNECTIONS` most keep-alive connections
+ * `BENCH_PREWARM`, `BENCH_PODS` pods of the Deployment (default and most
+ * 1,000), `BENCH_NAMESPACES` (default 20, most 40),
+ * `BENCH_CONNECTIONS` most keep-alive connections
  * (default 64), `BENCH_QUICK=1` short runs (2 s) for a smoke test,
  * `BENCH_PROXY_NODE_FLAGS` Node flags for the proxy process. Writes the
  * report row `P7` (test/bench/report.ts) when `BENCH_REPORT_DIR` is set.
  */
 import os from "node:os";
 import { MAX_PODS_PER_READ } from "../../shared/values/custom-read.ts";
-import { CUSTOM_METRIC, deploymentPods, OTHER_PODS, PODS_PATH } from "./custom-roles.ts";
+import { benchNamespace, CUSTOM_METRIC, deploymentPods, OTHER_PODS, podsPath } from "./custom-roles.ts";
 import { closedLoop, openLoop, type OpenLoopResult, type OpenLoopTarget } from "./openloop.ts";
 import { writeReport, type BenchRow } from "./report.ts";
-import { envNumber, frontProxyClient, NAMESPACE, node, reportTiming, runBenchmark, servingPems, spawnChild, type FrontProxyClient, type Measured } from "./servers.ts";
+import { envNumber, frontProxyClient, node, reportTiming, runBenchmark, servingPems, spawnChild, type FrontProxyClient, type Measured } from "./servers.ts";
 
 const QUICK = process.env["BENCH_QUICK"] === "1";
 /** The goal of issue 26's row: p99 through proxy + bridge at most this many times the trivial server's. */
 const P7_GOAL_RATIO = 2;
 /** Pods of the Deployment (`BENCH_PODS`, default and most: the most one Pods read may name, 1,000). */
 const PODS = Math.round(envNumber("BENCH_PODS", MAX_PODS_PER_READ, MAX_PODS_PER_READ));
+/** Namespaces, each with the Deployment (`BENCH_NAMESPACES`, default 20): read i reads namespace i mod N, so concurrent reads are distinct. */
+const NAMESPACES = Math.round(envNumber("BENCH_NAMESPACES", 20, 40));
+/** The path of read i. */
+const readPath = (i: number) => podsPath(benchNamespace(i % NAMESPACES));
 
 const ITEM_MARK = Buffer.from('"describedObject"');
 
@@ -93,18 +104,19 @@ async function main(): Promise<void> {
 
   // The stack: the fake Prometheus, the bridge behind it, the proxy in front.
   const prom = await spawnChild("custom-prometheus", { pods: PODS });
-  const bridge = await spawnChild("custom-bridge", { prometheusUrl: prom.url, signingKeys: client.keys });
+  const bridge = await spawnChild("custom-bridge", { prometheusUrl: prom.url, signingKeys: client.keys, namespaces: NAMESPACES });
   const flags = (process.env["BENCH_PROXY_NODE_FLAGS"] ?? "").split(/\s+/).filter(Boolean);
-  const proxy = await spawnChild("custom-proxy", { bridgeUrl: bridge.url, authData: client.authData, pods: PODS }, flags);
+  const proxy = await spawnChild("custom-proxy", { bridgeUrl: bridge.url, authData: client.authData, pods: PODS, namespaces: NAMESPACES }, flags);
   const proxyCa = proxy.info["caPem"]!;
 
   const setup =
     `${rate} reads/s open loop for ${seconds} s after ${prewarm.toLocaleString("en-US")} unmeasured closed-loop reads and ${warmupSeconds} s warm-up, ≤ ${connections} keep-alive connections; ` +
-    `Pods metric ${CUSTOM_METRIC} over the ${PODS} pods of app=web (${OTHER_PODS} other pods in the namespace), every answer checked for ${PODS} items; ` +
+    `Pods metric ${CUSTOM_METRIC} over the ${PODS} pods of app=web (${OTHER_PODS} other pods in the namespace), read i in namespace i mod ${NAMESPACES} (each with that Deployment), every answer checked for ${PODS} items; ` +
     `${os.cpus().length} CPUs, Node ${process.version}, load average at start ${load0.map((l) => l.toFixed(2)).join(" ")}.`;
   let first: { status: number; text: string };
   try {
     first = await firstRead(client, proxy.url, proxyCa, bridge.url);
+    for (let n = 1; n < NAMESPACES; n++) await expectPods(await client.get(`${proxy.url}${readPath(n)}`, proxyCa), benchNamespace(n));
   } catch (err) {
     // Nothing can be measured; the row says why (a refused read is a failed goal, not a missing one).
     const failure = (err as Error).message;
@@ -151,11 +163,11 @@ async function main(): Promise<void> {
 
   const baseline = await spawnChild("custom-baseline", { ...(await servingPems()), body: first.text });
   try {
-    await measure(`B: trivial Hono (HTTPS, client cert), same ${PODS}-item body`, { url: baseline.url, path: () => PODS_PATH, headers: client.headers, tls: client.tls, ca: baseline.info["caPem"]!, check }, [node(baseline, "hono")]);
+    await measure(`B: trivial Hono (HTTPS, client cert), same ${PODS}-item body`, { url: baseline.url, path: readPath, headers: client.headers, tls: client.tls, ca: baseline.info["caPem"]!, check }, [node(baseline, "hono")]);
   } finally {
     await baseline.stop();
   }
-  await measure("proxy → bridge → Prometheus (Pods read, caches off)", { url: proxy.url, path: () => PODS_PATH, headers: client.headers, tls: client.tls, ca: proxyCa, check }, [node(proxy), node(bridge), node(prom, "prometheus")]);
+  await measure("proxy → bridge → Prometheus (Pods read, caches off)", { url: proxy.url, path: readPath, headers: client.headers, tls: client.tls, ca: proxyCa, check }, [node(proxy), node(bridge), node(prom, "prometheus")]);
   const proxyCounters = (await proxy.stats()).counters;
   await proxy.stop();
   await bridge.stop();
@@ -171,8 +183,8 @@ async function main(): Promise<void> {
         (s.failure ? ` — FAILED: ${s.failure}` : "")
       : `${s.name}: FAILED: ${s.failure}`;
   const backendNote =
-    `Backend queries per read (bridge cache off: one query per load, each answering all ${PODS} pods; identical reads in flight at the same time share one load, so under 1): ` +
-    `${queries.valueQueries} queries (${queries.samples.toLocaleString("en-US")} samples) for ${queries.reads} reads (warm-up + measured) = ${fmt(queries.perRead)} per read; ` +
+    `Backend queries per read (bridge cache off: one query per load, each answering all ${PODS} pods; identical reads in flight at the same time share one load): ` +
+    `${queries.valueQueries} queries (${queries.samples.toLocaleString("en-US")} samples, ${fmt(queries.samples / queries.valueQueries)} a query) for ${queries.reads} reads (warm-up + measured) = ${fmt(queries.perRead)} per read; ` +
     `${queries.otherRequests} other requests at the fake. Proxy: ${proxyCounters["subjectAccessReviews"]} SubjectAccessReviews (${proxyCounters["sarCacheHits"]} decision-cache hits), ${proxyCounters["podLists"]} pod lists, ${proxyCounters["podWatches"]} pod watches over the whole run.`;
   const lines = [
     `Custom metrics, Pods read over ${PODS} pods — ${startedAt.toISOString()}`,
@@ -226,40 +238,50 @@ async function main(): Promise<void> {
 }
 
 /**
- * The first Pods read through the proxy, before anything is measured (the
- * pod informer syncs on the first Pods read: 503 until then, retried for up
- * to 10 s): 200, a MetricValueList of exactly the Deployment's pods; and
- * the bridge refuses an unsigned custom read.
+ * The first Pods read through the proxy (namespace 0), before anything is
+ * measured (the pod informer syncs on the first Pods read: 503 until then,
+ * retried for up to 10 s), checked by {@link expectPods}; and the bridge
+ * refuses an unsigned custom read.
  *
- * @throws Error saying which check failed (with the answer's status and text)
+ * @throws Error saying which check failed (with the answer's status and Status message)
  */
 async function firstRead(client: FrontProxyClient, proxyUrl: string, proxyCa: string, bridgeUrl: string): Promise<{ status: number; text: string }> {
-  let first = await client.get(`${proxyUrl}${PODS_PATH}`, proxyCa);
+  let first = await client.get(`${proxyUrl}${readPath(0)}`, proxyCa);
   for (let i = 0; i < 100 && first.status === 503; i++) {
     await new Promise((r) => setTimeout(r, 100));
-    first = await client.get(`${proxyUrl}${PODS_PATH}`, proxyCa);
+    first = await client.get(`${proxyUrl}${readPath(0)}`, proxyCa);
   }
-  if (first.status !== 200) {
-    let status: { reason?: string; message?: string } = {};
-    try {
-      status = JSON.parse(first.text) as typeof status;
-    } catch {
-      // not a Status: quoted as text below
-    }
-    const said = typeof status.message === "string" ? `${status.reason ?? ""} "${status.message}"` : first.text.slice(0, 400);
-    throw new Error(`the first Pods read through the proxy answered ${first.status} ${said}`);
-  }
-  const answer = JSON.parse(first.text) as { kind?: string; items?: { describedObject?: { name?: string; namespace?: string }; metricName?: string }[] };
-  const names = new Set((answer.items ?? []).map((i) => `${i.describedObject?.namespace}/${i.describedObject?.name}`));
-  const expected = deploymentPods(PODS).map((p) => `${NAMESPACE}/${p.name}`);
-  if (answer.kind !== "MetricValueList" || names.size !== PODS || !expected.every((n) => names.has(n)) || itemCount(Buffer.from(first.text)) !== PODS) {
-    throw new Error(`first Pods read: expected a MetricValueList of the ${PODS} pods of app=web, got ${answer.kind} with ${answer.items?.length} items (${names.size} distinct pods)`);
-  }
+  await expectPods(first, benchNamespace(0));
   // The bridge behind the proxy takes signed reads only.
-  const unsigned = await fetch(`${bridgeUrl}${PODS_PATH}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ pods: ["web-1"] }) });
+  const unsigned = await fetch(`${bridgeUrl}${readPath(0)}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ pods: ["web-1"] }) });
   await unsigned.body?.cancel();
   if (unsigned.status !== 401) throw new Error(`the bridge behind the proxy must refuse an unsigned custom read, got ${unsigned.status}`);
   return first;
+}
+
+/**
+ * Check a Pods read's answer: 200, a MetricValueList of exactly the
+ * Deployment's {@link PODS} pods in `namespace`.
+ *
+ * @throws Error saying what was answered (a Status's reason and message)
+ */
+async function expectPods(reply: { status: number; text: string }, namespace: string): Promise<void> {
+  if (reply.status !== 200) {
+    let status: { reason?: string; message?: string } = {};
+    try {
+      status = JSON.parse(reply.text) as typeof status;
+    } catch {
+      // not a Status: quoted as text below
+    }
+    const said = typeof status.message === "string" ? `${status.reason ?? ""} "${status.message}"` : reply.text.slice(0, 400);
+    throw new Error(`a Pods read through the proxy (namespace ${namespace}) answered ${reply.status} ${said}`);
+  }
+  const answer = JSON.parse(reply.text) as { kind?: string; items?: { describedObject?: { name?: string; namespace?: string } }[] };
+  const names = new Set((answer.items ?? []).map((i) => `${i.describedObject?.namespace}/${i.describedObject?.name}`));
+  const expected = deploymentPods(PODS).map((p) => `${namespace}/${p.name}`);
+  if (answer.kind !== "MetricValueList" || names.size !== PODS || !expected.every((n) => names.has(n)) || itemCount(Buffer.from(reply.text)) !== PODS) {
+    throw new Error(`Pods read (namespace ${namespace}): expected a MetricValueList of the ${PODS} pods of app=web, got ${answer.kind} with ${answer.items?.length} items (${names.size} distinct pods)`);
+  }
 }
 
 /** The P7 row when nothing could be measured. */

@@ -8,18 +8,21 @@
  * - `custom-prometheus` {pods}: the Prometheus API fake
  *   (test/fakes/prometheus-api.ts) answering the Pods rule's one query,
  *   `sum by (namespace, pod) (rate(emb_http_requests_total{namespace="…",pod=~"a|b|…"}[2m]))`,
- *   with one sample per pod the matcher names (of the `pods` pods it holds);
+ *   with one sample per pod the matcher names (of the `pods` pod names it
+ *   holds, in whichever namespace the query names);
  *   counts those queries (`valueQueries`) and any other request (`otherRequests`).
- * - `custom-bridge` {prometheusUrl, signingKeys}: the Node bridge
+ * - `custom-bridge` {prometheusUrl, signingKeys, namespaces}: the Node bridge
  *   (functions/node.ts) with {@link customBridgeConfigText}: the Pods rule on
- *   the fake, its cache off, a policy allowing the read through
+ *   the fake, its cache off, a policy per namespace allowing the read through
  *   `resources: [pods]`; signed reads only.
- * - `custom-proxy` {bridgeUrl, authData, pods}: the proxy (shared/proxy, via
- *   test/proxy/proxy.harness.ts) with `customMetrics` on and its cache off,
- *   against the fake Kubernetes API holding {@link deploymentPods} (metadata
- *   served as `PartialObjectMetadataList`, test/proxy/custom-objects.fake.ts)
- *   plus a few pods of another app, and answering the HPA controller's
- *   SubjectAccessReview for custom.metrics.k8s.io pods as allowed.
+ * - `custom-proxy` {bridgeUrl, authData, pods, namespaces}: the proxy
+ *   (shared/proxy, via test/proxy/proxy.harness.ts) with `customMetrics` on
+ *   and its cache off, against the fake Kubernetes API holding, in each
+ *   namespace {@link benchNamespace}(0…namespaces-1), {@link deploymentPods}
+ *   (metadata served as `PartialObjectMetadataList`,
+ *   test/proxy/custom-objects.fake.ts) plus a few pods of another app, and
+ *   answering the HPA controller's SubjectAccessReview for
+ *   custom.metrics.k8s.io pods as allowed.
  * - `custom-baseline` {certPem, keyPem, caPem, body}: bare Node + Hono over
  *   HTTPS with the proxy's TLS setup (test/bench/trivial.ts `serveHttps`)
  *   answering `body` (a fixed MetricValueList text, the proxied answer's size)
@@ -34,9 +37,16 @@ import { serveHttps } from "./trivial.ts";
 export const CUSTOM_METRIC = "http_requests";
 /** The label selector of the Deployment's pods (the HPA's `scaleTargetRef` selector). */
 export const DEPLOYMENT_SELECTOR = "app=web";
-/** The HPA controller's path of a Pods read (v1beta2, `pods/%2A`, the Deployment's selector). */
-export const PODS_PATH = `/apis/custom.metrics.k8s.io/v1beta2/namespaces/${NAMESPACE}/pods/%2A/${CUSTOM_METRIC}?labelSelector=${encodeURIComponent(DEPLOYMENT_SELECTOR)}`;
-/** Pods of another app in the namespace, which the selector must leave out. */
+/** Namespace `i` of the benchmark (`team-bench-<i>`): each holds the same Deployment, so reads of different namespaces are distinct reads. */
+export function benchNamespace(i: number): string {
+  return `${NAMESPACE}-${i}`;
+}
+
+/** The HPA controller's path of a Pods read in `namespace` (v1beta2, `pods/%2A`, the Deployment's selector). */
+export function podsPath(namespace: string): string {
+  return `/apis/custom.metrics.k8s.io/v1beta2/namespaces/${namespace}/pods/%2A/${CUSTOM_METRIC}?labelSelector=${encodeURIComponent(DEPLOYMENT_SELECTOR)}`;
+}
+/** Pods of another app in each namespace, which the selector must leave out. */
 export const OTHER_PODS = 20;
 
 /** Kubernetes' pod-name suffix alphabet (apimachinery `util/rand.String`: no vowels, no 0, 1, 3). */
@@ -58,11 +68,25 @@ export function deploymentPods(count: number): { name: string; labels: Record<st
  * The bridge's config: one Pods rule (`describes: pods`) on the Prometheus
  * API at `prometheusUrl`, a template rule, so a read is ONE query; the
  * cache off (`cacheTTLSeconds: 0`: every read is a backend query; identical
- * loads in flight at the same moment are still shared); a policy in the
- * benchmark namespace allowing the metric through `resources: [pods]`
- * (contract C1: a custom read needs a rule naming its resource).
+ * loads in flight at the same moment are still shared); a policy in each
+ * of the `namespaces` benchmark namespaces allowing the metric through
+ * `resources: [pods]` (contract C1: a custom read needs a rule naming its
+ * resource).
  */
-export function customBridgeConfigText(prometheusUrl: string): string {
+export function customBridgeConfigText(prometheusUrl: string, namespaces: number): string {
+  const policies = Array.from(
+    { length: namespaces },
+    (_, i) => `---
+apiVersion: external-metrics-bridge.io/v1alpha1
+kind: ExternalMetricPolicy
+metadata: { name: web-pods, namespace: ${benchNamespace(i)} }
+spec:
+  rules:
+    - { metric: ${CUSTOM_METRIC}, resources: [pods], selector: {} }
+    - { metric: ".*", resources: [pods, external], deny: true }
+  defaultAction: Deny
+`,
+  );
   return `apiVersion: external-metrics-bridge.io/v1alpha1
 kind: BridgeConfig
 defaults: { maxAgeSeconds: 300, cacheTTLSeconds: 0 }
@@ -76,16 +100,7 @@ metrics:
 policy:
   defaultAction: Deny
   localIdentity: { user: "${HPA_USER}", groups: [system:serviceaccounts, system:serviceaccounts:kube-system, system:authenticated] }
----
-apiVersion: external-metrics-bridge.io/v1alpha1
-kind: ExternalMetricPolicy
-metadata: { name: web-pods, namespace: ${NAMESPACE} }
-spec:
-  rules:
-    - { metric: ${CUSTOM_METRIC}, resources: [pods], selector: {} }
-    - { metric: ".*", resources: [pods, external], deny: true }
-  defaultAction: Deny
-`;
+${policies.join("")}`;
 }
 
 /** The query shape the Pods rule sends (see the module doc); groups: by-labels, matchers. */
@@ -133,7 +148,8 @@ export async function startCustomRole(role: string, options: Record<string, unkn
       const { startNodeServer } = await import("../../functions/node.ts");
       const { loadConfig } = await import("../../shared/config/config.ts");
       const env: Record<string, string | undefined> = { ...process.env, BRIDGE_SIGNING_KEYS: options["signingKeys"] as string };
-      const server = await startNodeServer({ config: loadConfig(customBridgeConfigText(options["prometheusUrl"] as string), "bench-custom.yaml").config, port: 0, env });
+      const text = customBridgeConfigText(options["prometheusUrl"] as string, options["namespaces"] as number);
+      const server = await startNodeServer({ config: loadConfig(text, "bench-custom.yaml").config, port: 0, env });
       return { url: server.url, close: () => server.close() };
     }
     case "custom-proxy": {
@@ -144,8 +160,11 @@ export async function startCustomRole(role: string, options: Record<string, unkn
       const { jsonLogger } = await import("../../shared/proxy/log.ts");
       const fake = await startFakeKubeApiServer();
       const objects = customObjectsFake();
-      for (const p of deploymentPods(options["pods"] as number)) objects.pods.set(`${NAMESPACE}/${p.name}`, p.labels);
-      for (const p of Array.from({ length: OTHER_PODS }, (_, i) => podName("db", "6f4b8c9d7e", i))) objects.pods.set(`${NAMESPACE}/${p}`, { app: "db" });
+      for (let n = 0; n < (options["namespaces"] as number); n++) {
+        const namespace = benchNamespace(n);
+        for (const p of deploymentPods(options["pods"] as number)) objects.pods.set(`${namespace}/${p.name}`, p.labels);
+        for (let i = 0; i < OTHER_PODS; i++) objects.pods.set(`${namespace}/${podName("db", "6f4b8c9d7e", i)}`, { app: "db" });
+      }
       fake.extraRoutes = objects.route;
       // RBAC as a cluster would have it: the HPA controller may get custom.metrics.k8s.io pods metrics.
       fake.authorize = (spec) => ({
