@@ -37,7 +37,7 @@
  * (`ListTimeSeries`, one filter ORing the series of one shape) batch for real.
  */
 import { Batcher, type Outcome } from "../batch.ts";
-import { CoalescingCache, ruleCacheTtlMs } from "../cache/coalescing.ts";
+import { CacheFullError, CoalescingCache, ruleCacheTtlMs } from "../cache/coalescing.ts";
 import { tierKey, type SharedTier } from "../cache/shared-tier.ts";
 import { createLogger, LOG_LEVEL_ENV, parseLevel, type LogRecord } from "../observability/log.ts";
 import type { RefreshAheadOptions } from "../cache/refresh-ahead.ts";
@@ -287,7 +287,14 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     const readings = await Promise.all(
       items.map((item, i) => {
         const value = this.cache.get(item.key, ttlMs, loads[i]!, { signal: request.signal }).value;
-        return omit ? Promise.resolve(value).catch((err: unknown) => (isNoData(err) ? undefined : Promise.reject(err))) : value;
+        return Promise.resolve(value).catch((err: unknown) => {
+          if (omit && isNoData(err)) return undefined;
+          // more different loads in flight than the cache holds: this instance is overloaded, which is a 503, not an internal error
+          if (err instanceof CacheFullError) {
+            return Promise.reject(serviceUnavailable(`provider ${this.name}: ${err.message}; the bridge is overloaded, no value is reported`, 1));
+          }
+          return Promise.reject(err);
+        });
       }),
     );
     // The frozen label sets, as `peek` answers them: a hit after this load then keeps the app's built answer.

@@ -65,6 +65,23 @@ describe("a Pods read of many pods", () => {
     expect(valueQueries()).toHaveLength(10);
   });
 
+  it("more different series in flight than the series cache holds (10,000) is a 503 (overloaded), never a 500 nor a value", async () => {
+    const bridge = buildBridge(config(prom.url, ", maxBatchSize: 1000"), "t.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+    prom.respond = () => ({ delayMs: 1_500, body: { status: "success", data: { resultType: "vector", result: [] } } });
+    try {
+      // ten reads of 1,000 different pods each hold 10,000 loads in flight; the eleventh read's pods find the cache full
+      const held = Array.from({ length: 10 }, (_, r) => bridge.app.request(PODS, post(customReadBody({ pods: names(MAX_PODS_PER_READ).map((n) => `${n}-r${r}`) }))));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const res = await bridge.app.request(PODS, post(customReadBody({ pods: ["late-1", "late-2"] })));
+      const body = await res.json();
+      expect(res.status, JSON.stringify(body)).toBe(503);
+      expect(body.message).toMatch(/too many different reads in flight \(10000\).*overloaded, no value is reported/);
+      await Promise.all(held);
+    } finally {
+      prom.respond = undefined;
+    }
+  });
+
   it("more than 1,000 pods is a 400 before any query; an External read still names at most 100 series", async () => {
     const bridge = buildBridge(config(prom.url, ", maxBatchSize: 1000"), "t.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
     prom.requests.length = 0;
