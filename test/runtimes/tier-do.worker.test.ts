@@ -1,0 +1,160 @@
+/**
+ * The shared read tier on Durable Objects (issue 28) in workerd: several
+ * Worker scripts (separate isolates) built by wrangler with the repository's
+ * wrangler.toml (`test/runtimes/tier-do-harness.ts` as the entry: the real
+ * `SeriesTier` class and the real isolate tier, called as a provider's
+ * local cache miss calls it), all bound to ONE Durable Object namespace
+ * defined in script `a`, reading a fake Prometheus API on 127.0.0.1 whose
+ * calls are counted (one series load = 2 queries: value and timestamp).
+ */
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
+import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
+import { buildWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
+
+const NS_ONE = { className: "SeriesTier", scriptName: "a" };
+/** queries per series load (the prometheus provider asks for the value and its timestamp) */
+const PER_LOAD = 2;
+
+function config(url: string, tier = "{ type: durableObject, shards: 4, timeoutMs: 1000 }"): string {
+  return `${OPEN_CONFIG_HEAD}providers:
+  prom: { type: prometheus, url: ${url}, timeoutSeconds: 2, sharedCache: ${tier} }
+metrics:
+  - { name: ready, provider: prom, query: { series: queue_ready, selectorLabels: { queue: queue } } }
+  - { name: fast, provider: prom, cacheTTLSeconds: 2, query: { series: queue_ready, selectorLabels: { queue: queue } } }
+`;
+}
+
+let fake: FakePrometheus;
+let build: WorkerBuild;
+let workers: RunningWorkers;
+const SCRIPTS = ["a", "b", "c"];
+
+function setQueue(queue: string, value: string): void {
+  fake.series = fake.series.filter((s) => s.labels["queue"] !== queue);
+  fake.series.push({ labels: { __name__: "queue_ready", queue }, value, timeMs: Date.now() - 1000 });
+}
+
+async function read(script: string, metric: string, queue: string): Promise<any> {
+  const res = await workers.fetch(script, "/tier-read", { method: "POST", body: JSON.stringify({ metric, labels: { queue }, namespace: "default" }) });
+  return res.json();
+}
+
+beforeAll(async () => {
+  fake = await startFakePrometheus(() => Date.now());
+  const built = await buildWorker({ args: ["test/runtimes/tier-do-harness.ts"] });
+  build = { ...built, script: join(built.outdir, "tier-do-harness.js") }; // wrangler names the output after the entry
+  const text = config(fake.url);
+  workers = await startWorkers(build, [
+    { name: "a", bindings: { BRIDGE_CONFIG: text }, durableObjects: { SERIES_TIER: "SeriesTier" } },
+    { name: "b", bindings: { BRIDGE_CONFIG: text }, durableObjects: { SERIES_TIER: NS_ONE } },
+    { name: "c", bindings: { BRIDGE_CONFIG: text }, durableObjects: { SERIES_TIER: NS_ONE } },
+    // no Durable Object binding at all: a misconfigured deploy
+    { name: "unbound", bindings: { BRIDGE_CONFIG: text } },
+    // bound, but the object runs another config (a deploy rolling out): it refuses (409)
+    { name: "other", bindings: { BRIDGE_CONFIG: config(fake.url, "{ type: durableObject, shards: 4, timeoutMs: 999 }") }, durableObjects: { SERIES_TIER: NS_ONE } },
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await workers?.close();
+  await fake?.close();
+});
+
+describe("shared tier on Durable Objects (workerd, several isolates, one namespace)", () => {
+  for (const n of [1, 10, 50]) {
+    it(`N = ${n} readers of one series over ${SCRIPTS.length} isolates: one backend load, as a single instance`, async () => {
+      const queue = `q${n}`;
+      setQueue(queue, String(n));
+      const before = fake.requests.length;
+      const answers = await Promise.all(Array.from({ length: n }, (_, i) => read(SCRIPTS[i % SCRIPTS.length]!, "ready", queue)));
+      for (const a of answers) expect(a).toMatchObject({ value: String(n) });
+      expect(answers.every((a) => a.source === "tier-hit" || a.source === "tier-wait")).toBe(true);
+      const loads = (fake.requests.length - before) / PER_LOAD;
+      // a single instance (its coalescing cache) loads a series read together once: the fleet stays within 1.1× of that
+      expect(loads).toBeLessThanOrEqual(1.1 * 1);
+      expect(loads).toBe(1);
+      // and later reads within the TTL, from any isolate, are hits
+      const again = await Promise.all(SCRIPTS.map((s) => read(s, "ready", queue)));
+      expect(again.map((a) => a.source)).toEqual(["tier-hit", "tier-hit", "tier-hit"]);
+      expect(fake.requests.length - before).toBe(PER_LOAD);
+    });
+  }
+
+  it("alarm-driven refresh-ahead keeps a series read since its load fresh without a read", async () => {
+    const queue = "refresh";
+    setQueue(queue, "1");
+    const before = fake.requests.length;
+    expect(await read("b", "fast", queue)).toMatchObject({ value: "1", source: "tier-wait" });
+    setQueue(queue, "2");
+    await new Promise((r) => setTimeout(r, 600));
+    // read since its load (a hit, still the old value): the round before its 2 s TTL ends reloads it
+    expect(await read("c", "fast", queue)).toMatchObject({ value: "1", source: "tier-hit" });
+    await new Promise((r) => setTimeout(r, 1900)); // the round is due 1.8 s after the load
+    expect(fake.requests.length - before).toBe(2 * PER_LOAD); // reloaded with no read in between
+    const fresh = await read("a", "fast", queue);
+    expect(fresh).toMatchObject({ value: "2", source: "tier-hit" });
+    // not read since that refresh: the next round drops it, no call without readers
+    const calls = fake.requests.length;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(fake.requests.length - calls).toBeLessThanOrEqual(PER_LOAD); // the round after the last read, then none
+    const settled = fake.requests.length;
+    await new Promise((r) => setTimeout(r, 2200));
+    expect(fake.requests.length).toBe(settled);
+  }, 20_000);
+
+  it("a backend failure is returned as that Status, never a value, and not kept past its back-off", async () => {
+    const queue = "failing";
+    setQueue(queue, "5");
+    fake.respond = (q) => (q.query.includes(`"${queue}"`) ? { status: 503, body: { status: "error", errorType: "unavailable", error: "overloaded" }, headers: { "retry-after": "1" } } : undefined);
+    try {
+      const answers = await Promise.all(SCRIPTS.map((s) => read(s, "ready", queue)));
+      for (const a of answers) {
+        expect(a.value).toBeUndefined();
+        expect(a.code).toBe(503);
+      }
+    } finally {
+      fake.respond = undefined;
+    }
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await read("a", "ready", queue)).toMatchObject({ value: "5", source: "tier-wait" });
+  });
+
+  it("a restarted Durable Object never yields an invented value: the next read loads again, or fails as a Status", async () => {
+    const queue = "reset";
+    setQueue(queue, "7");
+    expect(await read("a", "ready", queue)).toMatchObject({ value: "7" });
+    expect(await read("b", "ready", queue)).toMatchObject({ value: "7", source: "tier-hit" });
+    await workers.restart(); // workerd restarts: every isolate and object starts afresh, in-memory storage lost
+    fake.respond = (q) => (q.query.includes(`"${queue}"`) ? { status: 500, body: { status: "error", errorType: "internal", error: "down" } } : undefined);
+    try {
+      const failed = await read("b", "ready", queue);
+      expect(failed.value).toBeUndefined();
+      expect(failed.code).toBeGreaterThanOrEqual(500);
+      // the cached value did not survive the restart: the read went to the backend (and its failure is no value)
+      expect(failed.counts["tier-hit"]).toBe(0);
+    } finally {
+      fake.respond = undefined;
+    }
+    await new Promise((r) => setTimeout(r, 1100)); // the 503's back-off (1 s) ends: the failure is not kept
+    const before = fake.requests.length;
+    expect(await read("c", "ready", queue)).toMatchObject({ value: "7", source: "tier-wait" });
+    expect(fake.requests.length - before).toBe(PER_LOAD);
+  });
+
+  it("the Durable Object unreachable (binding missing) or refusing (another config): the isolate reads directly, right values, counted and logged", async () => {
+    setQueue("direct", "9");
+    const before = fake.requests.length;
+    const unbound = await read("unbound", "ready", "direct");
+    expect(unbound).toMatchObject({ value: "9", source: "direct" });
+    expect(unbound.counts.direct).toBe(1);
+    const refused = await read("other", "ready", "direct");
+    expect(refused).toMatchObject({ value: "9", source: "direct" });
+    expect(refused.counts.direct).toBe(1);
+    expect(fake.requests.length - before).toBe(2 * PER_LOAD);
+    const logs = workers.logs();
+    expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the Worker binding SERIES_TIER is not a Durable Object namespace/);
+    expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the object answered 409/);
+  });
+});
