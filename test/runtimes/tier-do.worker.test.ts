@@ -11,7 +11,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
-import { buildWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
+import { shardOf } from "../../shared/cache/durable-object-tier.ts";
+import { buildWorker, startWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
 
 const NS_ONE = { className: "SeriesTier", scriptName: "a" };
 /** queries per series load (the prometheus provider asks for the value and its timestamp) */
@@ -54,6 +55,8 @@ beforeAll(async () => {
     { name: "unbound", bindings: { BRIDGE_CONFIG: text } },
     // bound, but the object runs another config (a deploy rolling out): it refuses (409)
     { name: "other", bindings: { BRIDGE_CONFIG: config(fake.url, "{ type: durableObject, shards: 4, timeoutMs: 999 }") }, durableObjects: { SERIES_TIER: NS_ONE } },
+    // its own namespace and a 100 ms tier deadline: an object slower than that is not waited for
+    { name: "slow", bindings: { BRIDGE_CONFIG: config(fake.url, "{ type: durableObject, shards: 1, timeoutMs: 100 }") }, durableObjects: { SERIES_TIER: "SeriesTier" } },
   ]);
 }, 180_000);
 
@@ -156,5 +159,61 @@ describe("shared tier on Durable Objects (workerd, several isolates, one namespa
     const logs = workers.logs();
     expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the Worker binding SERIES_TIER is not a Durable Object namespace/);
     expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the object answered 409/);
+  });
+
+  it("an object slower than the tier's deadline (timeoutMs) is not waited for: direct, the right value, counted", async () => {
+    setQueue("slow", "11");
+    fake.respond = (q) => {
+      if (!q.query.includes(`"slow"`)) return undefined;
+      fake.respond = undefined; // only the object's first load is slow
+      return { status: 503, body: { status: "error", errorType: "unavailable", error: "slow" }, delayMs: 400 };
+    };
+    const started = Date.now();
+    const answer = await read("slow", "ready", "slow");
+    expect(answer).toMatchObject({ value: "11", source: "direct" });
+    expect(answer.counts.direct).toBe(1);
+    expect(Date.now() - started).toBeLessThan(400); // the direct read did not wait for the object's slow load
+    expect(workers.logs()).toMatch(/shared tier unavailable: reading the backend directly.*no answer within 100 ms/);
+  });
+});
+
+describe("the Worker entry and sharedCache", () => {
+  it("refuses sharedCache type dynamodb when the config loads, saying what to use", async () => {
+    const text = `${OPEN_CONFIG_HEAD}providers:
+  prom: { type: prometheus, url: http://127.0.0.1:9, sharedCache: { type: dynamodb, table: bridge-tier } }
+metrics:
+  - { name: ready, provider: prom, query: { series: queue_ready, selectorLabels: { queue: queue } } }
+`;
+    const worker = await startWorker(text);
+    try {
+      const res = await worker.request("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/ready?labelSelector=queue%3Da");
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { message: string };
+      expect(body.message).toMatch(/providers\.prom\.sharedCache: type dynamodb is for Lambda and the Node server; on a Worker use \{ type: durableObject \}/);
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it("serves a config with sharedCache type durableObject (the shipped Worker, its SeriesTier export and wrangler.toml binding)", async () => {
+    setQueue("entry", "4");
+    const worker = await startWorker(config(fake.url));
+    try {
+      const res = await worker.request("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/ready?labelSelector=queue%3Dentry");
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { items: { value: string }[] }).items[0]!.value).toBe("4");
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it("shards a provider's series over its objects by a stable hash of the tier key", () => {
+    const keys = Array.from({ length: 1000 }, (_, i) => `prom\u0000abc\u0000series-${i}`);
+    const perShard = new Array<number>(16).fill(0);
+    for (const k of keys) perShard[shardOf(k, 16)]!++;
+    for (const n of perShard) expect(n).toBeGreaterThan(30); // every shard used, none holding them all (1000 / 16 ≈ 62)
+    expect(keys.map((k) => shardOf(k, 16))).toEqual(keys.map((k) => shardOf(k, 16)));
+    expect(shardOf("prom\u0000abc\u0000x", 1)).toBe(0);
+    expect(shardOf("a", 4)).toBe(0xe40c292c % 4); // FNV-1a 32 of "a"
   });
 });
