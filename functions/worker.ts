@@ -184,9 +184,12 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
       const config = loadConfig(text, source).config;
       refuseDynamoTier(config);
       const digest = await configTextDigest(text);
+      // each provider's tier, made now: a tier this build cannot make refuses the config here
+      const tiers = new Map<string, SharedTier>();
+      for (const [name, p] of Object.entries(config.providers)) if (p.sharedCache !== undefined) tiers.set(name, durableObjectTier(name, p.sharedCache, digest));
       // the runtime with this config's tier factory (`env` stays the shared, per-request one)
       const withTier: RuntimeEnv = Object.assign(Object.create(runtime) as RuntimeEnv, {
-        sharedTier: (provider: string, cache: SharedCacheConfig): SharedTier => durableObjectTier(provider, cache, digest),
+        sharedTier: (provider: string, cache: SharedCacheConfig): SharedTier => tiers.get(provider) ?? durableObjectTier(provider, cache, digest),
       });
       const { bridge, notices } = await bootstrap({
         runtime: withTier,

@@ -11,8 +11,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { planWorkerBuild, TIER_SPECIFIER } from "../../infra/worker/build.ts";
+import { NOT_BUILT } from "../../infra/worker/no-durable-object-tier.ts";
 import { shardOf } from "../../shared/cache/durable-object-tier.ts";
-import { buildWorker, startWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
+import { buildWorker, ROOT, startWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
 
 const NS_ONE = { className: "SeriesTier", scriptName: "a" };
 /** queries per series load (the prometheus provider asks for the value and its timestamp) */
@@ -216,4 +220,37 @@ metrics:
     expect(shardOf("prom\u0000abc\u0000x", 1)).toBe(0);
     expect(shardOf("a", 4)).toBe(0xe40c292c % 4); // FNV-1a 32 of "a"
   });
+
+  it("a Worker built for a config without the tier leaves it out (infra/worker/build.ts), still exports SeriesTier, and refuses a config naming it", async () => {
+    const file = join(tmpdir(), `tier-do-${process.pid}.yaml`);
+    writeFileSync(file, config(fake.url).replace(/, sharedCache: [^}]*\}/, ""));
+    expect(planWorkerBuild({ config: file }).durableObjectTier).toBe(false);
+    writeFileSync(file, config(fake.url));
+    expect(planWorkerBuild({ config: file }).durableObjectTier).toBe(true);
+    expect(planWorkerBuild({ all: true }).durableObjectTier).toBeUndefined(); // every provider: the tier too
+    const [withTier, without] = await Promise.all([
+      buildWorker(),
+      buildWorker({ args: ["--alias", `${TIER_SPECIFIER}:${join(ROOT, "infra/worker/no-durable-object-tier.ts")}`] }),
+    ]);
+    const gzip = (b: WorkerBuild) => Number(/gzip: ([\d.]+) KiB/.exec(b.output)![1]);
+    console.log(`Worker gzip (wrangler), every provider: with the Durable Object tier ${gzip(withTier)} KiB, without ${gzip(without)} KiB`);
+    expect(gzip(without)).toBeLessThan(gzip(withTier));
+    setQueue("plain", "6");
+    const plain = config(fake.url).replace(/, sharedCache: [^}]*\}/, "");
+    // the SeriesTier class wrangler.toml binds is exported (workerd refuses a binding to a missing class)
+    const stubbed = await startWorkers(without, [
+      { name: "plain", bindings: { BRIDGE_CONFIG: plain }, durableObjects: { SERIES_TIER: "SeriesTier" } },
+      { name: "tiered", bindings: { BRIDGE_CONFIG: config(fake.url) }, durableObjects: { SERIES_TIER: { className: "SeriesTier", scriptName: "plain" } } },
+    ]);
+    try {
+      const path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/ready?labelSelector=queue%3Dplain";
+      const ok = await stubbed.fetch("plain", path);
+      expect(ok.status).toBe(200);
+      const refused = await stubbed.fetch("tiered", path);
+      expect(refused.status).toBe(500);
+      expect(((await refused.json()) as { message: string }).message).toContain(NOT_BUILT);
+    } finally {
+      await stubbed.close();
+    }
+  }, 120_000);
 });
