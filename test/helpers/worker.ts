@@ -262,8 +262,8 @@ export async function startWorkers(build: WorkerBuild, scripts: readonly WorkerS
   await miniflare.ready;
   return {
     fetch: async (name, path, init) => {
-      const w = await miniflare.getWorker(name);
-      return w.fetch(`http://localhost${path}`, init as never) as unknown as Promise<Response>;
+      const w = (await miniflare.getWorker(name)) as unknown as { fetch(input: string, init?: RequestInit): Promise<Response> };
+      return w.fetch(`http://localhost${path}`, init);
     },
     logs: () => captured,
     restart: async () => {
