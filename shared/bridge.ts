@@ -87,7 +87,7 @@ export function fromConfig(
   options: BuildOptions = {},
 ): Bridge {
   checkRules(config.providers, [...config.metrics, ...config.customMetrics]);
-  const providers = buildProviders(config.providers, runtime);
+  const providers = buildProviders(config.providers, runtime, options.log);
   // Policy: the local identity as caller and the ExternalMetricPolicy
   // authorizer; an `authenticate` in options (the proxy's verifier) wins.
   // Request signing (`shared/signing.ts`): when BRIDGE_SIGNING_KEYS is in

@@ -75,6 +75,8 @@ export type TierSource = "tier-hit" | "tier-load" | "tier-wait" | "direct";
 export interface TierOutcome {
   reading: Reading;
   source: TierSource;
+  /** with `direct`: why the tier failed (an error text, no secret), for the instance's warning */
+  reason?: string;
 }
 
 /**

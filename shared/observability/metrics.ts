@@ -19,6 +19,7 @@
  * | `emb_bridge_backend_errors_total` | counter | `provider`, `code` (HTTP code of the Status), `kind` ({@link errorKind}) |
  * | `emb_bridge_backend_throttles_total` | counter | `provider` |
  * | `emb_bridge_cache_requests_total` | counter | `provider`, `result` (hit, miss, coalesced, failure_hit; read from each provider cache's own `CacheStats` at export, nothing counted on the read) |
+ * | `emb_bridge_tier_reads_total` | counter | `provider`, `source` (where a local cache miss's reading came from through the shared read tier: tier-hit, tier-load, tier-wait, direct — `direct`: the tier failed and the instance read the cloud itself; shared/cache/shared-tier.ts) |
  * | `emb_bridge_metric_value` | gauge | `metric` (the last value served: the sum of its items, what the HPA compares) |
  * | `emb_bridge_metric_value_age_seconds` | gauge | `metric` (now − timestamp of the oldest item last served) |
  * | `emb_bridge_policy_decisions_total` | counter | `layer` (bridge), `decision` (allow, deny) |
@@ -121,10 +122,17 @@ export class BridgeMetrics {
   readonly backendThrottles = new Family<Count>(["provider"], () => ({ n: 0 }));
   readonly served = new Family<Served>(["metric"], () => ({ value: Number.NaN, oldestMs: Number.NaN }));
   readonly policy = new Family<Count>(["layer", "decision"], () => ({ n: 0 }));
+  /** shared read tier outcomes (`TierSource` of shared/cache/shared-tier.ts) by provider */
+  readonly tierReads = new Family<Count>(["provider", "source"], () => ({ n: 0 }));
 
   /** Count a backend call's duration (seconds), whatever its outcome. */
   backendCall(provider: string, seconds: number): void {
     this.backendDuration.get(provider).observe(seconds);
+  }
+
+  /** Count one read through the shared read tier by where its reading came from (`tier-hit`, `tier-load`, `tier-wait`, `direct`). */
+  tierRead(provider: string, source: string): void {
+    this.tierReads.get(provider, source).n++;
   }
 
   /** Count a failed series read of `provider` (after it became a Status). */

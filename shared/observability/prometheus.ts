@@ -133,6 +133,14 @@ export function registerBridgeMetrics(
       () => counterValues(metrics.backendErrors),
     ),
   );
+  add(
+    collected(
+      `${PREFIX}tier_reads_total`,
+      "Local cache misses read through the shared read tier, by provider and source (tier-hit, tier-load, tier-wait, direct: the tier failed and the cloud was read directly).",
+      "counter",
+      () => counterValues(metrics.tierReads),
+    ),
+  );
   add(collected(`${PREFIX}backend_throttles_total`, "Series reads the backend throttled, by provider.", "counter", () => counterValues(metrics.backendThrottles)));
   add(
     collected(`${PREFIX}cache_requests_total`, "Series reads by provider and cache outcome (hit, failure_hit, coalesced, miss).", "counter", () => {

@@ -23,6 +23,7 @@
 import type { SharedCacheConfig } from "../cache/shared-tier.ts";
 import { isProviderType, type ProviderEntry } from "./provider-list.ts";
 import { PROVIDERS } from "./provider-loaders.ts";
+import type { LogRecord } from "../observability/log.ts";
 import type { MetricRule, Provider, ProviderModule, RuleFinding, RuntimeEnv } from "./types.ts";
 
 /** The provider types this build holds, in table order. */
@@ -132,14 +133,22 @@ export function lintRules(providers: Readonly<Record<string, ProviderInstanceCon
 /**
  * Build every configured provider instance (no network I/O). Synchronous:
  * the implementations must have been loaded by {@link loadProviderModules}.
+ * An instance with a `sharedCache:` gets the runtime's shared read tier
+ * (`RuntimeEnv.sharedTier`, issue 28), keyed with {@link configDigest} of
+ * its config (`Provider.useTier`); without `runtime.sharedTier` (the CLI
+ * tools) the section is ignored.
  *
  * @param providers validated `providers:` section, name → instance config
+ * @param log where a provider's tier warnings go (the app's log); absent: the console logger
  * @throws Error when a type's implementation is not loaded (a caller that
- *   skipped {@link loadProviderModules}), naming the type
+ *   skipped {@link loadProviderModules}), naming the type; what
+ *   `runtime.sharedTier` throws (a tier type this runtime refuses, naming
+ *   the provider); when a provider with a `sharedCache:` cannot use a tier
  */
 export function buildProviders(
   providers: Readonly<Record<string, ProviderInstanceConfig>>,
   runtime: RuntimeEnv,
+  log?: (record: LogRecord) => void,
 ): Map<string, Provider> {
   const built = new Map<string, Provider>();
   for (const [name, instance] of Object.entries(providers)) {
@@ -147,7 +156,53 @@ export function buildProviders(
     if (module === undefined) {
       throw new Error(`provider module ${instance.type} (provider ${name}) is not loaded: await loadProviderModules(config.providers) before building the bridge`);
     }
-    built.set(name, module.create(name, instance.config, runtime));
+    const provider = module.create(name, instance.config, runtime);
+    if (instance.sharedCache !== undefined && runtime.sharedTier !== undefined) {
+      const digest = configDigest(instance);
+      const tier = runtime.sharedTier(name, instance.sharedCache, digest);
+      if (tier !== undefined) {
+        if (provider.useTier === undefined) {
+          tier.close?.();
+          throw new Error(`provider ${name} (${instance.type}) cannot read through a shared cache: remove its sharedCache:`);
+        }
+        provider.useTier(tier, { configDigest: digest, ...(log !== undefined ? { log } : {}) });
+      }
+    }
+    built.set(name, provider);
   }
   return built;
+}
+
+/**
+ * A digest of a provider instance's config — its type, its validated
+ * settings and its `sharedCache:` — as 32 hex digits (two 64-bit FNV-1a
+ * hashes of the canonical JSON, keys sorted): instances of two configs
+ * that differ in anything share no tier key (`tierKey`,
+ * `../cache/shared-tier.ts`), while the replicas of one config (every
+ * Lambda environment, Worker isolate, Node pod) compute the same digest.
+ * Not a secret-keeping hash: it only separates configs (a tier's store
+ * holds readings, never the config).
+ */
+export function configDigest(instance: ProviderInstanceConfig): string {
+  const text = canonicalJson({ type: instance.type, config: instance.config, sharedCache: instance.sharedCache ?? null });
+  return fnv1a64(text, 0xcbf29ce484222325n) + fnv1a64(text, 0x84222325cbf29ce4n);
+}
+
+/** JSON with object keys sorted (undefined members left out, as JSON.stringify does), for {@link configDigest}. */
+function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const entries = Object.keys(value)
+    .sort()
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${entries.join(",")}}`;
+}
+
+/** 64-bit FNV-1a of `text`'s UTF-16 code units from `offset`, as 16 hex digits. */
+function fnv1a64(text: string, offset: bigint): string {
+  const prime = 0x100000001b3n;
+  let hash = offset;
+  for (let i = 0; i < text.length; i++) hash = BigInt.asUintN(64, (hash ^ BigInt(text.charCodeAt(i))) * prime);
+  return hash.toString(16).padStart(16, "0");
 }

@@ -18,7 +18,16 @@
  * 4. batching — loads arriving together become one backend call of at most
  *    `maxBatchSize` units per group (`../batch.ts`), split in halves when
  *    the backend refuses the whole call for what may be one item's fault;
- * 5. outcome — every series must be read (the HPA sums them): one failure
+ * 5. shared read tier (issue 28, opt-in: a provider's `sharedCache:`) — when
+ *    the runtime gave the instance a tier ({@link SeriesProvider.useTier}),
+ *    a local cache miss (a read's load and a refresh-ahead load alike) asks
+ *    the tier (`../cache/shared-tier.ts`) instead of the batcher: a reading
+ *    the fleet stored within the rule's `cacheTTLSeconds`, or one instance's
+ *    load for the fleet; when the tier fails the instance reads the cloud
+ *    directly (`source: direct`), counted
+ *    (`emb_bridge_tier_reads_total{provider,source}`) and logged (a `warn`
+ *    record at most once a minute per instance, {@link TIER_WARN_INTERVAL_MS});
+ * 6. outcome — every series must be read (the HPA sums them): one failure
  *    fails the request; a whole-call failure becomes a Status through
  *    `SeriesBackend.error`; an empty answer is the rule's `onEmpty`
  *    ({@link emptyOutcome}), never a 0 invented here.
@@ -29,6 +38,8 @@
  */
 import { Batcher, type Outcome } from "../batch.ts";
 import { CoalescingCache, ruleCacheTtlMs } from "../cache/coalescing.ts";
+import { tierKey, type SharedTier } from "../cache/shared-tier.ts";
+import { createLogger, LOG_LEVEL_ENV, parseLevel, type LogRecord } from "../observability/log.ts";
 import type { RefreshAheadOptions } from "../cache/refresh-ahead.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { parseDecimal } from "../k8s/quantity.ts";
@@ -36,7 +47,10 @@ import type { Selector } from "../k8s/selector.ts";
 import { notFound, serviceUnavailable, StatusError } from "../k8s/status.ts";
 import { backendFailureTtlMs } from "./backoff.ts";
 import { MAX_SERIES_PER_REQUEST, resolveLabelSets, type MappedLabel, type SeriesNoun } from "./label-mapping.ts";
-import type { MetricRule, PlanRequest, Provider, QueryRequest, RuntimeEnv, Series } from "./types.ts";
+import type { MetricRule, PlanRequest, Provider, QueryRequest, RuntimeEnv, Series, TierOptions } from "./types.ts";
+
+/** Least time between two "the shared tier failed, read directly" warnings of one provider instance, ms. */
+export const TIER_WARN_INTERVAL_MS = 60_000;
 
 export type { Outcome } from "../batch.ts";
 
@@ -135,6 +149,12 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
   readonly batcher: Batcher<I, Reading>;
   readonly #backend: SeriesBackend<Q, I>;
   readonly #metrics: RuntimeEnv["metrics"];
+  readonly #runtime: RuntimeEnv;
+  /** the shared read tier, when the runtime gave one ({@link useTier}) */
+  #tier: { tier: SharedTier; configDigest: string; log: ((record: LogRecord) => void) | undefined } | undefined;
+  /** when the last "read directly" warning was written (runtime clock, ms), and the direct reads since */
+  #lastTierWarn = Number.NEGATIVE_INFINITY;
+  #directSinceWarn = 0;
 
   /**
    * @param type the module type, e.g. `aws-cloudwatch`
@@ -146,6 +166,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     this.name = name;
     this.#backend = backend;
     this.#metrics = runtime.metrics;
+    this.#runtime = runtime;
     this.cache = new CoalescingCache<Reading>({
       now: runtime.now,
       loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS,
@@ -169,9 +190,19 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     });
   }
 
-  /** Stop background work: the cache's refresh-ahead timer and refreshes in flight (`CoalescingCache.close`). Idempotent. */
+  /** Stop background work: the cache's refresh-ahead timer and refreshes in flight (`CoalescingCache.close`), and the shared tier's client. Idempotent. */
   close(): void {
     this.cache.close();
+    this.#tier?.tier.close?.();
+  }
+
+  /**
+   * Read every local cache miss through `tier` from now on (`Provider.useTier`,
+   * `./types.ts`; called by `buildProviders` before any read). Loaders made
+   * before keep working: each looks the tier up when it runs.
+   */
+  useTier(tier: SharedTier, options: TierOptions): void {
+    this.#tier = { tier, configDigest: options.configDigest, log: options.log };
   }
 
   /** The label sets `selector` names for `rule`, at most `maxSeries` (400/404 as `resolveLabelSets`). */
@@ -202,7 +233,7 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     const resolved: Resolved<I> = {
       sets,
       items,
-      loads: items.map((item) => (signal: AbortSignal) => this.#load(item, signal)),
+      loads: items.map((item, i) => (signal: AbortSignal) => this.#load(item, signal, rule, sets[i]!, namespace)),
     };
     byIdentity.set(identity, resolved);
     return resolved;
@@ -267,9 +298,26 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
     return series;
   }
 
-  async #load(item: I, signal: AbortSignal): Promise<Reading> {
+  /**
+   * One series' load for the cache: through the shared tier when there is
+   * one, else the batcher. `namespace` is the first one read under the
+   * item's identity (the loader is remembered per identity): the tier only
+   * needs it as the identity of per-namespace credentials.
+   */
+  async #load(item: I, signal: AbortSignal, rule: MetricRule<Q>, labels: Readonly<Record<string, string>>, namespace: string): Promise<Reading> {
     try {
-      return await this.batcher.load(item, signal);
+      const tier = this.#tier;
+      if (tier === undefined) return await this.batcher.load(item, signal);
+      const outcome = await tier.tier.read({
+        key: tierKey(this.name, tier.configDigest, item.key),
+        ttlMs: ruleCacheTtlMs(rule),
+        series: { provider: this.name, ruleIndex: rule.index ?? -1, labels, namespace },
+        load: (loadSignal) => this.batcher.load(item, loadSignal),
+        signal,
+      });
+      this.#metrics?.tierRead(this.name, outcome.source);
+      if (outcome.source === "direct") this.#directRead(tier.tier.type, tier.log, outcome.reason);
+      return outcome.reading;
     } catch (err) {
       const status = err instanceof StatusError ? err : this.#backend.error(err, item);
       // every failed series load, by HTTP code and kind (`emb_bridge_backend_errors_total`, `shared/observability/metrics.ts`)
@@ -277,6 +325,35 @@ export class SeriesProvider<Q, I extends SeriesItem> implements Provider<Q> {
       throw status;
     }
   }
+
+  /** Note a read that went `direct` because the tier failed: a `warn` record at most every {@link TIER_WARN_INTERVAL_MS}, with the count since the last. */
+  #directRead(type: string, log: ((record: LogRecord) => void) | undefined, reason: string | undefined): void {
+    this.#directSinceWarn++;
+    const now = this.#runtime.now();
+    if (now - this.#lastTierWarn < TIER_WARN_INTERVAL_MS) return;
+    this.#lastTierWarn = now;
+    const record: LogRecord = {
+      level: "warn",
+      msg: "shared read tier failed: series read from the cloud directly (each instance now calls the backend itself)",
+      provider: this.name,
+      tier: type,
+      directReads: this.#directSinceWarn,
+      ...(reason !== undefined ? { error: reason } : {}),
+    };
+    this.#directSinceWarn = 0;
+    (log ?? defaultLog(this.#runtime))(record);
+  }
+}
+
+/** The console logger at the runtime's `LOG_LEVEL` (info when it is not a level: a provider's warning never throws). */
+function defaultLog(runtime: RuntimeEnv): (record: LogRecord) => void {
+  let level: ReturnType<typeof parseLevel>;
+  try {
+    level = parseLevel(runtime.env[LOG_LEVEL_ENV]);
+  } catch {
+    level = "info";
+  }
+  return createLogger({ level, now: runtime.now });
 }
 
 /**

@@ -16,6 +16,8 @@ import type { CacheStats } from "../cache/coalescing.ts";
 import type { Decimal } from "../k8s/quantity.ts";
 import type { Selector } from "../k8s/selector.ts";
 import type { BridgeMetrics } from "../observability/metrics.ts";
+import type { LogRecord } from "../observability/log.ts";
+import type { SharedCacheConfig, SharedTier } from "../cache/shared-tier.ts";
 
 /**
  * One time series as a backend reported it.
@@ -182,6 +184,27 @@ export interface Provider<Q = unknown> {
    * provider has no cache to report.
    */
   readonly cache?: { readonly stats: ProviderCacheStats };
+  /**
+   * Read through the shared read tier `tier` from now on (issue 28): each
+   * local cache miss — reads and refresh-ahead alike — asks the tier, which
+   * answers a reading the fleet stored or has one instance load it
+   * (`SeriesProvider`, `./series.ts`). Called once, by `buildProviders`
+   * (`./registry.ts`), before any read. `options.configDigest` goes into
+   * every tier key (`tierKey`); `options.log` (default: the shared logger on
+   * the console at `LOG_LEVEL`) gets the rate-limited warning that reads
+   * went `direct` because the tier failed. The provider closes the tier on
+   * {@link close}. Absent: the provider cannot use a tier (a `sharedCache:`
+   * for it is refused at load).
+   */
+  useTier?(tier: SharedTier, options: TierOptions): void;
+}
+
+/** What {@link Provider.useTier} needs besides the tier. */
+export interface TierOptions {
+  /** digest of the provider instance's config (`configDigest`, `./registry.ts`), part of every tier key */
+  configDigest: string;
+  /** where the rate-limited "tier failed, read directly" warning goes; absent: the console logger at `LOG_LEVEL` */
+  log?: (record: LogRecord) => void;
 }
 
 /**
@@ -224,6 +247,22 @@ export interface RuntimeEnv {
    * (`refresh-ahead.ts` `longLivedProcess`)
    */
   longLived?: boolean;
+  /**
+   * The entry point's shared read tier (issue 28, `../cache/shared-tier.ts`)
+   * for a provider instance with a `sharedCache:`: called once per such
+   * instance by `buildProviders` (`./registry.ts`) with the instance's name,
+   * its validated `sharedCache:` and a digest of the instance's config
+   * (`configDigest`, `./registry.ts`: two configs never share a tier key).
+   * Synchronous and without I/O (a tier loads its client lazily, on its
+   * first read). Node and Lambda build a DynamoDB tier
+   * (`../cache/dynamodb-tier-factory.ts`), the Worker a Durable Object one.
+   *
+   * @returns the tier, or undefined for none (the instance then reads as without `sharedCache:`)
+   * @throws Error naming the provider when this runtime cannot serve that
+   *   `type` (a `durableObject` tier on Node or Lambda): the config is refused at load
+   * Absent: `sharedCache:` is ignored (the CLI tools, which read nothing).
+   */
+  sharedTier?: (provider: string, config: SharedCacheConfig, configDigest: string) => SharedTier | undefined;
 }
 
 /** A provider implementation: schemas plus a factory. */
