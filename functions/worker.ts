@@ -64,9 +64,8 @@ import type { Hono } from "hono";
 import { parseAllDocuments } from "yaml";
 import bundledText from "../infra/worker/bridge.yaml";
 import { bootstrap } from "../shared/bootstrap.ts";
-import { configTextDigest, DurableObjectTier, newTierCounts, SeriesTierObject, type DurableObjectStateLike } from "../shared/cache/durable-object-tier.ts";
+import { configTextDigest, DurableObjectTier, SeriesTierObject, type DurableObjectStateLike } from "../shared/cache/durable-object-tier.ts";
 import type { SharedCacheConfig, SharedTier } from "../shared/cache/shared-tier.ts";
-import { loadConfig, type BridgeConfig } from "../shared/config/config.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import { isApisPath } from "../shared/k8s/request-path.ts";
@@ -86,9 +85,6 @@ type WorkerEnv = Record<string, unknown>;
 
 /** The Worker's bindings of the current request (a Durable Object namespace is an object binding). */
 let bindings: WorkerEnv = {};
-
-/** The isolate's shared-tier reads by source (`direct`: the tier failed), logged with each direct read. */
-const tierCounts = newTierCounts();
 
 /** The binding holding the config YAML. */
 const CONFIG_BINDING = "BRIDGE_CONFIG";
@@ -181,19 +177,15 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   const build = async (): Promise<{ app?: Hono; error?: StatusError }> => {
     try {
       // The signing mode is checked on every request (fetch below), not here.
-      const config = loadConfig(text, source).config;
-      refuseDynamoTier(config);
+      // the object checks that it runs the same config text as this isolate
       const digest = await configTextDigest(text);
-      // each provider's tier, made now: a tier this build cannot make refuses the config here
-      const tiers = new Map<string, SharedTier>();
-      for (const [name, p] of Object.entries(config.providers)) if (p.sharedCache !== undefined) tiers.set(name, durableObjectTier(name, p.sharedCache, digest));
-      // the runtime with this config's tier factory (`env` stays the shared, per-request one)
+      // the runtime with this config's tier factory (`RuntimeEnv.sharedTier`; `env` stays the shared, per-request one)
       const withTier: RuntimeEnv = Object.assign(Object.create(runtime) as RuntimeEnv, {
-        sharedTier: (provider: string, cache: SharedCacheConfig): SharedTier => tiers.get(provider) ?? durableObjectTier(provider, cache, digest),
+        sharedTier: (provider: string, cache: SharedCacheConfig): SharedTier => durableObjectTier(provider, cache, digest),
       });
       const { bridge, notices } = await bootstrap({
         runtime: withTier,
-        config,
+        config: { text, source },
         log: () => {
           log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
           return requestLog;
@@ -211,19 +203,21 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   return built.result;
 }
 
-/** Refuse `sharedCache: { type: dynamodb }`: the DynamoDB tier is for Lambda and Node (docs/shared-cache.md). @throws Error naming the providers */
-function refuseDynamoTier(config: BridgeConfig): void {
-  const names = Object.entries(config.providers).filter(([, p]) => p.sharedCache?.type === "dynamodb").map(([name]) => name);
-  if (names.length === 0) return;
-  throw new Error(
-    `providers.${names.join(", providers.")}.sharedCache: type dynamodb is for Lambda and the Node server; on a Worker use { type: durableObject } (a Durable Object namespace bound in wrangler.toml, docs/shared-cache.md)`,
-  );
-}
-
-/** The isolate's Durable Object tier of a provider instance (`RuntimeEnv.sharedTier`); `configDigest`: the config text's, which the object checks. */
+/**
+ * The isolate's Durable Object tier of a provider instance
+ * (`RuntimeEnv.sharedTier`, called by `buildProviders` when the config
+ * loads); `configDigest`: the config text's, which the object checks.
+ *
+ * @throws Error for `type: dynamodb` (the DynamoDB tier is Lambda's and
+ *   Node's; a Worker would need the Lambda's IAM role): the config is refused at load
+ */
 function durableObjectTier(provider: string, cache: SharedCacheConfig, configDigest: string): SharedTier {
-  if (cache.type !== "durableObject") throw new Error(`providers.${provider}.sharedCache: type ${cache.type} is not available on a Worker`);
-  return new DurableObjectTier({ provider, config: cache, configDigest, bindings: () => bindings, log: (record) => log(record), counts: tierCounts });
+  if (cache.type !== "durableObject") {
+    throw new Error(
+      `providers.${provider}.sharedCache: type ${cache.type} is for Lambda and the Node server; on a Worker use { type: durableObject } (a Durable Object namespace bound in wrangler.toml, docs/shared-cache.md)`,
+    );
+  }
+  return new DurableObjectTier({ provider, config: cache, configDigest, bindings: () => bindings });
 }
 
 /** The config text of the Worker's bindings: `BRIDGE_CONFIG`, else the bundled text. */

@@ -19,11 +19,6 @@ export async function configTextDigest(_text: string): Promise<string> {
   return "";
 }
 
-/** No tier counters kept. */
-export function newTierCounts(): Record<string, number> {
-  return {};
-}
-
 /** Refuses: the tier is not in this build. @throws Error {@link NOT_BUILT} */
 export class DurableObjectTier implements Partial<SharedTier> {
   constructor(_options: unknown) {

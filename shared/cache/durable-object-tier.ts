@@ -14,7 +14,8 @@
  *   the Status its load failed with; the isolate then checks the reading's
  *   age as for a local read (shared/values/answer.ts: `maxAgeSeconds`).
  *   When the object is unreachable, slow, refuses, or runs another config,
- *   the isolate calls `load` itself: `direct`, counted and logged.
+ *   the isolate calls `load` itself: `direct`, with the reason (the
+ *   provider counts and logs it: `../providers/series.ts`).
  * - {@link SeriesTierObject}, the Durable Object: it builds the same bridge
  *   config's providers as the Worker (`BRIDGE_CONFIG`, or the bundled
  *   text; `functions/worker.ts` `SeriesTier`) and answers each series from
@@ -80,11 +81,8 @@ export interface DurableObjectStateLike {
   };
 }
 
-/** Reads through a tier, by where they came from (the isolate's own counters; a Worker has no metrics endpoint). */
+/** Reads through a tier, by where they came from (the isolate's own counters, beside the provider's `emb_bridge_tier_reads_total`). */
 export type TierCounts = Record<TierSource, number>;
-
-/** A log line of the tier (`shared/observability/log.ts` `LogRecord` shape). */
-export type TierLog = (record: { level: "warn" | "info" | "error"; msg: string; [key: string]: unknown }) => void;
 
 /**
  * The shard of `key` among `shards`: FNV-1a (32-bit) over its UTF-16 code
@@ -114,8 +112,6 @@ export interface DurableObjectTierOptions {
   configDigest: string;
   /** the Worker's current bindings (looked up on every read: a binding may change between requests) */
   bindings: () => Readonly<Record<string, unknown>>;
-  /** where a direct read is logged (one warn line per read) */
-  log?: TierLog;
   /** the isolate's counters, shared by every tier of the isolate (default: this tier's own) */
   counts?: TierCounts;
 }
@@ -154,16 +150,9 @@ export class DurableObjectTier implements SharedTier {
       // the reader gave up: no direct read for nobody
       if (request.signal.aborted) throw request.signal.reason;
       this.counts.direct++;
-      this.#options.log?.({
-        level: "warn",
-        msg: "shared tier unavailable: reading the backend directly",
-        provider: this.#options.provider,
-        tier: "durableObject",
-        binding: this.#options.config.binding,
-        error: (err as Error)?.message ?? String(err),
-        directReads: this.counts.direct,
-      });
-      return { reading: await request.load(request.signal), source: "direct" };
+      // (the provider counts it and logs the reason, rate-limited: `SeriesProvider`, ../providers/series.ts)
+      const reason = `Durable Object binding ${this.#options.config.binding}: ${(err as Error)?.message ?? String(err)}`;
+      return { reading: await request.load(request.signal), source: "direct", reason };
     }
     if (!answer.ok) throw statusOf(answer.status);
     this.counts[answer.source]++;

@@ -1,23 +1,25 @@
 /**
  * The shared read tier on Durable Objects (issue 28) in workerd: several
- * Worker scripts (separate isolates) built by wrangler with the repository's
- * wrangler.toml (`test/runtimes/tier-do-harness.ts` as the entry: the real
- * `SeriesTier` class and the real isolate tier, called as a provider's
- * local cache miss calls it), all bound to ONE Durable Object namespace
- * defined in script `a`, reading a fake Prometheus API on 127.0.0.1 whose
- * calls are counted (one series load = 2 queries: value and timestamp).
+ * scripts of the real Worker (separate isolates), built by wrangler from the
+ * repository's wrangler.toml, all bound to ONE Durable Object namespace
+ * (`SeriesTier`, exported by functions/worker.ts) defined in script `a`,
+ * serving real External Metrics reads (each isolate's provider sends its
+ * local cache misses through the tier: shared/providers/series.ts) from a
+ * fake Prometheus API on 127.0.0.1 whose calls are counted (one series load
+ * = 2 queries: value and timestamp).
  */
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
-import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { planWorkerBuild, TIER_SPECIFIER } from "../../infra/worker/build.ts";
 import { NOT_BUILT } from "../../infra/worker/no-durable-object-tier.ts";
 import { shardOf } from "../../shared/cache/durable-object-tier.ts";
+import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
+import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import { buildWorker, ROOT, startWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
 
+const NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default";
 const NS_ONE = { className: "SeriesTier", scriptName: "a" };
 /** queries per series load (the prometheus provider asks for the value and its timestamp) */
 const PER_LOAD = 2;
@@ -41,15 +43,25 @@ function setQueue(queue: string, value: string): void {
   fake.series.push({ labels: { __name__: "queue_ready", queue }, value, timeMs: Date.now() - 1000 });
 }
 
-async function read(script: string, metric: string, queue: string): Promise<any> {
-  const res = await workers.fetch(script, "/tier-read", { method: "POST", body: JSON.stringify({ metric, labels: { queue }, namespace: "default" }) });
-  return res.json();
+/** One External Metrics read through script `script`: `{ code, value? , message? }`. */
+async function read(script: string, metric: string, queue: string): Promise<{ code: number; value?: string; message?: string }> {
+  const res = await workers.fetch(script, `${NS}/${metric}?labelSelector=${encodeURIComponent(`queue=${queue}`)}`);
+  const body = (await res.json()) as { items?: { value: string }[]; message?: string };
+  return { code: res.status, ...(body.items !== undefined ? { value: body.items[0]!.value } : { message: body.message }) };
+}
+
+/** The isolates' "read directly" warnings so far (shared/providers/series.ts), as parsed log records. */
+function directWarnings(): { provider: string; directReads: number; error?: string }[] {
+  return workers
+    .logs()
+    .split("\n")
+    .filter((l) => l.includes("shared read tier failed"))
+    .map((l) => JSON.parse(l.slice(l.indexOf("{"))));
 }
 
 beforeAll(async () => {
   fake = await startFakePrometheus(() => Date.now());
-  const built = await buildWorker({ args: ["test/runtimes/tier-do-harness.ts"] });
-  build = { ...built, script: join(built.outdir, "tier-do-harness.js") }; // wrangler names the output after the entry
+  build = await buildWorker();
   const text = config(fake.url);
   workers = await startWorkers(build, [
     { name: "a", bindings: { BRIDGE_CONFIG: text }, durableObjects: { SERIES_TIER: "SeriesTier" } },
@@ -76,36 +88,45 @@ describe("shared tier on Durable Objects (workerd, several isolates, one namespa
       setQueue(queue, String(n));
       const before = fake.requests.length;
       const answers = await Promise.all(Array.from({ length: n }, (_, i) => read(SCRIPTS[i % SCRIPTS.length]!, "ready", queue)));
-      for (const a of answers) expect(a).toMatchObject({ value: String(n) });
-      expect(answers.every((a) => a.source === "tier-hit" || a.source === "tier-wait")).toBe(true);
+      for (const a of answers) expect(a).toEqual({ code: 200, value: String(n) });
       const loads = (fake.requests.length - before) / PER_LOAD;
       // a single instance (its coalescing cache) loads a series read together once: the fleet stays within 1.1× of that
       expect(loads).toBeLessThanOrEqual(1.1 * 1);
       expect(loads).toBe(1);
-      // and later reads within the TTL, from any isolate, are hits
+      // later reads within the TTL, from any isolate, load nothing more
       const again = await Promise.all(SCRIPTS.map((s) => read(s, "ready", queue)));
-      expect(again.map((a) => a.source)).toEqual(["tier-hit", "tier-hit", "tier-hit"]);
+      expect(again.map((a) => a.value)).toEqual([String(n), String(n), String(n)]);
       expect(fake.requests.length - before).toBe(PER_LOAD);
     });
   }
+
+  it("N = 50 reads of 10 series over 3 isolates: one load per series, not per isolate", async () => {
+    const queues = Array.from({ length: 10 }, (_, i) => `m${i}`);
+    for (const [i, q] of queues.entries()) setQueue(q, String(100 + i));
+    const before = fake.requests.length;
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => read(SCRIPTS[i % SCRIPTS.length]!, "ready", queues[i % queues.length]!)));
+    answers.forEach((a, i) => expect(a).toEqual({ code: 200, value: String(100 + (i % queues.length)) }));
+    expect(fake.requests.length - before).toBeLessThanOrEqual(queues.length * PER_LOAD); // a single instance: ≤ 10 loads
+  });
 
   it("alarm-driven refresh-ahead keeps a series read since its load fresh without a read", async () => {
     const queue = "refresh";
     setQueue(queue, "1");
     const before = fake.requests.length;
-    expect(await read("b", "fast", queue)).toMatchObject({ value: "1", source: "tier-wait" });
+    expect(await read("b", "fast", queue)).toEqual({ code: 200, value: "1" });
     setQueue(queue, "2");
     await new Promise((r) => setTimeout(r, 600));
-    // read since its load (a hit, still the old value): the round before its 2 s TTL ends reloads it
-    expect(await read("c", "fast", queue)).toMatchObject({ value: "1", source: "tier-hit" });
+    // another isolate reads it (the object's stored value, still the old one): read since its load, so the round before its 2 s TTL ends reloads it
+    expect(await read("c", "fast", queue)).toEqual({ code: 200, value: "1" });
+    expect(fake.requests.length - before).toBe(PER_LOAD);
     await new Promise((r) => setTimeout(r, 1900)); // the round is due 1.8 s after the load
     expect(fake.requests.length - before).toBe(2 * PER_LOAD); // reloaded with no read in between
-    const fresh = await read("a", "fast", queue);
-    expect(fresh).toMatchObject({ value: "2", source: "tier-hit" });
-    // not read since that refresh: the next round drops it, no call without readers
-    const calls = fake.requests.length;
+    // an isolate that had not read it gets the refreshed value from the object, without a load
+    expect(await read("a", "fast", queue)).toEqual({ code: 200, value: "2" });
+    expect(fake.requests.length - before).toBe(2 * PER_LOAD);
+    // not read after the next refresh: the round after it drops the series, no call without readers
     await new Promise((r) => setTimeout(r, 2500));
-    expect(fake.requests.length - calls).toBeLessThanOrEqual(PER_LOAD); // the round after the last read, then none
+    expect(fake.requests.length - before).toBeLessThanOrEqual(3 * PER_LOAD);
     const settled = fake.requests.length;
     await new Promise((r) => setTimeout(r, 2200));
     expect(fake.requests.length).toBe(settled);
@@ -114,70 +135,68 @@ describe("shared tier on Durable Objects (workerd, several isolates, one namespa
   it("a backend failure is returned as that Status, never a value, and not kept past its back-off", async () => {
     const queue = "failing";
     setQueue(queue, "5");
+    const before = fake.requests.length;
     fake.respond = (q) => (q.query.includes(`"${queue}"`) ? { status: 503, body: { status: "error", errorType: "unavailable", error: "overloaded" }, headers: { "retry-after": "1" } } : undefined);
     try {
       const answers = await Promise.all(SCRIPTS.map((s) => read(s, "ready", queue)));
       for (const a of answers) {
         expect(a.value).toBeUndefined();
         expect(a.code).toBe(503);
+        expect(a.message).toMatch(/overloaded/);
       }
     } finally {
       fake.respond = undefined;
     }
+    expect(fake.requests.length - before).toBeLessThanOrEqual(PER_LOAD); // one load for the fleet, failed
     await new Promise((r) => setTimeout(r, 1100));
-    expect(await read("a", "ready", queue)).toMatchObject({ value: "5", source: "tier-wait" });
+    expect(await read("a", "ready", queue)).toEqual({ code: 200, value: "5" });
   });
 
   it("a restarted Durable Object never yields an invented value: the next read loads again, or fails as a Status", async () => {
     const queue = "reset";
     setQueue(queue, "7");
-    expect(await read("a", "ready", queue)).toMatchObject({ value: "7" });
-    expect(await read("b", "ready", queue)).toMatchObject({ value: "7", source: "tier-hit" });
+    const before = fake.requests.length;
+    expect(await read("a", "ready", queue)).toEqual({ code: 200, value: "7" });
+    expect(await read("b", "ready", queue)).toEqual({ code: 200, value: "7" });
+    expect(fake.requests.length - before).toBe(PER_LOAD); // b was answered by the object
     await workers.restart(); // workerd restarts: every isolate and object starts afresh, in-memory storage lost
     fake.respond = (q) => (q.query.includes(`"${queue}"`) ? { status: 500, body: { status: "error", errorType: "internal", error: "down" } } : undefined);
     try {
       const failed = await read("b", "ready", queue);
       expect(failed.value).toBeUndefined();
       expect(failed.code).toBeGreaterThanOrEqual(500);
-      // the cached value did not survive the restart: the read went to the backend (and its failure is no value)
-      expect(failed.counts["tier-hit"]).toBe(0);
+      expect(failed.message).toMatch(/down/); // the backend was asked: the old value did not survive the restart
     } finally {
       fake.respond = undefined;
     }
     await new Promise((r) => setTimeout(r, 1100)); // the 503's back-off (1 s) ends: the failure is not kept
-    const before = fake.requests.length;
-    expect(await read("c", "ready", queue)).toMatchObject({ value: "7", source: "tier-wait" });
-    expect(fake.requests.length - before).toBe(PER_LOAD);
+    const reloaded = fake.requests.length;
+    expect(await read("c", "ready", queue)).toEqual({ code: 200, value: "7" });
+    expect(fake.requests.length - reloaded).toBe(PER_LOAD);
   });
 
   it("the Durable Object unreachable (binding missing) or refusing (another config): the isolate reads directly, right values, counted and logged", async () => {
     setQueue("direct", "9");
     const before = fake.requests.length;
-    const unbound = await read("unbound", "ready", "direct");
-    expect(unbound).toMatchObject({ value: "9", source: "direct" });
-    expect(unbound.counts.direct).toBe(1);
-    const refused = await read("other", "ready", "direct");
-    expect(refused).toMatchObject({ value: "9", source: "direct" });
-    expect(refused.counts.direct).toBe(1);
+    expect(await read("unbound", "ready", "direct")).toEqual({ code: 200, value: "9" });
+    expect(await read("other", "ready", "direct")).toEqual({ code: 200, value: "9" });
     expect(fake.requests.length - before).toBe(2 * PER_LOAD);
-    const logs = workers.logs();
-    expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the Worker binding SERIES_TIER is not a Durable Object namespace/);
-    expect(logs).toMatch(/shared tier unavailable: reading the backend directly.*the object answered 409/);
+    const warnings = directWarnings();
+    expect(warnings).toContainEqual(expect.objectContaining({ provider: "prom", directReads: 1, error: expect.stringMatching(/SERIES_TIER.*is not a Durable Object namespace/) }));
+    expect(warnings).toContainEqual(expect.objectContaining({ provider: "prom", directReads: 1, error: expect.stringMatching(/the object answered 409/) }));
   });
 
   it("an object slower than the tier's deadline (timeoutMs) is not waited for: direct, the right value, counted", async () => {
     setQueue("slow", "11");
     fake.respond = (q) => {
       if (!q.query.includes(`"slow"`)) return undefined;
-      fake.respond = undefined; // only the object's first load is slow
+      fake.respond = undefined; // only the object's first query is slow
       return { status: 503, body: { status: "error", errorType: "unavailable", error: "slow" }, delayMs: 400 };
     };
     const started = Date.now();
-    const answer = await read("slow", "ready", "slow");
-    expect(answer).toMatchObject({ value: "11", source: "direct" });
-    expect(answer.counts.direct).toBe(1);
+    expect(await read("slow", "ready", "slow")).toEqual({ code: 200, value: "11" });
     expect(Date.now() - started).toBeLessThan(400); // the direct read did not wait for the object's slow load
-    expect(workers.logs()).toMatch(/shared tier unavailable: reading the backend directly.*no answer within 100 ms/);
+    expect(directWarnings()).toContainEqual(expect.objectContaining({ provider: "prom", directReads: 1, error: expect.stringMatching(/no answer within 100 ms/) }));
   });
 });
 
@@ -199,7 +218,7 @@ metrics:
     }
   });
 
-  it("serves a config with sharedCache type durableObject (the shipped Worker, its SeriesTier export and wrangler.toml binding)", async () => {
+  it("a Worker started without the namespace bound still serves a durableObject config: it reads directly", async () => {
     setQueue("entry", "4");
     const worker = await startWorker(config(fake.url));
     try {
