@@ -168,8 +168,16 @@ export class DurableObjectTier implements SharedTier {
     }
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const onAbort = () => controller.abort(request.signal.reason);
-    request.signal.addEventListener("abort", onAbort, { once: true });
+    let onAbort: () => void = () => {};
+    // the reader gives up: stop waiting at once (the object's load goes on for the next reader)
+    const abandoned = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        controller.abort(request.signal.reason);
+        reject(request.signal.reason);
+      };
+    });
+    if (request.signal.aborted) onAbort();
+    else request.signal.addEventListener("abort", onAbort, { once: true });
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const e = new TierUnavailable(`no answer within ${config.timeoutMs} ms`);
@@ -189,7 +197,7 @@ export class DurableObjectTier implements SharedTier {
         return parseAnswer(text);
       })();
       call.catch(() => {}); // settled after the deadline: nobody reads it
-      return await Promise.race([call, deadline]);
+      return await Promise.race([call, deadline, abandoned]);
     } catch (err) {
       if (request.signal.aborted) throw request.signal.reason;
       throw err instanceof TierUnavailable ? err : new TierUnavailable((err as Error)?.message ?? String(err));
