@@ -202,6 +202,20 @@ describe("shared tier on Durable Objects (workerd, several isolates, one namespa
     expect(warnings).toContainEqual(expect.objectContaining({ provider: "prom", directReads: 1, error: expect.stringMatching(/the object answered 409/) }));
   });
 
+  it("the object checks every request before work: size (413), shape (400), method and path (404), no config build for them", async () => {
+    const ns = await workers.miniflare.getDurableObjectNamespace("SERIES_TIER", "a");
+    const stub = ns.get(ns.idFromName("prom/0")) as unknown as { fetch(url: string, init?: RequestInit): Promise<Response> };
+    const big = await stub.fetch("https://series-tier/read", { method: "POST", body: "x".repeat(64 * 1024 + 1) });
+    expect(big.status).toBe(413);
+    await big.arrayBuffer();
+    const bad = await stub.fetch("https://series-tier/read", { method: "POST", body: JSON.stringify({ config: "x", key: "k", ttlMs: 1, series: { provider: "prom" } }) });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toMatch(/series needs provider, ruleIndex, labels and namespace/);
+    const other = await stub.fetch("https://series-tier/other");
+    expect(other.status).toBe(404);
+    await other.arrayBuffer();
+  });
+
   it("an object slower than the tier's deadline (timeoutMs) is not waited for: direct, the right value, counted", async () => {
     setQueue("slow", "11");
     fake.respond = (q) => {
