@@ -32,10 +32,10 @@ const E2E = ["test/**/*.e2e.test.ts"];
  *   at a time and after everything else, so a control plane never shares the
  *   machine's cores with other suites (against the newest Kubernetes
  *   release, or the one `EMB_K8S_VERSION` names: test/k8s/cluster.ts);
- * - `e2e-floor`: test/e2e/k8s.e2e.test.ts and k8s.scale-to-zero.e2e.test.ts
- *   again with `EMB_K8S_VERSION=v1.30`, the oldest minor the chart claims
- *   (the scale-to-zero suite turns the HPAScaleToZero gate on there), in the
- *   same sequential group.
+ * - `e2e-floor`: test/e2e/k8s.e2e.test.ts, k8s.scale-to-zero.e2e.test.ts
+ *   and k8s.custom-metrics.e2e.test.ts again with `EMB_K8S_VERSION=v1.30`,
+ *   the oldest minor the chart claims (the scale-to-zero suite turns the
+ *   HPAScaleToZero gate on there), in the same sequential group.
  *
  * Ordering, as vitest 5.1 really does it (`groupSpecs` in its runner,
  * checked with timestamps): a project with `fileParallelism: false` and
@@ -91,14 +91,14 @@ export default defineConfig({
         },
       },
       {
-        // The core scaling e2e and scale to zero again on the oldest
+        // The core scaling e2e, scale to zero and custom metrics again on the oldest
         // Kubernetes minor the chart claims (Chart.yaml kubeVersion;
         // docs/compatibility.md). Same sequential group as e2e: one control
         // plane at a time.
         extends: true,
         test: {
           name: "e2e-floor",
-          include: ["test/e2e/k8s.e2e.test.ts", "test/e2e/k8s.scale-to-zero.e2e.test.ts"],
+          include: ["test/e2e/k8s.e2e.test.ts", "test/e2e/k8s.scale-to-zero.e2e.test.ts", "test/e2e/k8s.custom-metrics.e2e.test.ts"],
           env: { EMB_K8S_VERSION: "v1.30" },
           globalSetup: ["test/setup/k8s-build.ts"],
           fileParallelism: false,

@@ -58,6 +58,8 @@ import { ConfigError } from "../shared/config/yaml.ts";
 import type { LogRecord } from "../shared/observability/log.ts";
 import { batchedJsonLog } from "./node-log.ts";
 import { BridgeMetrics } from "../shared/observability/metrics.ts";
+import { nodeSharedTier } from "../shared/cache/runtime-tier.ts";
+import type { RuntimeEnv } from "../shared/providers/types.ts";
 import { LOG_LEVEL_ENV, parseLevel, type Level } from "../shared/observability/log.ts";
 import { bridgeRegistry } from "../shared/observability/prometheus.ts";
 import { callerPath, listenFailure, nodeTooOld, nodeTooOldMessage, parseOrExit, portParser } from "./script-args.ts";
@@ -117,7 +119,9 @@ export async function startNodeServer(options: NodeServerOptions): Promise<NodeS
   const limits: ServerLimits = { ...BRIDGE_LIMITS, ...options.limits };
   checkLimits(limits);
   const metrics = new BridgeMetrics();
-  const runtime = { env, now: Date.now, metrics, longLived: true };
+  const runtime: RuntimeEnv = { env, now: Date.now, metrics, longLived: true };
+  // a provider's `sharedCache: {type: dynamodb}` (issue 28): its DynamoDB tier, loaded on its first read; `durableObject` is refused at load
+  runtime.sharedTier = nodeSharedTier(runtime);
   // Only the configured providers' modules are loaded (shared/bootstrap.ts, shared/bridge.ts loadBridge);
   // Node reaches Cloud Monitoring with the official client (gRPC), loaded only when a gcp-monitoring
   // provider is configured; the Worker uses REST.

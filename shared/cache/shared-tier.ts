@@ -27,18 +27,48 @@
  * ({@link sharedCacheSchema}).
  */
 import * as z from "../config/zod.ts";
-import type { Reading } from "../providers/series.ts";
+import type { Decimal } from "../k8s/quantity.ts";
+
+/**
+ * One series' value as the tier stores and answers it: the provider's
+ * `Reading` (`../providers/series.ts`, a `Series` without its labels),
+ * written out here so that this contract imports nothing of the providers
+ * (which import it).
+ */
+export interface Reading {
+  /** the exact decimal value */
+  value: Decimal;
+  /** ms since epoch at which the backend observed the value */
+  timestamp: number;
+  /** set when the value aggregates `[timestamp − window, timestamp]` */
+  windowSeconds?: number;
+}
 
 /** Longest tier deadline, ms: a tier call must leave most of the 3 s read budget (shared/deadline.ts) to a direct read. */
 export const MAX_TIER_TIMEOUT_MS = 1000;
+
+/** Where the DynamoDB tier's client gets credentials: an AWS provider's `credentials:` sources (shared/providers/aws/common.ts `awsCredentialsSchema`) without `assumeRole` — the table is the bridge's, never a namespace's. */
+export const tierCredentialsSchema = z.discriminatedUnion("source", [
+  z.strictObject({ source: z.literal("default") }),
+  z.strictObject({ source: z.literal("environment") }),
+  z.strictObject({
+    source: z.literal("static"),
+    accessKeyId: z.string().check(z.minLength(1)),
+    secretAccessKey: z.string().check(z.minLength(1)),
+    sessionToken: z.optional(z.string().check(z.minLength(1))),
+  }),
+]);
 
 /**
  * A provider instance's `sharedCache:` (opt-in; absent: none, each instance
  * reads the cloud itself, as before):
  *
- * - `{ type: dynamodb, table, region?, endpoint?, timeoutMs?, leaseMs? }`:
+ * - `{ type: dynamodb, table, region?, endpoint?, credentials?, timeoutMs?, leaseMs? }`:
  *   a DynamoDB table (partition key `k`, string; TTL attribute `ttl`) — on
- *   Lambda and the Node server; a Worker refuses it at load;
+ *   Lambda and the Node server; a Worker refuses it at load. `region`
+ *   default: `AWS_REGION` (then `AWS_DEFAULT_REGION`) of the environment;
+ *   `credentials` as an AWS provider's without `assumeRole`
+ *   (shared/providers/aws/common.ts; default: the SDK's default chain);
  * - `{ type: durableObject, binding?, shards?, timeoutMs? }`: the Worker's
  *   Durable Object namespace `binding` (default `SERIES_TIER`), `shards`
  *   objects per provider instance (series hashed over them) — on Workers
@@ -53,6 +83,7 @@ export const sharedCacheSchema = z.discriminatedUnion("type", [
     table: z.string().check(z.regex(/^[A-Za-z0-9_.-]{3,255}$/, "a DynamoDB table name: 3-255 of A-Z a-z 0-9 _ . -")),
     region: z.optional(z.string().check(z.minLength(1))),
     endpoint: z.optional(z.url()),
+    credentials: z._default(tierCredentialsSchema, { source: "default" }),
     timeoutMs: z._default(z.number().check(z.int(), z.minimum(10), z.maximum(MAX_TIER_TIMEOUT_MS)), 250),
     /** how long a lease holder may take to store the reading before another instance may take over, ms (default 3000: one read deadline) */
     leaseMs: z._default(z.number().check(z.int(), z.minimum(100), z.maximum(10_000)), 3000),

@@ -21,6 +21,7 @@ import { Hono } from "hono";
 import { handle, type LambdaContext, type LambdaEvent } from "hono/aws-lambda";
 import type { LogRecord } from "../observability/log.ts";
 import { bootstrap } from "../bootstrap.ts";
+import { nodeSharedTier } from "../cache/runtime-tier.ts";
 import { ConfigError } from "../config/yaml.ts";
 import { internalError, StatusError } from "../k8s/status.ts";
 import { officialTransports } from "../providers/gcp-monitoring/official-transports.ts";
@@ -109,6 +110,8 @@ export function createLambdaHandler(env: LambdaEnv = process.env, options: Lambd
       const namespace = env[METRICS_NAMESPACE_ENV] || DEFAULT_EMF_NAMESPACE;
       const [config, runtimeEnv] = await Promise.all([readConfigText(env, ssm), readSigningKeys(env, ssm)]);
       const runtime: RuntimeEnv = { env: runtimeEnv, now: () => Date.now(), longLived: false };
+      // a provider's `sharedCache: {type: dynamodb}` (issue 28): its DynamoDB tier, a chunk loaded on its first read; `durableObject` is refused at load
+      runtime.sharedTier = nodeSharedTier(runtime);
       const transports = options.transports !== undefined ? async () => options.transports : lambdaTransports;
       // only the configured providers' chunks are loaded (shared/bootstrap.ts, shared/bridge.ts loadBridge)
       const { bridge, signing, notices } = await bootstrap({

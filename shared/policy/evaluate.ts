@@ -23,7 +23,7 @@
 import { requirementToString, selectorToString, type Selector } from "../k8s/selector.ts";
 import type { Caller } from "../identity.ts";
 import type { MetricPattern } from "./regex.ts";
-import { EXTERNAL_RESOURCE, isCustomResource, type Action } from "./schema.ts";
+import { coversResource, EXTERNAL_RESOURCE, isCustomResource, type Action } from "./schema.ts";
 import { PreparedSelector, selectorSubset } from "./subset.ts";
 
 /** One compiled rule of a policy. */
@@ -198,7 +198,7 @@ export class PolicySet {
     const memoKey = resource === EXTERNAL_RESOURCE ? metric : `${resource}\u0000${metric}`;
     const known = memo.rules.get(memoKey);
     if (known !== undefined) return known < 0 ? undefined : policy.rules[known];
-    const rule = policy.rules.find((r) => r.resources.includes(resource) && r.pattern.matches(metric));
+    const rule = policy.rules.find((r) => coversResource(r.resources, resource) && r.pattern.matches(metric));
     const bytes = 64 + memoKey.length * 2;
     if (bytes > MEMO_BYTES / 8) return rule;
     if (memo.rules.size >= MEMO_LIMIT || memo.bytes + bytes > MEMO_BYTES) {

@@ -38,7 +38,7 @@ import { requirementToString, type Requirement, type Selector } from "../k8s/sel
 import type { MetricRule } from "../providers/types.ts";
 import type { CompiledPolicy, CompiledRule } from "./evaluate.ts";
 import { isSatisfiable } from "./subset.ts";
-import { EXTERNAL_RESOURCE } from "./schema.ts";
+import { coversResource, EVERY_CUSTOM_RESOURCE, EXTERNAL_RESOURCE } from "./schema.ts";
 
 /** A lint finding; loader problems are `error`s, the checks here `warning`s. */
 export interface Finding extends ConfigIssue {
@@ -62,7 +62,8 @@ export type LabelMappingCheck = (rule: MetricRule, selector: Selector) => string
 
 /** The metric rules a config serves for one `resources` entry: External rules for `external`, else the `describes:` rules of that resource. */
 function rulesOfResource(resource: string, metrics: readonly MetricRule[], customMetrics: readonly MetricRule[]): readonly MetricRule[] {
-  return resource === EXTERNAL_RESOURCE ? metrics : customMetrics.filter((m) => m.describes?.resource === resource);
+  if (resource === EXTERNAL_RESOURCE) return metrics;
+  return resource === EVERY_CUSTOM_RESOURCE ? customMetrics : customMetrics.filter((m) => m.describes?.resource === resource);
 }
 
 /**
@@ -101,13 +102,15 @@ export function lintPolicies(
               `${path}.resources[${j}]`,
               resource === EXTERNAL_RESOURCE
                 ? "resource external: the bridge config defines no External metric, so the rule grants nothing there"
-                : `resource "${resource}": no metric rule of the bridge config describes it (describes.resource), so the rule grants nothing there`,
+                : resource === EVERY_CUSTOM_RESOURCE
+                  ? "resource *: the bridge config has no describes: rule, so the rule grants nothing there"
+                  : `resource "${resource}": no metric rule of the bridge config describes it (describes.resource), so the rule grants nothing there`,
             );
             return;
           }
           for (const m of of) {
             served.push(m.key);
-            if (rule.pattern.matches(m.key)) pairs.push({ resource, key: m.key });
+            if (rule.pattern.matches(m.key)) pairs.push({ resource: resource === EVERY_CUSTOM_RESOURCE ? m.describes!.resource : resource, key: m.key });
           }
         });
         const keys = [...new Set(served)];
@@ -119,7 +122,7 @@ export function lintPolicies(
         } else {
           const deciders = new Set<number>();
           const covered = pairs.every(({ resource, key: k }) => {
-            const first = earlier.find((r) => r.resources.includes(resource) && r.pattern.matches(k));
+            const first = earlier.find((r) => coversResource(r.resources, resource) && r.pattern.matches(k));
             if (first !== undefined) deciders.add(first.index);
             return first !== undefined;
           });
@@ -190,6 +193,6 @@ export function lintPolicies(
 
 /** Whether `earlier` provably matches every name `later` matches, for every resource `later` names (without the metric list). */
 function shadows(earlier: CompiledRule, later: CompiledRule): boolean {
-  if (!later.resources.every((r) => earlier.resources.includes(r))) return false;
+  if (!later.resources.every((r) => coversResource(earlier.resources, r))) return false;
   return MATCH_ALL.test(earlier.pattern.source) || earlier.pattern.source === later.pattern.source;
 }

@@ -69,6 +69,19 @@ export const POLICY_LIMITS = {
 /** The `resources` entry of the External Metrics API (`external.metrics.k8s.io`), and a rule's default. */
 export const EXTERNAL_RESOURCE = "external";
 
+/** The `resources` entry that covers every custom.metrics.k8s.io resource (not `external`). */
+export const EVERY_CUSTOM_RESOURCE = "*";
+
+/**
+ * Whether a rule's `resources` cover `resource` (a read's resource, or
+ * another rule's entry): listed, or a custom resource under
+ * {@link EVERY_CUSTOM_RESOURCE} (`*` never covers `external`, which is
+ * always named).
+ */
+export function coversResource(resources: readonly string[], resource: string): boolean {
+  return resources.includes(resource) || (resource !== EXTERNAL_RESOURCE && resources.includes(EVERY_CUSTOM_RESOURCE));
+}
+
 /**
  * Whether `resource` names a custom read's resource (anything but
  * {@link EXTERNAL_RESOURCE}): a custom.metrics.k8s.io group resource.
@@ -79,9 +92,10 @@ export function isCustomResource(resource: string | undefined): resource is stri
 
 /**
  * A rule's `resources`: 1..{@link POLICY_LIMITS}.resources distinct entries,
- * each `external` or a lowercase group resource as the custom paths write it
+ * each `external`, a lowercase group resource as the custom paths write it
  * (`shared/k8s/request-path.ts` `isGroupResource`: `pods`, `namespaces`,
- * `ingresses.networking.k8s.io`). Checked by hand, the count first, so a
+ * `ingresses.networking.k8s.io`), or `*` (every custom resource:
+ * {@link coversResource}). Checked by hand, the count first, so a
  * hostile list (10,000 entries) costs one issue, not one per entry.
  */
 export const resourcesSchema: z.ZodMiniType<string[]> = z.pipe(
@@ -98,11 +112,12 @@ export const resourcesSchema: z.ZodMiniType<string[]> = z.pipe(
     const seen = new Set<string>();
     let bad = false;
     value.forEach((entry: unknown, i) => {
-      if (typeof entry !== "string" || entry.length > POLICY_LIMITS.resource || !isGroupResource(entry)) {
+      if (typeof entry !== "string" || entry.length > POLICY_LIMITS.resource || (entry !== EVERY_CUSTOM_RESOURCE && !isGroupResource(entry))) {
         const shown = typeof entry === "string" ? JSON.stringify(entry.length > 80 ? `${entry.slice(0, 80)}…` : entry) : JSON.stringify(entry ?? null);
         fail(
-          `${shown} is not a resource: write external (the External Metrics API) or a lowercase group resource as the ` +
-            `custom metrics paths write it, at most ${POLICY_LIMITS.resource} characters (pods, namespaces, ingresses.networking.k8s.io)`,
+          `${shown} is not a resource: write external (the External Metrics API), a lowercase group resource as the ` +
+            `custom metrics paths write it, at most ${POLICY_LIMITS.resource} characters (pods, namespaces, ingresses.networking.k8s.io), ` +
+            `or * (every custom metrics resource)`,
           [i],
         );
         bad = true;

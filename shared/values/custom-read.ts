@@ -177,7 +177,7 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
       throw err;
     }
     audit.provider = rule.provider;
-    const identifiers = identifiersOf(rule, describes, parts);
+    // the policy first: a caller it denies learns nothing of the object (its identifier, a missing label or status field)
     try {
       await authorize({ caller: parts.caller, namespace: target.namespace, metric: key, rule, selector: metricSelector, resource: describes.resource });
     } catch (err) {
@@ -189,10 +189,16 @@ export function createCustomValuesReader(options: CustomValuesReaderOptions): (r
     }
     audit.decision = "allow";
     if (allowed !== undefined) allowed.n++;
+    const identifiers = identifiersOf(rule, describes, parts);
 
+    const selected = target.shape === "selected";
+    // a labelSelector that selects no pod (e.g. a Deployment whose pods are gone): nothing to read, and `pod in ()` is no selector
+    if (selected && identifiers.length === 0) {
+      audit.items = 0;
+      return customAnswer(target.version, requested, wireSelector, []);
+    }
     const selector = describedSelector(describes, identifiers.map((i) => i.identifier), target.namespace, metricSelector.requirements);
     const provider = providers.get(rule.provider)!;
-    const selected = target.shape === "selected";
     const series = await queryWithDeadline(provider, { rule, selector, namespace: target.namespace, ...(selected ? { noData: "omit" as const, maxSeries: MAX_PODS_PER_READ } : {}) }, parts.signal, deadlineMs);
     const items = itemsOf(rule, describes, identifiers, series, now());
     if (!selected && items.length !== 1) {

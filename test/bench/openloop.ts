@@ -33,6 +33,13 @@ export interface OpenLoopTarget {
   tls?: { cert: string; key: string };
   /** CA (PEM) trusted for the server's certificate; without it the certificate is not verified */
   ca?: string;
+  /**
+   * Checks the body of each 2xx answer (collected only when given); an
+   * answer it refuses counts as `invalid`, not ok, and is not measured.
+   * Runs after the answer's latency is taken; keep it cheap (it runs in the
+   * generator's event loop).
+   */
+  check?: (body: Buffer) => boolean;
 }
 
 /** How to send. */
@@ -67,6 +74,8 @@ export interface OpenLoopResult extends LatencySummary {
   ok: number;
   /** answered with a status other than 2xx */
   non2xx: number;
+  /** answered 2xx with a body the target's `check` refused (0 without a check) */
+  invalid: number;
   /** connection or protocol errors */
   errors: number;
   /** not answered within `timeoutMs` */
@@ -118,7 +127,7 @@ export function summarize(sorted: ArrayLike<number>): LatencySummary {
 }
 
 /** How one request ended. */
-type Outcome = "ok" | "non2xx" | "error" | "timeout";
+type Outcome = "ok" | "non2xx" | "invalid" | "error" | "timeout";
 
 /** A keep-alive client for `target`: at most `connections` sockets; each GET ends in exactly one {@link Outcome}. */
 function keepAliveClient(target: OpenLoopTarget, connections: number) {
@@ -130,19 +139,28 @@ function keepAliveClient(target: OpenLoopTarget, connections: number) {
     : new http.Agent(agentOptions);
   const request = secure ? https.request : http.request;
   return {
-    /** GET `path`; `done` is called once, with the outcome; a request unanswered `timeoutMs` after `since` (a performance.now() time) times out. */
-    get(path: string, since: number, timeoutMs: number, done: (outcome: Outcome) => void): void {
+    /**
+     * GET `path`; `done` is called once, with the outcome and the time the
+     * answer ended (performance.now()); a request unanswered `timeoutMs`
+     * after `since` (a performance.now() time) times out.
+     */
+    get(path: string, since: number, timeoutMs: number, done: (outcome: Outcome, at: number) => void): void {
       let finished = false;
-      const finish = (outcome: Outcome) => {
+      const finish = (outcome: Outcome, at = performance.now()) => {
         if (finished) return;
         finished = true;
-        done(outcome);
+        done(outcome, at);
       };
       const req = request(
         { agent, host: base.hostname, port: base.port, path, method: "GET", headers: { accept: "application/json", ...target.headers } },
         (res) => {
-          res.on("data", () => {});
-          res.on("end", () => finish(res.statusCode! >= 200 && res.statusCode! < 300 ? "ok" : "non2xx"));
+          const chunks: Buffer[] | undefined = target.check ? [] : undefined;
+          res.on("data", chunks ? (c: Buffer) => void chunks.push(c) : () => {});
+          res.on("end", () => {
+            const at = performance.now();
+            if (!(res.statusCode! >= 200 && res.statusCode! < 300)) return finish("non2xx", at);
+            finish(chunks && !target.check!(Buffer.concat(chunks)) ? "invalid" : "ok", at);
+          });
           res.on("error", () => finish("error"));
         },
       );
@@ -163,6 +181,7 @@ function keepAliveClient(target: OpenLoopTarget, connections: number) {
 interface Counts {
   ok: number;
   non2xx: number;
+  invalid: number;
   errors: number;
   timeouts: number;
 }
@@ -171,6 +190,7 @@ interface Counts {
 function count(counts: Counts, outcome: Outcome): boolean {
   if (outcome === "ok") counts.ok++;
   else if (outcome === "non2xx") counts.non2xx++;
+  else if (outcome === "invalid") counts.invalid++;
   else if (outcome === "error") counts.errors++;
   else counts.timeouts++;
   return outcome === "ok";
@@ -196,7 +216,7 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
   const latencies = new Float64Array(measured);
   const sendLags = new Float64Array(measured);
   const bySchedule = new Float64Array(measured).fill(NaN);
-  const counts: Counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
+  const counts: Counts = { ok: 0, non2xx: 0, invalid: 0, errors: 0, timeouts: 0 };
   let settled = 0;
   let allSettled!: () => void;
   const done = new Promise<void>((r) => (allSettled = r));
@@ -206,10 +226,10 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
     const scheduled = t0 + scheduledOffsetMs(i, rate);
     const counted = i >= firstMeasured;
     if (counted) sendLags[i - firstMeasured] = performance.now() - scheduled;
-    client.get(target.path(i), scheduled, timeoutMs, (outcome) => {
+    client.get(target.path(i), scheduled, timeoutMs, (outcome, ended) => {
       if (counted) {
         const at = counts.ok;
-        if (count(counts, outcome)) latencies[at] = bySchedule[i - firstMeasured] = performance.now() - scheduled;
+        if (count(counts, outcome)) latencies[at] = bySchedule[i - firstMeasured] = ended - scheduled;
       }
       if (++settled === total) allSettled();
     });
@@ -236,7 +256,7 @@ export async function openLoop(target: OpenLoopTarget, options: OpenLoopOptions)
     ...summarize(sorted),
     scheduled: measured,
     ...counts,
-    achievedRate: (counts.ok + counts.non2xx) / measuredSeconds,
+    achievedRate: (counts.ok + counts.non2xx + counts.invalid) / measuredSeconds,
     sendLagP99: percentile(lags, 0.99),
     sendLagMax: percentile(lags, 1),
     loadgenCpu: (used.user + used.system) / 1e6 / ((performance.now() - t0) / 1000),
@@ -284,16 +304,16 @@ export interface ClosedLoopResult extends LatencySummary, Counts {
 export async function closedLoop(target: OpenLoopTarget, options: { requests: number; concurrency: number; timeoutMs?: number }): Promise<ClosedLoopResult> {
   const client = keepAliveClient(target, options.concurrency);
   const latencies = new Float64Array(options.requests);
-  const counts: Counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0 };
+  const counts: Counts = { ok: 0, non2xx: 0, invalid: 0, errors: 0, timeouts: 0 };
   const started = performance.now();
   let next = 0;
   const worker = async () => {
     while (next < options.requests) {
       const path = target.path(next++);
       const sent = performance.now();
-      const outcome = await new Promise<Outcome>((resolve) => client.get(path, sent, options.timeoutMs ?? 30_000, resolve));
+      const [outcome, ended] = await new Promise<[Outcome, number]>((resolve) => client.get(path, sent, options.timeoutMs ?? 30_000, (o, t) => resolve([o, t])));
       const at = counts.ok;
-      if (count(counts, outcome)) latencies[at] = performance.now() - sent;
+      if (count(counts, outcome)) latencies[at] = ended - sent;
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));

@@ -20,8 +20,8 @@ export interface ScriptOutcome {
   reports: string[];
 }
 
-/** Order of the goal table: issue 11's rows first, then the rest by id. */
-const GOAL_ORDER = ["P1", "P2", "P3", "P4", "P4-inproxy", "P5", "bridge-rss-rest"];
+/** Order of the goal table: issue 11's rows first, then issue 26's (P7), then the rest by id. */
+const GOAL_ORDER = ["P1", "P2", "P3", "P4", "P4-inproxy", "P5", "P7", "bridge-rss-rest"];
 
 function goalRank(id: string): number {
   const exact = GOAL_ORDER.indexOf(id);

@@ -57,6 +57,8 @@ export const SCRIPTS: readonly { script: string; quickArgs?: string[] }[] = [
   { script: "bench:latency" },
   { script: "bench:memory" },
   { script: "bench:hostile", quickArgs: ["--seconds", "3"] },
+  { script: "bench:shared-tier" },
+  { script: "bench:custom" },
 ];
 
 /** Longest a script may run, ms, before it is killed and counted as failed. */

@@ -9,7 +9,8 @@
  * queues `bench-q<i>` holding i + 1 messages), `hono-http` / `hono-https`
  * (test/bench/trivial.ts; the HTTPS one with PEMs from {@link servingPems}), `bridge` (`functions/node.ts` on fauxqs with a
  * realistic policy set) and `proxy` (`shared/proxy` through
- * `test/proxy/proxy.harness.ts`, with the fake Kubernetes API). Everything listens
+ * `test/proxy/proxy.harness.ts`, with the fake Kubernetes API); the
+ * `custom-*` roles of `bench:custom` are in `test/bench/custom-roles.ts`. Everything listens
  * on 127.0.0.1 only.
  */
 import { fork, type ChildProcess } from "node:child_process";
@@ -189,6 +190,8 @@ discovery: { ttlSeconds: 10 }
       };
     }
     default:
+      // The roles of `bench:custom` (custom.metrics.k8s.io Pods reads).
+      if (role.startsWith("custom-")) return (await import("./custom-roles.ts")).startCustomRole(role, options);
       throw new Error(`unknown role ${role}`);
   }
 }

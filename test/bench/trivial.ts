@@ -62,7 +62,17 @@ export function trivialApp(spinMicros = 0, hold = false): Hono {
  * @returns the server and its `https://127.0.0.1:<port>` URL
  */
 export async function startTrivialHttps(certPem: string, keyPem: string, hold = false): Promise<{ server: https.Server; url: string }> {
-  const listener = getRequestListener(trivialApp(0, hold).fetch);
+  return serveHttps(trivialApp(0, hold), certPem, keyPem);
+}
+
+/**
+ * Serve `app` over HTTPS on 127.0.0.1 (ephemeral port) with the proxy's TLS
+ * setup (see the module doc) and the given serving certificate and key (PEM).
+ *
+ * @returns the server and its `https://127.0.0.1:<port>` URL
+ */
+export async function serveHttps(app: Hono, certPem: string, keyPem: string): Promise<{ server: https.Server; url: string }> {
+  const listener = getRequestListener(app.fetch);
   const server = https.createServer(
     { cert: certPem, key: keyPem, requestCert: true, rejectUnauthorized: false, minVersion: "TLSv1.2", maxHeaderSize: 64 * 1024 },
     (req, res) => void listener(req, res),

@@ -23,7 +23,7 @@ import { buildProviders } from "../../shared/providers/registry.ts";
 import { customReadBody } from "../../shared/values/custom-request.ts";
 import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 import { buildBridge } from "../helpers/bridge.ts";
-import { customConfig, customSeries, PODS } from "../runtimes/custom-contract.ts";
+import { customConfig, customSeries, PODS, QUEUE, QUEUE_OBJECT } from "../runtimes/custom-contract.ts";
 
 let prom: FakePrometheus;
 beforeAll(async () => {
@@ -112,6 +112,20 @@ ${spec}
       const res = await bridge.app.request(PODS, post(customReadBody({ pods: ["web-1"] })));
       expect(res.status, await res.clone().text()).toBe(code);
       if (message !== undefined) expect((await res.json()).message).toMatch(message);
+    }
+  });
+
+  it("decides the policy before reading the object: a denied caller learns nothing of it (403, not the object's 404 or allow-list 403)", async () => {
+    const denied = buildBridge(customConfig(prom.url).replace("defaultAction: Allow", "defaultAction: Deny"), "custom.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+    const open = buildBridge(customConfig(prom.url), "custom.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
+    const noUrl = { object: { ...QUEUE_OBJECT.object, status: {} } };
+    const otherAccount = { object: { ...QUEUE_OBJECT.object, status: { queueURL: "https://sqs.us-east-1.amazonaws.com/999999999999/other" } } };
+    expect((await open.app.request(QUEUE, post(customReadBody(noUrl)))).status).toBe(404);
+    expect((await open.app.request(QUEUE, post(customReadBody(otherAccount)))).status).toBe(403);
+    for (const body of [noUrl, otherAccount]) {
+      const res = await denied.app.request(QUEUE, post(customReadBody(body)));
+      expect(res.status).toBe(403);
+      expect((await res.json()).message).toMatch(/no ExternalMetricPolicy applies/);
     }
   });
 });

@@ -124,6 +124,17 @@ describe("a Pods read", () => {
     expect(h.decisions.map((d) => [d.resource, d.metric, d.namespace])).toEqual([["pods", "http_requests", "team-a"]]);
   });
 
+  it("answers an empty list when the labelSelector selected no pod, after the policy, without a backend call", async () => {
+    const h = harness(prom.url);
+    const before = await prom.requests();
+    const r = await h.read(PODS, { objects: { pods: [] } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ kind: "MetricValueList", items: [] });
+    expect(h.decisions.map((d) => d.resource)).toEqual(["pods"]);
+    expect(await prom.requests()).toBe(before);
+    expect((await harness(prom.url, true).read(PODS, { objects: { pods: [] } })).status).toBe(403);
+  });
+
   it("never reads another namespace's pod of the given name (namespaceLabel), and only the pods given", async () => {
     const r = await harness(prom.url).read(PODS, { objects: { pods: ["web-3"] } });
     expect(r.status).toBe(200);
@@ -151,7 +162,9 @@ describe("a Pods read", () => {
     expect(cases[0]!.body.message).toMatch(/must carry the pods/);
     expect(cases[1]!.body.message).toMatch(/at most 1000 pods/);
     expect(cases[4]!.body.message).toMatch(/may not constrain "pod"/);
-    expect(h.decisions).toEqual([]);
+    // the policy decides first (a caller it denies learns nothing of the objects), before any backend call;
+    // a metricLabelSelector on the pod label and the path without a rule are refused before it
+    expect(h.decisions.map((d) => d.resource)).toEqual(["pods", "pods", "pods"]);
   });
 });
 
@@ -175,8 +188,8 @@ describe("an Object read", () => {
     expect(notString.status).toBe(404);
     const swapped = await h.read(QUEUE, { objects: queueObject(QUEUE_URL, "mail") });
     expect(swapped.status).toBe(400);
-    // none of them reached the policy, let alone Prometheus
-    expect(h.decisions).toEqual([]);
+    // each was decided by the policy first (a caller it denies learns nothing of the object: test/bridge/app.custom.test.ts)
+    expect(h.decisions.map((d) => d.resource)).toEqual(Array(4).fill("queues.sqs.services.k8s.aws"));
   });
 
   it("a series that does not exist is a 503 without Retry-After (client-go would retry it ten times), never 0", async () => {
@@ -211,8 +224,8 @@ describe("a namespace read and the policy", () => {
 describe("building the read", () => {
   it("refuses a rule whose query does not map the labels the bridge sets, naming the rule", () => {
     const text = config(prom.url).replace("describes: { resource: pods, objectLabel: pod, namespaceLabel: namespace }", "describes: { resource: pods, objectLabel: pod, namespaceLabel: ns }");
-    const bridge = buildBridge(text, "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} });
-    expect(() => createCustomValuesReader({ config: bridge.config, providers: bridge.providers, now: () => Date.now(), authorize: () => {} })).toThrow(
+    // the bridge builds its custom read at start-up (shared/app.ts), so building the bridge is what refuses it
+    expect(() => buildBridge(text, "test.yaml", { env: {}, now: () => Date.now() }, { log: () => {} })).toThrow(
       /metric http_requests \(describes pods\): its query cannot be read by pod and ns: .*ns/,
     );
   });

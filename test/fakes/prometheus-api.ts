@@ -78,6 +78,19 @@ function parseMatchers(text: string): Matcher[] | undefined {
   return re.lastIndex === text.length || text === "" ? out : undefined;
 }
 
+/** Compiled `=~`/`!~` patterns by source, so a query is compiled once and not once per stored series (bounded: cleared past 256). */
+const compiled = new Map<string, RegExp>();
+
+function anchored(value: string): RegExp {
+  let re = compiled.get(value);
+  if (re === undefined) {
+    if (compiled.size >= 256) compiled.clear();
+    re = new RegExp(`^(?:${value})$`, "s");
+    compiled.set(value, re);
+  }
+  return re;
+}
+
 function matches(labels: Record<string, string>, m: Matcher): boolean {
   const v = labels[m.name] ?? "";
   switch (m.op) {
@@ -86,9 +99,9 @@ function matches(labels: Record<string, string>, m: Matcher): boolean {
     case "!=":
       return v !== m.value;
     case "=~":
-      return new RegExp(`^(?:${m.value})$`, "s").test(v);
+      return anchored(m.value).test(v);
     default:
-      return !new RegExp(`^(?:${m.value})$`, "s").test(v);
+      return !anchored(m.value).test(v);
   }
 }
 

@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse, parseAllDocuments, stringify } from "yaml";
+import { helmTemplate } from "../../infra/tools/validate.ts";
 import { freePorts, startProcess, waitFor, type ControlPlane, type LoggedProcess } from "./cluster.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -32,10 +33,15 @@ interface ManifestObject {
  * since Endpoints may not be loopback: the aggregator then dials
  * `127.0.0.1:<APIService spec.service.port>`.
  *
+ * @param chartArgs when given, the chart rendered with these `helm template`
+ *   arguments (`--set customMetrics.enabled=true`, …; infra/tools/validate.ts
+ *   `helmTemplate`, the same render the plain manifests are) instead of the
+ *   plain manifests: what a user who sets those values installs
  * @throws Error when the Deployment (with a `proxy` container and args) or the Service is missing
  */
-export function shippedManifests(): { install: object[]; proxyArgs: string[] } {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, MANIFESTS), "utf8"))
+export function shippedManifests(chartArgs?: readonly string[]): { install: object[]; proxyArgs: string[] } {
+  const text = chartArgs === undefined ? readFileSync(join(ROOT, MANIFESTS), "utf8") : helmTemplate([...chartArgs]);
+  const docs = parseAllDocuments(text)
     .map((d) => d.toJS() as ManifestObject | null)
     .filter((d): d is ManifestObject => d !== null);
   const deployment = docs.find((d) => d.kind === "Deployment" && d.metadata.name === PROXY_SERVICE);
@@ -153,18 +159,18 @@ export interface Condition {
 }
 
 /**
- * The `Available` condition of APIService {@link API_SERVICE}.
+ * The `Available` condition of an APIService (default {@link API_SERVICE}).
  *
  * @throws Error with kubectl's message when it cannot be read
  */
-export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">): Promise<Condition | undefined> {
-  const r = await cp.kubectl(["get", "apiservice", API_SERVICE, "-o", "json"]);
+export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">, name: string = API_SERVICE): Promise<Condition | undefined> {
+  const r = await cp.kubectl(["get", "apiservice", name, "-o", "json"]);
   if (r.status !== 0) throw new Error(`kubectl get apiservice: ${r.stderr.trim()}`);
   return (JSON.parse(r.stdout) as { status?: { conditions?: Condition[] } }).status?.conditions?.find((c) => c.type === "Available");
 }
 
 /**
- * Wait until APIService {@link API_SERVICE} is `Available=True`, failing at
+ * Wait until an APIService (default {@link API_SERVICE}) is `Available=True`, failing at
  * once when one of `processes` (the proxies) has exited.
  *
  * @throws Error from {@link waitFor} after `timeoutMs` (ms), with `context()`
@@ -172,13 +178,14 @@ export async function apiServiceAvailability(cp: Pick<ControlPlane, "kubectl">):
 export async function waitForAPIServiceAvailable(
   cp: Pick<ControlPlane, "kubectl">,
   processes: readonly LoggedProcess[],
-  options: { timeoutMs: number; context?: () => string },
+  options: { timeoutMs: number; context?: () => string; name?: string },
 ): Promise<void> {
+  const name = options.name ?? API_SERVICE;
   await waitFor(
-    `APIService ${API_SERVICE} Available=True`,
+    `APIService ${name} Available=True`,
     async () => {
       for (const p of processes) if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}`);
-      const available = await apiServiceAvailability(cp);
+      const available = await apiServiceAvailability(cp, name);
       if (available?.status !== "True") throw new Error(`Available=${available?.status} ${available?.reason ?? ""}: ${available?.message ?? ""}`);
       return true;
     },
@@ -253,7 +260,8 @@ export function e2eBridgeConfig(endpoint: string, metrics: readonly { name: stri
  * the proxy as a local process with the shipped Deployment's arguments
  * ({@link localProxyFlags} on 127.0.0.1:`port`, its identity a token of the
  * shipped ServiceAccount), a ProxyConfig of `backends` and `routes` (cache
- * TTL 1 s) written to `<work>/proxy.yaml`, its log in `<work>/proxy.log`.
+ * TTL 1 s) plus the sections of `proxyConfig` (e.g. `customMetrics`) written
+ * to `<work>/proxy.yaml`, its log in `<work>/proxy.log`.
  * The proxy registers the APIService itself; wait for it with
  * {@link waitForAPIServiceAvailable}.
  *
@@ -268,15 +276,26 @@ export async function startShippedProxy(
     backends: Record<string, { url: string; timeoutSeconds: number }>;
     routes: readonly { metric: string; backend: string }[];
     env: NodeJS.ProcessEnv;
+    /** more top-level ProxyConfig sections */
+    proxyConfig?: Record<string, unknown>;
+    /** install the chart rendered with these `helm template` arguments instead of the plain manifests ({@link shippedManifests}) */
+    chartArgs?: readonly string[];
   },
 ): Promise<LoggedProcess> {
-  const shipped = shippedManifests();
+  const shipped = shippedManifests(options.chartArgs);
   await cp.kubectlOk(["apply", "-f", "-"], { input: shipped.install.map((d) => stringify(d)).join("---\n") });
   const token = (await cp.kubectlOk(["-n", PROXY_NS, "create", "token", PROXY_SERVICE, "--duration=2h"])).trim();
   const proxyConfig = join(options.work, "proxy.yaml");
   writeFileSync(
     proxyConfig,
-    stringify({ apiVersion: "external-metrics-bridge.io/v1alpha1", kind: "ProxyConfig", backends: options.backends, routes: options.routes, cache: { ttlSeconds: 1 } }),
+    stringify({
+      apiVersion: "external-metrics-bridge.io/v1alpha1",
+      kind: "ProxyConfig",
+      backends: options.backends,
+      routes: options.routes,
+      cache: { ttlSeconds: 1 },
+      ...options.proxyConfig,
+    }),
   );
   const args = withFlags(shipped.proxyArgs, { "--config": proxyConfig, ...localProxyFlags(cp.tokenKubeconfig("proxy", token), options.port) });
   return startProcess("proxy", process.execPath, [join(ROOT, "functions/proxy/main.ts"), ...args], {
@@ -289,15 +308,26 @@ export async function startShippedProxy(
  * The usual end-to-end deployment: the bridge as a process with
  * `bridgeConfig` on a free port, behind the shipped proxy
  * ({@link startShippedProxy}) on another, one backend `bridge` for every
- * metric, both signing with `signingKeys`; resolves when the APIService is
- * Available (90 s at most).
+ * metric, both signing with `signingKeys`, `proxyConfig` added to the
+ * proxy's config, the chart rendered with `chartArgs` installed instead of
+ * the plain manifests when given; resolves when the APIServices `apiServices` (default
+ * {@link API_SERVICE}) are Available (90 s at most).
  *
  * @returns the started processes, bridge first (stop them in reverse)
  * @throws Error as {@link startBridgeProcess}, {@link startShippedProxy} and {@link waitForAPIServiceAvailable}
  */
 export async function startBridgeBehindShippedProxy(
   cp: Pick<ControlPlane, "kubectlOk" | "tokenKubeconfig" | "kubectl">,
-  options: { work: string; bridgeConfig: string; signingKeys: string; backendTimeoutSeconds: number; context: () => string },
+  options: {
+    work: string;
+    bridgeConfig: string;
+    signingKeys: string;
+    backendTimeoutSeconds: number;
+    context: () => string;
+    proxyConfig?: Record<string, unknown>;
+    chartArgs?: readonly string[];
+    apiServices?: readonly string[];
+  },
 ): Promise<LoggedProcess[]> {
   const { work, context } = options;
   const [bridgePort, proxyPort] = (await freePorts(2)) as [number, number];
@@ -311,9 +341,11 @@ export async function startBridgeBehindShippedProxy(
       backends: { bridge: { url: `http://127.0.0.1:${bridgePort}`, timeoutSeconds: options.backendTimeoutSeconds } },
       routes: [{ metric: ".*", backend: "bridge" }],
       env,
+      ...(options.proxyConfig ? { proxyConfig: options.proxyConfig } : {}),
+      ...(options.chartArgs ? { chartArgs: options.chartArgs } : {}),
     });
     started.push(proxy);
-    await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context });
+    for (const name of options.apiServices ?? [API_SERVICE]) await waitForAPIServiceAvailable(cp, [proxy], { timeoutMs: 90_000, context, name });
     return started;
   } catch (err) {
     for (const p of started.reverse()) await p.stop(5_000);

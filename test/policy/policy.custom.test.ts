@@ -217,6 +217,31 @@ describe("evaluation with a resource", () => {
     ]);
   });
 
+  it("resources: [\"*\"] covers every custom resource and never external: a cluster policy can grant one resource and leave the rest to the namespaces' policies", () => {
+    const hpa = policy(
+      "hpa",
+      `  subjects: { serviceAccounts: [kube-system/horizontal-pod-autoscaler] }
+  rules:
+    - { metric: node_load, resources: [nodes], selector: { matchLabels: { zone: a } } }
+    - { metric: ".*", resources: ["*"], selector: {} }
+  defaultAction: Allow`,
+    );
+    const s = policiesOf("Deny", hpa, TEAM_A);
+    // the namespace's policy still decides its pods; the cluster policy's catch-all only steps aside
+    expect(decide(s, "pods", "http_requests_per_second")).toMatchObject({ decision: "Allow", verdicts: [{ policy: "hpa", rule: 1 }, { policy: "team-a/team-a", rule: 1 }] });
+    expect(decide(s, "services", "http_requests_per_second").deniedBy).toMatchObject({ policy: "team-a/team-a", reason: "no-rule-for-resource" });
+    // the first matching rule decides: nodes/node_load is held to zone=a
+    expect(decide(s, "nodes", "node_load", "zone=b", "").deniedBy).toMatchObject({ policy: "hpa", rule: 0, reason: "selector-not-subset" });
+    // * is not external: an External read falls to the cluster policy's defaultAction, as before
+    expect(decide(s, undefined, "queue_messages_ready", "queue=team-a-jobs").verdicts[0]).toMatchObject({ policy: "hpa", reason: "default-action" });
+    const denyAll = policiesOf("Deny", policy("no-custom", `  rules:\n    - { metric: ".*", resources: ["*"], deny: true }\n  defaultAction: Allow`));
+    expect(decide(denyAll, "pods", "anything").deniedBy).toMatchObject({ reason: "deny-rule" });
+    expect(decide(denyAll, undefined, "anything", "", "team-a").byDefault).toBe(false);
+    expect(decide(denyAll, undefined, "anything", "", "team-a").decision).toBe("Allow");
+    expect(issuesOf(policy("x", `  rules:\n    - { metric: a, resources: ["*", "*"], selector: {} }`))).toEqual([expect.stringMatching(/resources\[1\]: duplicate resource "\*"/)]);
+    expect(issuesOf(policy("x", `  rules:\n    - { metric: a, resources: ["p*"], selector: {} }`))).toEqual([expect.stringMatching(/"p\*" is not a resource: .*or \* \(every custom metrics resource\)/)]);
+  });
+
   it("the first-rule memo is keyed by resource and metric and stays bounded: decisions hold past its clearing", () => {
     const s = policiesOf("Deny", TEAM_A);
     const first = decide(s, "pods", "http_requests_per_second");

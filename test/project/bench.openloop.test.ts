@@ -109,6 +109,23 @@ describe("openLoop against a local server", () => {
     expect(refused.p99).toBeNaN();
   });
 
+  it("a 2xx answer the target's check refuses is counted as invalid, not measured (open and closed loop)", async () => {
+    server = http.createServer((req, res) => res.writeHead(200, { "content-type": "application/json" }).end(req.url === "/good" ? '{"items":[1,2]}' : '{"items":[1]}'));
+    await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const check = (body: Buffer) => (JSON.parse(body.toString("utf8")) as { items: unknown[] }).items.length === 2;
+    const r = await openLoop({ url, path: (i) => (i % 2 ? "/bad" : "/good"), check }, { rate: 100, seconds: 0.2 });
+    expect(r.ok).toBe(10);
+    expect(r.invalid).toBe(10);
+    expect(r.non2xx + r.errors + r.timeouts).toBe(0);
+    expect(r.latencies).toHaveLength(10);
+    expect(r.achievedRate).toBeGreaterThan(0);
+    const c = await closedLoop({ url, path: (i) => (i % 3 ? "/good" : "/bad"), check }, { requests: 9, concurrency: 2 });
+    expect([c.ok, c.invalid]).toEqual([6, 3]);
+    const unchecked = await openLoop({ url, path: () => "/bad" }, { rate: 100, seconds: 0.1 });
+    expect([unchecked.ok, unchecked.invalid]).toEqual([10, 0]);
+  });
+
   it("closedLoop sends every request with at most `concurrency` in flight", async () => {
     let inFlight = 0;
     let most = 0;

@@ -81,7 +81,7 @@ describe("docs/benchmarks.md generation", () => {
     expect(() => replaceBetween("<!-- bench:x:begin -->", "x", "")).toThrow(/incomplete/);
   });
 
-  it("the goal table lists goal rows in issue 11's order with ✓/✗, and leaves informational rows out", () => {
+  it("the goal table lists goal rows in issue 11's order (then issue 26's P7) with ✓/✗, and leaves informational rows out", () => {
     const reports: BenchReport[] = [
       { bench: "memory", startedAt: "t", durationSeconds: 1, rows: [{ ...row("P5", {}), met: false }], figures: [] },
       {
@@ -92,9 +92,11 @@ describe("docs/benchmarks.md generation", () => {
         figures: [],
       },
       { bench: "http-overhead", startedAt: "t", durationSeconds: 1, rows: [{ ...row("P1", {}), measured: "0.5× | p99" }], figures: [] },
+      { bench: "custom-pods", startedAt: "t", durationSeconds: 1, rows: [row("bridge-rss-rest", {}), { ...row("P7", {}), met: false }], figures: [] },
     ];
     const lines = goalTable(reports).split("\n").slice(2);
-    expect(lines.map((l) => /\*\*([^*]+)\*\*/.exec(l)![1])).toEqual(["P1", "P4", "P4-inproxy", "P5"]);
+    // issue 26's P7 after issue 11's rows, before the rest
+    expect(lines.map((l) => /\*\*([^*]+)\*\*/.exec(l)![1])).toEqual(["P1", "P4", "P4-inproxy", "P5", "P7", "bridge-rss-rest"]);
     expect(lines[0]).toContain("0.5× \\| p99"); // a pipe in a figure does not break the table
     expect(lines[3]!.endsWith("| ✗ |")).toBe(true);
     expect(lines[1]!.endsWith("| ✓ |")).toBe(true);

@@ -338,7 +338,9 @@ describe("AWS Lambda artifact (esbuild, node infra/lambda/build.ts)", () => {
     }
     const actions = statements.flatMap((s) => s.Action).sort();
     expect(actions).toEqual([...sent].sort());
-    expect(actions).toEqual(["cloudwatch:GetMetricData", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "ssm:GetParameter"]);
+    expect(actions).toEqual(["cloudwatch:GetMetricData", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "ssm:GetParameter"]);
+    // the shared read tier's calls, on its one table only
+    expect(statements.find((s) => s.Action.includes("dynamodb:GetItem"))!.Resource).toBe("arn:aws:dynamodb:${aws:region}:${aws:accountId}:table/${self:custom.bridge.sharedCacheTable}");
     // the one wildcard: GetMetricData, which has no resource-level permissions
     const wildcard = statements.filter((s) => JSON.stringify(s.Resource).match(/"\*"|:\*"/));
     expect(wildcard).toEqual([{ Effect: "Allow", Action: ["cloudwatch:GetMetricData"], Resource: "*" }]);

@@ -488,3 +488,24 @@ describe("hostile input", () => {
     expect(errorOf(() => parseSelector("x=\u{e0001}")).message).toContain('"\\U000e0001"');
   });
 });
+
+describe("matchesLabels with long in/notin lists (a custom.metrics Pods read: pod in (<1,000 pods>))", () => {
+  it("answers as a scan of the values would, for lists on both sides of the Set lookup's threshold", () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.stringMatching(/^[a-z]{1,3}$/), { minLength: 1, maxLength: 40 }),
+        fc.option(fc.stringMatching(/^[a-z]{1,3}$/), { nil: undefined }),
+        fc.constantFrom("in", "notin"),
+        (values, value, op) => {
+          const sel = parseSelector(`k ${op} (${values.join(",")})`);
+          const labels: Record<string, string> = value === undefined ? {} : { k: value };
+          const listed = value !== undefined && values.includes(value);
+          const expected = op === "in" ? listed : !listed;
+          // twice: the second answer comes from the requirement's remembered Set
+          return matchesLabels(sel, labels) === expected && matchesLabels(sel, labels) === expected;
+        },
+      ),
+      fcRuns(500),
+    );
+  });
+});

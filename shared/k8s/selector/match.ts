@@ -7,6 +7,20 @@
 import type { Requirement, Selector } from "./types.ts";
 import { parseGoInt64 } from "./validation.ts";
 
+/** Values of a requirement above which {@link hasValue} looks them up in a Set (a custom.metrics Pods read's `pod in (<1,000 pods>)`). */
+const SET_LOOKUP_ABOVE = 8;
+
+/** The value sets of long requirements, made once per (frozen, shared) requirement object. */
+const valueSets = new WeakMap<Requirement, ReadonlySet<string>>();
+
+/** Whether `value` is one of `r.values`: a scan for a few values, a Set lookup for many (the same answer, O(1) a label set). */
+function hasValue(r: Requirement, value: string | undefined): boolean {
+  if (r.values.length <= SET_LOOKUP_ABOVE) return r.values.some((v) => v === value);
+  let set = valueSets.get(r);
+  if (set === undefined) valueSets.set(r, (set = new Set(r.values)));
+  return value !== undefined && set.has(value);
+}
+
 function requirementMatches(r: Requirement, labels: Readonly<Record<string, string>>): boolean {
   const has = Object.hasOwn(labels, r.key);
   const value = has ? labels[r.key] : undefined;
@@ -14,10 +28,10 @@ function requirementMatches(r: Requirement, labels: Readonly<Record<string, stri
     case "in":
     case "=":
     case "==":
-      return has && r.values.some((v) => v === value);
+      return has && hasValue(r, value);
     case "notin":
     case "!=":
-      return !has || !r.values.some((v) => v === value);
+      return !has || !hasValue(r, value);
     case "exists":
       return has;
     case "!":
