@@ -46,7 +46,7 @@ import { StatusError, type StatusCode, type StatusDetails } from "../k8s/status.
 import { backendFailureTtlMs } from "../providers/backoff.ts";
 import { REFRESH_AHEAD_MAX_BYTES, REFRESH_AHEAD_MAX_SERIES } from "../providers/refresh-ahead.ts";
 import { buildProviders, loadProviderModules } from "../providers/registry.ts";
-import { emptyOutcome, isNoData, type Reading } from "../providers/series.ts";
+import { emptyOutcome, isNoData, readingBytes, type Reading } from "../providers/series.ts";
 import type { MetricRule, Provider, RuntimeEnv } from "../providers/types.ts";
 import { BACKEND_LOAD_TIMEOUT_MS } from "../deadline.ts";
 import { CoalescingCache, ruleCacheTtlMs } from "./coalescing.ts";
@@ -306,6 +306,7 @@ export class SeriesTierObject {
     this.cache = new CoalescingCache<Reading>({
       maxEntries: TIER_MAX_SERIES,
       maxBytes: TIER_MAX_BYTES,
+      sizeOf: readingBytes,
       loadTimeoutMs: BACKEND_LOAD_TIMEOUT_MS,
       failureTtlMs: backendFailureTtlMs,
       refreshAhead: { maxKeys: TIER_MAX_SERIES, maxBytes: REFRESH_AHEAD_MAX_BYTES, setTimer: (run, ms) => this.#setAlarm(run, ms) },

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { planWorkerBuild, TIER_SPECIFIER } from "../../infra/worker/build.ts";
 import { NOT_BUILT } from "../../infra/worker/no-durable-object-tier.ts";
-import { shardOf } from "../../shared/cache/durable-object-tier.ts";
+import { shardOf, type DurableObjectNamespaceLike } from "../../shared/cache/durable-object-tier.ts";
 import { startFakePrometheus, type FakePrometheus } from "../fakes/prometheus-api.ts";
 import { OPEN_CONFIG_HEAD } from "../helpers/bridge.ts";
 import { buildWorker, ROOT, startWorker, startWorkers, type RunningWorkers, type WorkerBuild } from "../helpers/worker.ts";
@@ -203,8 +203,8 @@ describe("shared tier on Durable Objects (workerd, several isolates, one namespa
   });
 
   it("the object checks every request before work: size (413), shape (400), method and path (404), no config build for them", async () => {
-    const ns = await workers.miniflare.getDurableObjectNamespace("SERIES_TIER", "a");
-    const stub = ns.get(ns.idFromName("prom/0")) as unknown as { fetch(url: string, init?: RequestInit): Promise<Response> };
+    const ns = (await workers.miniflare.getDurableObjectNamespace("SERIES_TIER", "a")) as unknown as DurableObjectNamespaceLike;
+    const stub = ns.get(ns.idFromName("prom/0"));
     const big = await stub.fetch("https://series-tier/read", { method: "POST", body: "x".repeat(64 * 1024 + 1) });
     expect(big.status).toBe(413);
     await big.arrayBuffer();
