@@ -48,13 +48,24 @@
  * as `BRIDGE_ANALYTICS`, each values read is also written there as a data
  * point ({@link analyticsPoint}) for SQL queries and Grafana.
  *
- * Only the default export may be exported: workerd treats every export of
- * the main module as an entrypoint.
+ * Shared read tier (issue 28): a provider with `sharedCache: { type:
+ * durableObject }` reads a local cache miss through the Durable Object
+ * namespace bound as its `binding` (`shared/cache/durable-object-tier.ts`);
+ * this module exports that object's class, {@link SeriesTier}
+ * (wrangler.toml `[[durable_objects.bindings]]` and `[[migrations]]`).
+ * `sharedCache: { type: dynamodb }` is refused when the config loads (a
+ * Worker reaches no DynamoDB endpoint with the Lambda's IAM role).
+ *
+ * Only the default export and {@link SeriesTier} may be exported: workerd
+ * treats every export of the main module as an entrypoint (a class: a
+ * Durable Object class).
  */
 import type { Hono } from "hono";
 import { parseAllDocuments } from "yaml";
 import bundledText from "../infra/worker/bridge.yaml";
 import { bootstrap } from "../shared/bootstrap.ts";
+import { configTextDigest, DurableObjectTier, SeriesTierObject, type DurableObjectStateLike } from "../shared/cache/durable-object-tier.ts";
+import type { SharedCacheConfig, SharedTier } from "../shared/cache/shared-tier.ts";
 import { ConfigError } from "../shared/config/yaml.ts";
 import { internalError, type StatusError } from "../shared/k8s/status.ts";
 import { isApisPath } from "../shared/k8s/request-path.ts";
@@ -71,6 +82,9 @@ interface WorkerContext {
 
 /** Worker bindings: vars and secrets are strings; other bindings are not used. */
 type WorkerEnv = Record<string, unknown>;
+
+/** The Worker's bindings of the current request (a Durable Object namespace is an object binding). */
+let bindings: WorkerEnv = {};
 
 /** The binding holding the config YAML. */
 const CONFIG_BINDING = "BRIDGE_CONFIG";
@@ -163,8 +177,14 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   const build = async (): Promise<{ app?: Hono; error?: StatusError }> => {
     try {
       // The signing mode is checked on every request (fetch below), not here.
+      // the object checks that it runs the same config text as this isolate
+      const digest = await configTextDigest(text);
+      // the runtime with this config's tier factory (`RuntimeEnv.sharedTier`; `env` stays the shared, per-request one)
+      const withTier: RuntimeEnv = Object.assign(Object.create(runtime) as RuntimeEnv, {
+        sharedTier: (provider: string, cache: SharedCacheConfig): SharedTier => durableObjectTier(provider, cache, digest),
+      });
       const { bridge, notices } = await bootstrap({
-        runtime: runtime satisfies RuntimeEnv,
+        runtime: withTier,
         config: { text, source },
         log: () => {
           log = createLogger({ sink: consoleSink, level: parseLevel(runtime.env[LOG_LEVEL_ENV]) });
@@ -183,8 +203,45 @@ function bridgeFor(text: string, source: string): Promise<{ app?: Hono; error?: 
   return built.result;
 }
 
+/**
+ * The isolate's Durable Object tier of a provider instance
+ * (`RuntimeEnv.sharedTier`, called by `buildProviders` when the config
+ * loads); `configDigest`: the config text's, which the object checks.
+ *
+ * @throws Error for `type: dynamodb` (the DynamoDB tier is Lambda's and
+ *   Node's; a Worker would need the Lambda's IAM role): the config is refused at load
+ */
+function durableObjectTier(provider: string, cache: SharedCacheConfig, configDigest: string): SharedTier {
+  if (cache.type !== "durableObject") {
+    throw new Error(
+      `providers.${provider}.sharedCache: type ${cache.type} is for Lambda and the Node server; on a Worker use { type: durableObject } (a Durable Object namespace bound in wrangler.toml, docs/shared-cache.md)`,
+    );
+  }
+  return new DurableObjectTier({ provider, config: cache, configDigest, bindings: () => bindings });
+}
+
+/** The config text of the Worker's bindings: `BRIDGE_CONFIG`, else the bundled text. */
+function configSource(env: WorkerEnv): { text: string; source: string } | undefined {
+  const bound = env?.[CONFIG_BINDING];
+  if (typeof bound === "string" && bound.trim() !== "") return { text: bound, source: `<binding:${CONFIG_BINDING}>` };
+  return bundledConfig !== undefined ? { text: bundledConfig, source: BUNDLED_SOURCE } : undefined;
+}
+
+/**
+ * The shared read tier's Durable Object (`shared/cache/durable-object-tier.ts`
+ * `SeriesTierObject`), built from the same config as the Worker: bind it in
+ * wrangler.toml as `[[durable_objects.bindings]] name = "SERIES_TIER"
+ * class_name = "SeriesTier"` (the `binding` of `sharedCache`).
+ */
+export class SeriesTier extends SeriesTierObject {
+  constructor(state: DurableObjectStateLike, env: WorkerEnv) {
+    super(state, env, configSource);
+  }
+}
+
 export default {
   async fetch(request: Request, env: WorkerEnv, ctx: WorkerContext): Promise<Response> {
+    bindings = env ?? {};
     runtime.env = stringBindings(env);
     const dataset = env?.[ANALYTICS_BINDING] as Partial<AnalyticsDataset> | undefined;
     analytics = typeof dataset?.writeDataPoint === "function" ? (dataset as AnalyticsDataset) : undefined;

@@ -22,6 +22,10 @@
  *    here: an invalid config fails the build with its located messages);
  * 3. the config bundled in `infra/worker/bridge.yaml`, if it holds one;
  * 4. every provider (`--all` forces this).
+ * When the set comes from a config (2, 3) that has no provider with
+ * `sharedCache: { type: durableObject }`, the shared read tier is left out
+ * too (`infra/worker/no-durable-object-tier.ts`: the `SeriesTier` class
+ * wrangler.toml binds is still exported, and serves nothing).
  *
  * `--json` bundles the config too, converted to JSON here (from `--config
  * FILE`, else `infra/worker/bridge.yaml`), and replaces the `yaml` package
@@ -77,6 +81,14 @@ export function flavoursOf(config: BridgeConfig): string[] {
     return flavour !== undefined && flavour !== "generic" ? [flavour] : [];
   });
   return [...new Set(flavours)].sort();
+}
+
+/** The import specifier `functions/worker.ts` loads the shared read tier from; a build for a config without it aliases it to `infra/worker/no-durable-object-tier.ts`. */
+export const TIER_SPECIFIER = "../shared/cache/durable-object-tier.ts";
+
+/** Whether a validated config has a provider with `sharedCache: { type: durableObject }` (the Worker's shared read tier). */
+export function usesDurableObjectTier(config: BridgeConfig): boolean {
+  return Object.values(config.providers).some((p) => p.sharedCache?.type === "durableObject");
 }
 
 /** The import specifier `functions/worker.ts` reads the bundled config text from. */
@@ -151,6 +163,8 @@ export async function buildWorker(options: {
   jsonConfig?: { text: string; source: string } | ConfigCheck;
   /** the `prometheus` flavours to bundle besides `generic` (default: those of `jsonConfig` when given, else every flavour) */
   flavours?: readonly string[];
+  /** bundle the shared read tier (`sharedCache: { type: durableObject }`; default: whether `jsonConfig` uses it when given, else true) */
+  durableObjectTier?: boolean;
 }): Promise<WorkerBuildResult> {
   const types = [...(options.types ?? PROVIDER_TYPES)];
   const dir = join(ROOT, ".cache/worker-build");
@@ -165,6 +179,8 @@ export async function buildWorker(options: {
     writeFileSync(flavourFile, flavourTable(flavours, dir));
     aliases.push(`${FLAVOURS_SPECIFIER}:${flavourFile}`);
   }
+  const tier = options.durableObjectTier ?? (json === undefined ? true : usesDurableObjectTier(validCheck("text" in json ? checkBridgeConfig(json.text, json.source) : json).config));
+  if (!tier) aliases.push(`${TIER_SPECIFIER}:${join(ROOT, "infra/worker/no-durable-object-tier.ts")}`);
   if (json !== undefined) {
     const configModule = join(dir, `config-${types.join("+") || "none"}.json.ts`);
     writeFileSync(configModule, "text" in json ? jsonConfigModule(json.text, json.source) : jsonModuleOf(json));
@@ -209,6 +225,8 @@ export interface WorkerBuildPlan {
   flavours?: string[];
   /** where {@link types} came from, as printed */
   why: string;
+  /** whether to bundle the shared read tier when the types come from a config (whether it uses `sharedCache: { type: durableObject }`); undefined: bundled */
+  durableObjectTier?: boolean;
   /** the config to bundle as JSON (`--json`), checked: its parsed documents are converted, not parsed again */
   jsonConfig?: ConfigCheck;
 }
@@ -235,7 +253,7 @@ export function planWorkerBuild(values: WorkerBuildOptions): WorkerBuildPlan {
   else if (empty && values.config === undefined) [types, why] = [undefined, "no bundled config: every provider"];
   else [types, why] = [providersOf(validCheck(check!).config), shown];
   const fromConfig = why === shown;
-  const flavours = fromConfig ? { flavours: flavoursOf(validCheck(check!).config) } : {};
+  const flavours = fromConfig ? { flavours: flavoursOf(validCheck(check!).config), durableObjectTier: usesDurableObjectTier(validCheck(check!).config) } : {};
   if (!values.json) return { shown, ...(types !== undefined ? { types } : {}), ...flavours, why };
   if (empty) throw new Error(`--json needs a config: --config FILE, or one in ${shown}`);
   return { shown, ...(types !== undefined ? { types } : {}), ...flavours, why, jsonConfig: validCheck(check!) };
@@ -260,11 +278,12 @@ async function main(): Promise<void> {
     console.log(`${plan.shown}: ${plan.types === undefined ? "no config bundled (the Worker reads its BRIDGE_CONFIG binding)" : `valid BridgeConfig (providers ${plan.types.join(", ")})`}`);
     return;
   }
-  const { types, why, jsonConfig, flavours } = plan;
+  const { types, why, jsonConfig, flavours, durableObjectTier } = plan;
   const wranglerArgs = program.args;
   const out = await buildWorker({
     ...(types !== undefined ? { types } : {}),
     ...(flavours !== undefined ? { flavours } : {}),
+    ...(durableObjectTier !== undefined ? { durableObjectTier } : {}),
     outdir: callerPath(values.outdir),
     wranglerArgs,
     ...(jsonConfig !== undefined ? { jsonConfig } : {}),

@@ -197,3 +197,79 @@ export async function startWorker(
     miniflare,
   };
 }
+
+/** One Worker script of {@link startWorkers}: its own isolate, string bindings and Durable Object bindings. */
+export interface WorkerScript {
+  name: string;
+  /** string bindings (vars/secrets), e.g. `BRIDGE_CONFIG` */
+  bindings: Record<string, string>;
+  /** binding name → Durable Object class, in this script (a string) or another (`scriptName`) */
+  durableObjects?: Record<string, string | { className: string; scriptName: string }>;
+}
+
+/** Several Worker scripts in one workerd (separate isolates), each reachable by name. */
+export interface RunningWorkers {
+  /** send a request to the script `name` (Miniflare's dispatch; `path` is a path) */
+  fetch(name: string, path: string, init?: RequestInit): Promise<Response>;
+  /** what workerd wrote to stdout/stderr so far */
+  logs(): string;
+  /** restart workerd with the same scripts: every isolate and Durable Object starts afresh (in-memory storage is lost) */
+  restart(): Promise<void>;
+  close(): Promise<void>;
+  miniflare: Miniflare;
+}
+
+/**
+ * Start several scripts of one build in workerd (Miniflare's `workers:`),
+ * e.g. bound to one Durable Object namespace defined in one of them.
+ * Every script gets `BRIDGE_INSECURE_ALLOW_UNSIGNED=true` unless it names
+ * signing bindings (as {@link startWorker}).
+ */
+export async function startWorkers(build: WorkerBuild, scripts: readonly WorkerScript[]): Promise<RunningWorkers> {
+  let captured = "";
+  const capture = (stream: Readable) => {
+    stream.setEncoding("utf8");
+    stream.on("data", (chunk: string) => {
+      captured += chunk;
+      if (captured.length > 1 << 20) captured = captured.slice(-(1 << 19));
+    });
+  };
+  const options = {
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+      capture(stdout);
+      capture(stderr);
+    },
+    workers: scripts.map((s) => {
+      const bindings = { ...s.bindings };
+      if (!("BRIDGE_SIGNING_KEYS" in bindings) && !("BRIDGE_INSECURE_ALLOW_UNSIGNED" in bindings)) bindings["BRIDGE_INSECURE_ALLOW_UNSIGNED"] = "true";
+      return {
+        name: s.name,
+        modules: true,
+        scriptPath: build.script,
+        modulesRoot: build.outdir,
+        compatibilityDate: build.compatibilityDate,
+        compatibilityFlags: build.compatibilityFlags,
+        modulesRules: build.modulesRules,
+        bindings,
+        ...(s.durableObjects !== undefined ? { durableObjects: s.durableObjects } : {}),
+      };
+    }),
+  };
+  const miniflare = new Miniflare(options);
+  await miniflare.ready;
+  return {
+    fetch: async (name, path, init) => {
+      const w = (await miniflare.getWorker(name)) as unknown as { fetch(input: string, init?: RequestInit): Promise<Response> };
+      return w.fetch(`http://localhost${path}`, init);
+    },
+    logs: () => captured,
+    restart: async () => {
+      await miniflare.setOptions(options);
+    },
+    close: () => miniflare.dispose(),
+    miniflare,
+  };
+}
