@@ -159,27 +159,11 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
   const log = options.log ?? createLogger({ level: parseLevel(runtime.env[LOG_LEVEL_ENV]), now: runtime.now });
   const metrics = options.metrics ?? runtime.metrics ?? new BridgeMetrics();
   const countRequest = requestCounter(metrics);
-  const readValues = createValuesReader({
-    config,
-    providers,
-    now: runtime.now,
-    log,
-    metrics,
-    countRequest,
-    ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
-    ...(options.authorize !== undefined ? { authorize: options.authorize } : {}),
-  });
+  // what the External and the custom read share: rules, providers, clock, log, counters, deadline
+  const shared = { config, providers, now: runtime.now, log, metrics, countRequest, ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}) };
+  const readValues = createValuesReader({ ...shared, ...(options.authorize !== undefined ? { authorize: options.authorize } : {}) });
   const discovery = apiResourceList(config.metrics.map((r) => discoveryName(r.name)));
-  const readCustom = createCustomValuesReader({
-    config,
-    providers,
-    now: runtime.now,
-    log,
-    metrics,
-    countRequest,
-    ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
-    authorize: options.authorizeCustom ?? denyCustomReads,
-  });
+  const readCustom = createCustomValuesReader({ ...shared, authorize: options.authorizeCustom ?? denyCustomReads });
   const customDiscovery = customDiscoveryOf(config);
 
   const app = new Hono();

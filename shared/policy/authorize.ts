@@ -17,12 +17,17 @@ import { EXTERNAL_METRICS_GROUP, forbidden } from "../k8s/status.ts";
 import { PolicySet, type Decision } from "./evaluate.ts";
 import { IMPLICIT_DENY_NOTE } from "./load.ts";
 
-/** The 403 message for a denied decision. */
-export function forbiddenMessage(request: { caller: Caller; namespace: string; metric: string }, decision: Decision): string {
+/** apimachinery's `NewForbidden` wording (`<group resource> "<name>" is forbidden: <reason>`) for a denied read of `groupResource`. */
+function forbiddenText(groupResource: string, request: { caller: Caller; namespace: string; metric: string }, decision: Decision): string {
   return (
-    `externalmetrics.${EXTERNAL_METRICS_GROUP} ${JSON.stringify(request.metric)} is forbidden: ` +
+    `${groupResource} ${JSON.stringify(request.metric)} is forbidden: ` +
     `user ${JSON.stringify(request.caller.user)} may not read it in namespace ${JSON.stringify(request.namespace)}: ${decision.message}`
   );
+}
+
+/** The 403 message for a denied decision. */
+export function forbiddenMessage(request: { caller: Caller; namespace: string; metric: string }, decision: Decision): string {
+  return forbiddenText(`externalmetrics.${EXTERNAL_METRICS_GROUP}`, request, decision);
 }
 
 /**
@@ -52,10 +57,7 @@ export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRe
  * `NewForbidden` with the group resource `<resource>.custom.metrics.k8s.io`.
  */
 export function customForbiddenMessage(request: { caller: Caller; namespace: string; metric: string; resource: string }, decision: Decision): string {
-  return (
-    `${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: ` +
-    `user ${JSON.stringify(request.caller.user)} may not read it in namespace ${JSON.stringify(request.namespace)}: ${decision.message}`
-  );
+  return forbiddenText(`${request.resource}.${CUSTOM_GROUP}`, request, decision);
 }
 
 /**

@@ -369,13 +369,7 @@ function checkOne(
   const rules = bridge.rules;
   const problems: string[] = [];
   if (targetType === "Utilization") problems.push(UTILIZATION_ON_EXTERNAL);
-  let selector: Selector | undefined;
-  try {
-    selector = requestSelector(selectorInput as Parameters<typeof requestSelector>[0]);
-  } catch (err) {
-    if (!(err instanceof SelectorError)) throw err;
-    problems.push(`invalid metric.selector: ${err.message}`);
-  }
+  const selector = metricSelectorOf(selectorInput, problems);
   const out: Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path"> = { ...base, selector: selector !== undefined ? selectorToString(selector) : "", problems, ok: false };
   const key = metricKey(at.metric);
   const rule = rules?.get(key);
@@ -409,13 +403,7 @@ function checkCustom(
   selectorInput: unknown,
 ): Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path"> {
   const problems: string[] = [];
-  let selector: Selector | undefined;
-  try {
-    selector = requestSelector(selectorInput as Parameters<typeof requestSelector>[0]);
-  } catch (err) {
-    if (!(err instanceof SelectorError)) throw err;
-    problems.push(`invalid metric.selector: ${err.message}`);
-  }
+  const selector = metricSelectorOf(selectorInput, problems);
   const out: Omit<HpaMetricCheck, "hpa" | "source" | "line" | "path"> = { ...base, selector: selector !== undefined ? selectorToString(selector) : "", problems, ok: false };
   const key = metricKey(base.metric);
   if (base.resource === "") problems.push("describedObject.kind is empty");
@@ -452,5 +440,16 @@ function policyProblem(
         ? "the bridge's policy.defaultAction"
         : `${v.policy}${v.rule !== undefined ? ` rules[${v.rule}]` : v.reason === "no-rule-for-resource" ? ` (no rule for ${resource})` : " (defaultAction)"}`;
     out.problems.push(`${POLICY_DENIED}${by}`);
+  }
+}
+
+/** An HPA metric's `metric.selector` parsed as the HPA controller sends it, or undefined with the reason added to `problems`. */
+function metricSelectorOf(selectorInput: unknown, problems: string[]): Selector | undefined {
+  try {
+    return requestSelector(selectorInput as Parameters<typeof requestSelector>[0]);
+  } catch (err) {
+    if (!(err instanceof SelectorError)) throw err;
+    problems.push(`invalid metric.selector: ${err.message}`);
+    return undefined;
   }
 }
