@@ -17,7 +17,11 @@
  *   `max(50, 5·N)` ms: the fleet's reads together come at least as often as
  *   the single process's (so the fleet notices an expired reading no later
  *   than it does), and 50 processes on this 2-core machine are not flooded.
- *   Measured here: 50 processes start in about NN s.
+ *   Each fleet is warmed up first (one read of another series per process:
+ *   50 cold starts at once exceed the 3 s read budget here). Measured on
+ *   the shared 2-core machine at a load average of about 15: 50 processes
+ *   start in 5–10 s and warm up in 5–6 s; the suite takes about 55 s; the
+ *   backend calls were 10 for one process, 10 for ten, 9–10 for fifty.
  * - a lease holder SIGKILLed while its backend call hangs stalls the other
  *   processes by at most one lease (`leaseMs` 1000) plus 1 s of slack, and
  *   one of them loads the series once.
