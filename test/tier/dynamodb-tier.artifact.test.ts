@@ -20,7 +20,7 @@
  *   Each fleet is warmed up first (one read of another series per process:
  *   50 cold starts at once exceed the 3 s read budget here). Measured on
  *   the shared 2-core machine at a load average of about 15: 50 processes
- *   start in 5–10 s and warm up in 5–6 s; the suite takes about 55 s; the
+ *   start in 5–10 s and warm up in 5–11 s; the suite takes 55–60 s; the
  *   backend calls were 10 for one process, 10 for ten, 9–10 for fifty.
  * - a lease holder SIGKILLed while its backend call hangs stalls the other
  *   processes by at most one lease (`leaseMs` 1000) plus 1 s of slack, and
