@@ -14,6 +14,7 @@ const INTEGRATION = [
   "test/project/docs.commands.test.ts",
   "test/project/infra.test.ts",
   "test/**/*.real.test.ts",
+  "test/tier/dynamodb-tier.artifact.test.ts",
 ];
 /** Suites that compare with the real Kubernetes Go code (k8s.io/apimachinery, k8s.io/apiserver). */
 const ORACLES = ["test/**/*.oracle.test.ts"];
