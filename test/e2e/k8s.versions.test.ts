@@ -33,12 +33,13 @@ describe("Kubernetes versions: chart claim, e2e pins, docs", () => {
     expect(() => k8sModule("v1.20")).toThrow(/no test\/k8s module pins it; there are v1\.\d+\.\d+, v1\.\d+\.\d+/);
   });
 
-  it("CI runs the core scaling and scale-to-zero e2e on the floor too (vitest project e2e-floor) and the compatibility page names both releases", () => {
+  it("CI runs the core scaling, scale-to-zero and custom-metrics e2e on the floor too (vitest project e2e-floor) and the compatibility page names both releases and the suites", () => {
     const projects = (config as { test: { projects: { test: { name: string; include?: string[]; env?: Record<string, string> } }[] } }).test.projects;
     const floorProject = projects.find((p) => p.test.name === "e2e-floor")!;
-    expect(floorProject.test.include).toEqual(["test/e2e/k8s.e2e.test.ts", "test/e2e/k8s.scale-to-zero.e2e.test.ts"]);
+    expect(floorProject.test.include).toEqual(["test/e2e/k8s.e2e.test.ts", "test/e2e/k8s.scale-to-zero.e2e.test.ts", "test/e2e/k8s.custom-metrics.e2e.test.ts"]);
     expect(k8sModule(floorProject.test.env!["EMB_K8S_VERSION"])).toBe(K8S_MODULES.at(-1));
     const page = readFileSync(`${ROOT}docs/compatibility.md`, "utf8");
     for (const m of K8S_MODULES) expect(page).toContain(m.version);
+    for (const suite of floorProject.test.include!) expect(page).toContain(suite.replace(/^test\/e2e\//, ""));
   });
 });
