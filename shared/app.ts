@@ -30,7 +30,7 @@
 import type { Context } from "hono";
 import { Hono } from "./hono.ts";
 import type { BridgeConfig } from "./config/config.ts";
-import { badRequest, notFound, requestEntityTooLarge, StatusError, toStatusError } from "./k8s/status.ts";
+import { badRequest, forbidden, notFound, requestEntityTooLarge, StatusError, toStatusError } from "./k8s/status.ts";
 import { apiGroupList, apiResourceList, GROUP, GROUP_VERSION, VERSION, type APIResourceList } from "./k8s/types.ts";
 import { discoveryName } from "./metric-name.ts";
 import { isApisPath } from "./k8s/request-path.ts";
@@ -343,7 +343,7 @@ export function createBridgeApp(options: BridgeOptions): BridgeApp {
 
 /** The default custom-read decision: deny every read (fail closed; a 403 naming the resource and metric). */
 function denyCustomReads(request: CustomAuthorizationRequest): never {
-  throw new StatusError(403, `${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: no policy decides custom reads on this bridge`, {
+  throw forbidden(`${request.resource}.${CUSTOM_GROUP} ${JSON.stringify(request.metric)} is forbidden: no policy decides custom reads on this bridge`, {
     name: request.metric,
     group: CUSTOM_GROUP,
     kind: request.resource,

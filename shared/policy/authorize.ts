@@ -14,7 +14,7 @@ import type { LogRecord } from "../observability/log.ts";
 import type { BridgeConfig } from "../config/config.ts";
 import { ANONYMOUS, type Caller } from "../identity.ts";
 import { EXTERNAL_METRICS_GROUP, forbidden } from "../k8s/status.ts";
-import { PolicySet, type Decision } from "./evaluate.ts";
+import { PolicySet, type Decision, type PolicyRequest } from "./evaluate.ts";
 import { IMPLICIT_DENY_NOTE } from "./load.ts";
 
 /** apimachinery's `NewForbidden` wording (`<group resource> "<name>" is forbidden: <reason>`) for a denied read of `groupResource`. */
@@ -36,28 +36,19 @@ export function forbiddenMessage(request: { caller: Caller; namespace: string; m
  * @throws StatusError 403 naming the policy, rule index and reason
  */
 export function policyAuthorizer(policies: PolicySet): (request: AuthorizationRequest) => void {
-  return (request) => {
-    const decision = policies.evaluate({
-      caller: request.caller,
-      namespace: request.namespace,
-      metric: request.metric,
-      selector: request.selector,
-    });
-    if (decision.decision === "Allow") return;
-    throw forbidden(forbiddenMessage(request, decision), {
-      name: request.metric,
-      group: EXTERNAL_METRICS_GROUP,
-      kind: "externalmetrics",
-    });
-  };
+  return (request) =>
+    enforce(policies, { caller: request.caller, namespace: request.namespace, metric: request.metric, selector: request.selector }, EXTERNAL_METRICS_GROUP, "externalmetrics");
 }
 
 /**
- * The 403 message for a denied custom read, worded like apimachinery's
- * `NewForbidden` with the group resource `<resource>.custom.metrics.k8s.io`.
+ * Decide `request` with `policies`: return on Allow, throw the 403 of a
+ * denied read of `<kind>.<group>` (apimachinery's `NewForbidden` wording,
+ * details `{ name: metric, group, kind }`) on Deny.
  */
-export function customForbiddenMessage(request: { caller: Caller; namespace: string; metric: string; resource: string }, decision: Decision): string {
-  return forbiddenText(`${request.resource}.${CUSTOM_GROUP}`, request, decision);
+function enforce(policies: PolicySet, request: PolicyRequest, group: string, kind: string): void {
+  const decision = policies.evaluate(request);
+  if (decision.decision === "Allow") return;
+  throw forbidden(forbiddenText(`${kind}.${group}`, request, decision), { name: request.metric, group, kind });
 }
 
 /**
@@ -71,17 +62,13 @@ export function customForbiddenMessage(request: { caller: Caller; namespace: str
  * @throws StatusError 403, details `{ name: metric, group: custom.metrics.k8s.io, kind: resource }`
  */
 export function customPolicyAuthorizer(policies: PolicySet): (request: CustomAuthorizationRequest) => void {
-  return (request) => {
-    const decision = policies.evaluate({
-      caller: request.caller,
-      namespace: request.namespace,
-      metric: request.metric,
-      selector: request.selector,
-      resource: request.resource,
-    });
-    if (decision.decision === "Allow") return;
-    throw forbidden(customForbiddenMessage(request, decision), { name: request.metric, group: CUSTOM_GROUP, kind: request.resource });
-  };
+  return (request) =>
+    enforce(
+      policies,
+      { caller: request.caller, namespace: request.namespace, metric: request.metric, selector: request.selector, resource: request.resource },
+      CUSTOM_GROUP,
+      request.resource,
+    );
 }
 
 /**
