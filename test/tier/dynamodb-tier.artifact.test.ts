@@ -37,9 +37,12 @@ import { startEmulator, type Emulator } from "../helpers/emulator.ts";
 import { freePorts } from "../k8s/cluster.ts";
 import { sharedCacheYaml, startDynalite, tierConfig, type Dynalite } from "./dynalite.ts";
 import { startSqsFront, type SqsFront } from "./sqs-front.ts";
+import { FLEET_PATH, readFor, sleep, stopProcess } from "./fleet.ts";
+
+const stopEnv = (e: { child: ChildProcess }) => stopProcess(e.child);
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/depth?labelSelector=queue%3Djobs";
+const PATH = FLEET_PATH;
 /** Another series (queue `warm`) each environment reads once before it is measured: its cold start (config, provider chunk, clients) is not part of the measure. */
 const WARM_PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/depth?labelSelector=queue%3Dwarm";
 /** Characters of a process's output kept for failure messages (the stand-in logs one line per invocation). */
@@ -79,41 +82,6 @@ function startEnvironment(artifact: string, port: number, config: string): Promi
     };
     child.stdout!.on("data", onData);
   });
-}
-
-async function stopEnvironment(e: Environment): Promise<void> {
-  if (e.child.exitCode !== null || e.child.signalCode !== null) return;
-  const exited = new Promise((r) => e.child.once("exit", r));
-  e.child.kill("SIGTERM");
-  await exited;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Each environment reads every `stepMs` for `durationMs`, all at once; every
- * answer must be 200 with `value` (the first that is not stops every loop).
- */
-async function readFor(envs: Environment[], durationMs: number, stepMs: number, value: string): Promise<void> {
-  const end = Date.now() + durationMs;
-  let failed = false;
-  await Promise.all(
-    envs.map(async (e, i) => {
-      await sleep((i * stepMs) / envs.length); // spread the fleet's reads over one step
-      try {
-        while (Date.now() < end && !failed) {
-          const res = await fetch(`${e.url}${PATH}`);
-          const body = (await res.json()) as any;
-          expect(res.status, JSON.stringify(body)).toBe(200);
-          expect(body.items[0].value).toBe(value);
-          await sleep(stepMs);
-        }
-      } catch (err) {
-        failed = true;
-        throw err;
-      }
-    }),
-  );
 }
 
 /** Each environment reads {@link WARM_PATH} until it answers 200 (a cold start under load may exceed the 3 s read budget once), within 60 s. */
@@ -162,7 +130,7 @@ describe("shared read tier on DynamoDB through the built Lambda artifact, one pr
   /** Backend calls while `envs` read for ten TTLs (10.2 s) every `max(50, 5·N)` ms. */
   async function callsOver(envs: Environment[]): Promise<number> {
     const before = front.reads;
-    await readFor(envs, 10_200, Math.max(50, 5 * envs.length), "4");
+    await readFor(envs.map((e) => e.url), 10_200, Math.max(50, 5 * envs.length), "4", true);
     return front.reads - before;
   }
 
@@ -174,7 +142,7 @@ describe("shared read tier on DynamoDB through the built Lambda artifact, one pr
     front = await startSqsFront(sqs.endpoint);
   }, 60_000);
   afterAll(async () => {
-    await Promise.all(running.map(stopEnvironment));
+    await Promise.all(running.map(stopEnv));
     await front?.stop();
     await Promise.all([sqs?.stop(), ddb?.stop()]);
     rmSync(dir, { recursive: true, force: true });
@@ -183,7 +151,7 @@ describe("shared read tier on DynamoDB through the built Lambda artifact, one pr
   it("1, 10 and 50 processes reading one series for ten TTLs: the fleets' backend calls are within 1.1× of one process's", async () => {
     const { envs: single } = await fleet(1, "fleet-1", FLEET_TIER);
     const one = await callsOver(single);
-    await Promise.all(single.map(stopEnvironment));
+    await Promise.all(single.map(stopEnv));
     expect(one).toBeGreaterThanOrEqual(8);
 
     for (const n of [10, 50]) {
@@ -192,7 +160,7 @@ describe("shared read tier on DynamoDB through the built Lambda artifact, one pr
       const many = await callsOver(envs);
       console.log(`backend calls over ten TTLs: 1 process ${one}, ${n} processes ${many}`);
       expect(many, `${n} processes: ${many} backend calls vs ${one} of one process; ${fallbacks(envs)} direct reads logged`).toBeLessThanOrEqual(one * 1.1);
-      await Promise.all(envs.map(stopEnvironment));
+      await Promise.all(envs.map(stopEnv));
     }
   }, 150_000);
 

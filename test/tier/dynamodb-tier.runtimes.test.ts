@@ -20,9 +20,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmulator, type Emulator } from "../helpers/emulator.ts";
 import { sharedCacheYaml, startDynalite, tierConfig, type Dynalite } from "./dynalite.ts";
 import { startSqsFront, type SqsFront } from "./sqs-front.ts";
+import { FLEET_PATH, readFor, sleep, stopProcess } from "./fleet.ts";
+
+const stopServer = (server: { child: ChildProcess }) => stopProcess(server.child);
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/depth?labelSelector=queue%3Djobs";
+const PATH = FLEET_PATH;
 
 /** A Node server process. */
 interface Server {
@@ -50,31 +53,6 @@ function startServer(file: string): Promise<Server> {
       }
     });
   });
-}
-
-async function stopServer(server: Server): Promise<void> {
-  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
-  const exited = new Promise((r) => server.child.once("exit", r));
-  server.child.kill("SIGTERM");
-  await exited;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Each server reads every `stepMs` for `durationMs`, all at once; every answer must be 200 with `value`. */
-async function readFor(servers: Server[], durationMs: number, stepMs: number, value: string): Promise<void> {
-  const end = Date.now() + durationMs;
-  await Promise.all(
-    servers.map(async (s) => {
-      while (Date.now() < end) {
-        const res = await fetch(`${s.url}${PATH}`);
-        const body = (await res.json()) as any;
-        expect(res.status, JSON.stringify(body)).toBe(200);
-        expect(body.items[0].value).toBe(value);
-        await sleep(stepMs);
-      }
-    }),
-  );
 }
 
 describe("shared read tier on DynamoDB across Node server processes", () => {
@@ -109,13 +87,13 @@ describe("shared read tier on DynamoDB across Node server processes", () => {
   it("6 processes reading one series for ten TTLs make the backend calls of one process (≤ 1.1×)", async () => {
     const [single] = await fleet(1, "procs-1");
     let before = front.reads;
-    await readFor([single!], 10_200, 50, "4");
+    await readFor([single!.url], 10_200, 50, "4");
     const one = front.reads - before;
     await stopServer(single!);
 
     const six = await fleet(6, "procs-6");
     before = front.reads;
-    await readFor(six, 10_200, 50, "4");
+    await readFor(six.map((s) => s.url), 10_200, 50, "4");
     const many = front.reads - before;
     expect(one).toBeGreaterThanOrEqual(10);
     expect(many).toBeLessThanOrEqual(one * 1.1);
