@@ -80,12 +80,7 @@ export function parseQuantityText(text: unknown, field: string): Decimal {
  *   `items[3].value`, …)
  */
 export function checkValueList(text: string): void {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new ValueListError("", "with a body that is not JSON");
-  }
+  const body = parseBody(text);
   if (!isObject(body) || body["kind"] !== "ExternalMetricValueList") throw new ValueListError("kind", "without an ExternalMetricValueList");
   const items = body["items"];
   if (!Array.isArray(items)) throw new ValueListError("items", "without an items list");
@@ -101,17 +96,7 @@ export function checkValueList(text: string): void {
         if (typeof v !== "string") throw new ValueListError(`${at}.metricLabels`, `with ${at}.metricLabels[${JSON.stringify(k.slice(0, 63))}] not a string`);
       }
     }
-    const ts = item["timestamp"];
-    // The shape Go reads, and a date that exists (Date.parse takes 2026-02-30 as 2 March).
-    if (typeof ts !== "string" || !RFC3339.test(ts) || parseRfc3339(ts) === undefined) {
-      throw new ValueListError(`${at}.timestamp`, `with ${at}.timestamp not an RFC 3339 time: ${JSON.stringify(typeof ts === "string" ? ts.slice(0, 40) : ts)}`);
-    }
-    const window = item["window"];
-    if (window !== undefined && window !== null && !Number.isSafeInteger(window)) throw new ValueListError(`${at}.window`, `with ${at}.window not an integer`);
-    const value = parseQuantityText(item["value"], `${at}.value`);
-    if (!fitsMilliValue(value)) {
-      throw new ValueListError(`${at}.value`, `with ${at}.value ${JSON.stringify(item["value"])} too large for the HPA (its MilliValue does not fit int64)`);
-    }
+    checkSample(item, at, "window");
   });
 }
 
@@ -130,12 +115,7 @@ export function checkValueList(text: string): void {
  * @throws ValueListError naming the first bad field
  */
 export function checkMetricValueList(text: string, version: "v1beta2" | "v1beta1", exactlyOne: boolean): void {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new ValueListError("", "with a body that is not JSON");
-  }
+  const body = parseBody(text);
   if (!isObject(body) || body["kind"] !== "MetricValueList") throw new ValueListError("kind", "without a MetricValueList");
   if (body["apiVersion"] !== `custom.metrics.k8s.io/${version}`) throw new ValueListError("apiVersion", `with apiVersion ${JSON.stringify(String(body["apiVersion"]).slice(0, 60))}, not custom.metrics.k8s.io/${version}`);
   const items = body["items"];
@@ -151,17 +131,7 @@ export function checkMetricValueList(text: string, version: "v1beta2" | "v1beta1
     const name = version === "v1beta2" ? (isObject(item["metric"]) ? item["metric"]["name"] : undefined) : item["metricName"];
     const nameField = version === "v1beta2" ? "metric.name" : "metricName";
     if (typeof name !== "string") throw new ValueListError(`${at}.${nameField}`, `with ${at}.${nameField} not a string`);
-    const ts = item["timestamp"];
-    if (typeof ts !== "string" || !RFC3339.test(ts) || parseRfc3339(ts) === undefined) {
-      throw new ValueListError(`${at}.timestamp`, `with ${at}.timestamp not an RFC 3339 time: ${JSON.stringify(typeof ts === "string" ? ts.slice(0, 40) : ts)}`);
-    }
-    const windowField = version === "v1beta2" ? "windowSeconds" : "window";
-    const window = item[windowField];
-    if (window !== undefined && window !== null && !Number.isSafeInteger(window)) throw new ValueListError(`${at}.${windowField}`, `with ${at}.${windowField} not an integer`);
-    const value = parseQuantityText(item["value"], `${at}.value`);
-    if (!fitsMilliValue(value)) {
-      throw new ValueListError(`${at}.value`, `with ${at}.value ${JSON.stringify(item["value"])} too large for the HPA (its MilliValue does not fit int64)`);
-    }
+    checkSample(item, at, version === "v1beta2" ? "windowSeconds" : "window");
   });
 }
 
@@ -217,4 +187,35 @@ export function backoffMs(retryAfter: string | undefined, detailsSeconds: unknow
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** A backend answer's JSON. @throws ValueListError when it is not JSON */
+function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ValueListError("", "with a body that is not JSON");
+  }
+}
+
+/**
+ * The sample fields every value list item has (External and custom alike):
+ * an RFC 3339 `timestamp` (the shape Go reads, and a date that exists:
+ * Date.parse takes 2026-02-30 as 2 March), an integer window when present
+ * (`windowField`: `window`, or v1beta2's `windowSeconds`) and a `value`
+ * whose `MilliValue()` fits int64.
+ *
+ * @throws ValueListError naming the field
+ */
+function checkSample(item: Record<string, unknown>, at: string, windowField: "window" | "windowSeconds"): void {
+  const ts = item["timestamp"];
+  if (typeof ts !== "string" || !RFC3339.test(ts) || parseRfc3339(ts) === undefined) {
+    throw new ValueListError(`${at}.timestamp`, `with ${at}.timestamp not an RFC 3339 time: ${JSON.stringify(typeof ts === "string" ? ts.slice(0, 40) : ts)}`);
+  }
+  const window = item[windowField];
+  if (window !== undefined && window !== null && !Number.isSafeInteger(window)) throw new ValueListError(`${at}.${windowField}`, `with ${at}.${windowField} not an integer`);
+  const value = parseQuantityText(item["value"], `${at}.value`);
+  if (!fitsMilliValue(value)) {
+    throw new ValueListError(`${at}.value`, `with ${at}.value ${JSON.stringify(item["value"])} too large for the HPA (its MilliValue does not fit int64)`);
+  }
 }
